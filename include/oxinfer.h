@@ -1,0 +1,141 @@
+/* oxinfer C API: the one interface the CLI, the HTTP server and the browser build share.
+ *
+ * Conventions: every function returns an oxi_status (0 = OK). On failure, oxi_last_error()
+ * returns a one-line message for the calling thread (valid until the next call on that thread).
+ * Objects are opaque; free them with their _free function (NULL is accepted). A model may be shared
+ * by several contexts; a context (one sequence) is used by one thread at a time. */
+#ifndef OXINFER_H
+#define OXINFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OXI_API_VERSION 1
+
+typedef enum oxi_status {
+  OXI_OK = 0,
+  OXI_ERR_INVALID_ARGUMENT = 1,
+  OXI_ERR_IO = 2,
+  OXI_ERR_FORMAT = 3,
+  OXI_ERR_UNSUPPORTED = 4,
+  OXI_ERR_OUT_OF_MEMORY = 5,
+  OXI_ERR_CANCELLED = 6,
+  OXI_ERR_NOT_IMPLEMENTED = 7,
+  OXI_ERR_INTERNAL = 8
+} oxi_status;
+
+typedef struct oxi_model oxi_model;     /* weights + tokenizer + chat template, immutable */
+typedef struct oxi_context oxi_context; /* one sequence: caches, recurrent state, sampler */
+
+const char* oxi_last_error(void);
+const char* oxi_status_name(oxi_status status);
+const char* oxi_version(void);
+
+/* ---- models ---------------------------------------------------------------------------- */
+typedef struct oxi_model_params {
+  int32_t n_threads; /* 0: all hardware threads */
+  const char* quant; /* NULL/"" keep file types; "q8_0" | "q4_0" | "q4_k" (HF checkpoints) */
+} oxi_model_params;
+
+oxi_model_params oxi_model_default_params(void);
+/* path: a .gguf file or a Hugging Face checkpoint directory. */
+oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_model** out);
+void oxi_model_free(oxi_model* model);
+
+typedef struct oxi_model_desc {
+  const char* arch; /* owned by the model */
+  const char* name;
+  int64_t n_vocab;
+  int64_t n_ctx_train;
+  uint64_t n_params;
+  int32_t bos_id; /* -1 if none */
+  int32_t eos_id;
+} oxi_model_desc;
+oxi_status oxi_model_describe(const oxi_model* model, oxi_model_desc* out);
+
+/* ---- tokenizer ------------------------------------------------------------------------- */
+/* Encodes UTF-8 text. add_special: add BOS/EOS as the model's config says; parse_special: match
+ * special-token text such as "<|im_start|>". Writes up to cap ids and sets *n_out to the full count
+ * (call again with a bigger buffer if *n_out > cap). */
+oxi_status oxi_tokenize(const oxi_model* model, const char* text, size_t text_len, int add_special,
+                        int parse_special, int32_t* ids, size_t cap, size_t* n_out);
+/* Decodes ids to UTF-8 (same capacity protocol, in bytes, no terminator counted; a terminator
+ * is written when it fits). */
+oxi_status oxi_detokenize(const oxi_model* model, const int32_t* ids, size_t n_ids, char* text,
+                          size_t cap, size_t* n_out);
+
+/* Renders the model's chat template. messages_json: an OpenAI-style JSON array of messages;
+ * options_json: NULL or an object {"add_generation_prompt":true,"enable_thinking":false,
+ * "tools":[...]} passed to the template. Output as for oxi_detokenize. */
+oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
+                           const char* options_json, char* text, size_t cap, size_t* n_out);
+
+/* ---- generation ------------------------------------------------------------------------ */
+typedef struct oxi_sampling_params {
+  float temperature; /* <= 0: greedy */
+  int32_t top_k;     /* <= 0: off */
+  float top_p;       /* >= 1: off */
+  float min_p;       /* <= 0: off */
+  float repeat_penalty;    /* 1: off */
+  float presence_penalty;  /* 0: off */
+  float frequency_penalty; /* 0: off */
+  int32_t penalty_last_n;  /* window for penalties; 0: off, -1: whole context */
+  uint64_t seed;
+} oxi_sampling_params;
+
+/* Greedy defaults; oxi_model_sampling_defaults() gives the model's recommended ones
+ * (generation_config.json / GGUF metadata) where present. */
+oxi_sampling_params oxi_sampling_default_params(void);
+oxi_sampling_params oxi_model_sampling_defaults(const oxi_model* model);
+
+oxi_status oxi_context_new(oxi_model* model, int32_t n_ctx, oxi_context** out);
+void oxi_context_free(oxi_context* ctx);
+/* Forget every token (caches and state emptied). */
+oxi_status oxi_context_reset(oxi_context* ctx);
+
+typedef struct oxi_token_event {
+  int32_t id;
+  const char* text; /* UTF-8 of this step; never half a code point (may be "" while buffering) */
+  size_t text_len;
+  float logprob;    /* natural log-softmax of the raw logits for id */
+  int32_t n_top;    /* entries in top_ids/top_logprobs (the n_top_logprobs asked for) */
+  const int32_t* top_ids;
+  const float* top_logprobs;
+} oxi_token_event;
+
+/* Called once per generated token; return non-zero to stop (the call then returns
+ * OXI_ERR_CANCELLED). */
+typedef int (*oxi_token_callback)(const oxi_token_event* event, void* user_data);
+
+typedef struct oxi_generate_params {
+  int32_t max_tokens;     /* < 0: until end of generation or context full */
+  int32_t n_top_logprobs; /* 0..20 */
+  oxi_sampling_params sampling;
+  const volatile int* cancel; /* optional flag polled between tokens (set from any thread) */
+} oxi_generate_params;
+
+oxi_generate_params oxi_generate_default_params(void);
+
+typedef struct oxi_generate_result {
+  int32_t n_prompt;      /* prompt tokens consumed */
+  int32_t n_generated;
+  double prompt_seconds;
+  double gen_seconds;
+  int32_t stop_reason; /* 0 end-of-generation token, 1 max_tokens, 2 context full, 3 cancelled */
+} oxi_generate_result;
+
+/* Appends prompt ids to the context's sequence, then samples until an end-of-generation token,
+ * max_tokens, the context limit or cancellation. */
+oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt,
+                        const oxi_generate_params* params, oxi_token_callback on_token,
+                        void* user_data, oxi_generate_result* result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OXINFER_H */

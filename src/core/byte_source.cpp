@@ -1,0 +1,148 @@
+#include "core/byte_source.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+
+#if !defined(__EMSCRIPTEN__) && !defined(_WIN32)
+#define OXI_HAVE_MMAP 1
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+namespace oxi {
+
+const uint8_t* ByteSource::range(uint64_t offset, uint64_t len) const {
+  const uint64_t n = size();
+  if (offset > n || len > n - offset) {
+    format_error(name(), "range [" + std::to_string(offset) + ", +" + std::to_string(len) +
+                             ") is outside the file (size " + std::to_string(n) + ")");
+  }
+  return data() + offset;
+}
+
+namespace {
+
+class MemorySource final : public ByteSource {
+ public:
+  MemorySource(std::vector<uint8_t> bytes, std::string name)
+      : ByteSource(std::move(name)), bytes_(std::move(bytes)) {}
+  const uint8_t* data() const override {
+    static const uint8_t kEmpty = 0;
+    return bytes_.empty() ? &kEmpty : bytes_.data();
+  }
+  uint64_t size() const override { return bytes_.size(); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+#ifdef OXI_HAVE_MMAP
+class MappedSource final : public ByteSource {
+ public:
+  MappedSource(const std::string& path, void* base, uint64_t size)
+      : ByteSource(path), base_(base), size_(size) {}
+  ~MappedSource() override {
+    if (base_ != nullptr) munmap(base_, size_);
+  }
+  const uint8_t* data() const override {
+    static const uint8_t kEmpty = 0;
+    return base_ ? static_cast<const uint8_t*>(base_) : &kEmpty;
+  }
+  uint64_t size() const override { return size_; }
+
+ private:
+  void* base_;
+  uint64_t size_;
+};
+#endif
+
+[[noreturn]] void io_error(const std::string& path, const std::string& what) {
+  throw_error(ErrorCode::kIo, path + ": " + what + " (" + std::strerror(errno) + ")");
+}
+
+std::vector<uint8_t> read_all(const std::string& path, uint64_t max_bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) io_error(path, "cannot open");
+  std::vector<uint8_t> out;
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (out.size() + n > max_bytes) {
+      std::fclose(f);
+      throw_error(ErrorCode::kIo, path + ": file is larger than " + std::to_string(max_bytes) + " bytes");
+    }
+    out.insert(out.end(), buf, buf + n);
+  }
+  const bool err = std::ferror(f) != 0;
+  std::fclose(f);
+  if (err) io_error(path, "read failed");
+  return out;
+}
+
+}  // namespace
+
+ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name) {
+  return std::make_shared<MemorySource>(std::move(bytes), std::move(name));
+}
+
+ByteSourcePtr open_file_source(const std::string& path) {
+#ifdef OXI_HAVE_MMAP
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) io_error(path, "cannot open");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    io_error(path, "cannot stat");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw_error(ErrorCode::kIo, path + ": not a regular file");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  void* base = nullptr;
+  if (size > 0) {
+    base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      ::close(fd);
+      io_error(path, "mmap failed");
+    }
+  }
+  ::close(fd);
+  return std::make_shared<MappedSource>(path, base, size);
+#else
+  return memory_source(read_all(path, ~0ull), path);
+#endif
+}
+
+std::string read_text_file(const std::string& path, uint64_t max_bytes) {
+  auto bytes = read_all(path, max_bytes);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+#ifdef OXI_HAVE_MMAP
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+#else
+  const std::string tmp = path + ".tmp";
+#endif
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) io_error(tmp, "cannot create");
+  const bool ok = (n == 0 || std::fwrite(data, 1, n, f) == n) && std::fflush(f) == 0;
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) {
+    std::remove(tmp.c_str());
+    io_error(path, "write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    io_error(path, "rename failed");
+  }
+}
+
+}  // namespace oxi

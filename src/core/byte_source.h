@@ -1,0 +1,47 @@
+// A read-only, random-access view of a file's bytes. Native builds map the file (weights are read
+// in place, never copied); wasm builds hold the bytes in memory (the browser hands us a buffer, and
+// emscripten 3.1.6 has no useful mmap). Loaders only see data()/size(), so they work on both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace oxi {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Whole contents; valid while the ByteSource lives. Never null (an empty source has size 0 and a
+  // non-null pointer).
+  virtual const uint8_t* data() const = 0;
+  virtual uint64_t size() const = 0;
+  // The path or a label, used in every error message about this source.
+  const std::string& name() const { return name_; }
+
+  // Bounds-checked sub-range: throws a format error naming this source if [offset, offset+len)
+  // is not inside it. Written to be overflow-safe for hostile offsets.
+  const uint8_t* range(uint64_t offset, uint64_t len) const;
+
+ protected:
+  explicit ByteSource(std::string name) : name_(std::move(name)) {}
+
+ private:
+  std::string name_;
+};
+
+using ByteSourcePtr = std::shared_ptr<const ByteSource>;
+
+// Opens a file read-only: mmap where available, else reads it whole. Throws oxi::Error(kIo).
+ByteSourcePtr open_file_source(const std::string& path);
+// Wraps an in-memory buffer (moved in).
+ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name);
+
+// Reads a whole (small) text file, e.g. config.json. Throws oxi::Error(kIo) with the path.
+std::string read_text_file(const std::string& path, uint64_t max_bytes = 256ull << 20);
+// Writes via "<path>.tmp.<pid>" then rename, so a failure never leaves a partial file.
+void write_file_atomic(const std::string& path, const void* data, size_t n);
+
+}  // namespace oxi

@@ -1,0 +1,122 @@
+// GGUF v2/v3 reader and writer (no model knowledge). Spec facts: little-endian; magic "GGUF";
+// u32 version; u64 tensor count; u64 kv count; kvs; tensor infos; padding to general.alignment
+// (default 32); tensor data, each tensor's offset relative to the data section and aligned.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/byte_source.h"
+#include "format/tensor_index.h"
+
+namespace oxi {
+
+enum class GgufType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+
+// One metadata value. Arrays are homogeneous; `elem_type` says what they hold (arrays of arrays are
+// legal GGUF and kept as nested values).
+struct GgufValue {
+  GgufType type = GgufType::UINT8;
+  GgufType elem_type = GgufType::UINT8;  // for ARRAY
+  std::variant<uint64_t, int64_t, double, bool, std::string> scalar;  // integers widen
+  std::vector<GgufValue> array;                                    // for ARRAY of non-strings
+  std::vector<std::string> strings;                                // for ARRAY of STRING
+
+  bool is_array() const { return type == GgufType::ARRAY; }
+  // Typed accessors; throw oxi::Error(kFormat) on a type mismatch (integers convert with range
+  // check, floats from any numeric).
+  int64_t as_int() const;
+  uint64_t as_uint() const;
+  double as_float() const;
+  bool as_bool() const;
+  const std::string& as_string() const;
+  std::vector<int64_t> as_int_array() const;
+  std::vector<float> as_float_array() const;
+  const std::vector<std::string>& as_string_array() const;
+  size_t array_size() const;
+};
+
+class GgufMetadata {
+ public:
+  const GgufValue* find(const std::string& key) const;
+  bool contains(const std::string& key) const { return find(key) != nullptr; }
+  // Throw "missing metadata key K" / type errors naming the key.
+  int64_t get_int(const std::string& key) const;
+  double get_float(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+  const std::string& get_string(const std::string& key) const;
+  // With defaults when absent.
+  int64_t get_int(const std::string& key, int64_t def) const;
+  double get_float(const std::string& key, double def) const;
+  bool get_bool(const std::string& key, bool def) const;
+  std::string get_string(const std::string& key, const std::string& def) const;
+
+  void set(const std::string& key, GgufValue v);
+  const std::vector<std::pair<std::string, GgufValue>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<std::string, GgufValue>> entries_;  // file order
+  std::map<std::string, size_t> by_key_;
+};
+
+struct GgufFile {
+  uint32_t version = 3;
+  uint64_t alignment = 32;
+  GgufMetadata metadata;
+  TensorIndex tensors;
+  std::vector<ByteSourcePtr> sources;  // one per split
+};
+
+// Opens a .gguf (or the first split "*-00001-of-0000N.gguf", pulling in the others); validates
+// everything (offsets in file, sizes == shape × dtype, alignment, no overlaps, duplicates, limits).
+// Errors: oxi::Error(kFormat or kIo) with a one-line message naming the file (and tensor).
+GgufFile read_gguf(const std::string& path);
+GgufFile read_gguf(ByteSourcePtr source);  // single in-memory file (wasm, fuzzing)
+
+// Writer: collects metadata and tensors (data supplied by pointer or by a callback at write time
+// so multi-GB conversions stream), then writes to path via a temp file + rename.
+class GgufWriter {
+ public:
+  explicit GgufWriter(uint64_t alignment = 32);
+  void set_metadata(const std::string& key, GgufValue v);
+  // Convenience setters.
+  void set_u32(const std::string& key, uint32_t v);
+  void set_i32(const std::string& key, int32_t v);
+  void set_u64(const std::string& key, uint64_t v);
+  void set_f32(const std::string& key, float v);
+  void set_bool(const std::string& key, bool v);
+  void set_string(const std::string& key, const std::string& v);
+  void set_array_i32(const std::string& key, const std::vector<int32_t>& v);
+  void set_array_u32(const std::string& key, const std::vector<uint32_t>& v);
+  void set_array_f32(const std::string& key, const std::vector<float>& v);
+  void set_array_bool(const std::string& key, const std::vector<bool>& v);
+  void set_array_string(const std::string& key, const std::vector<std::string>& v);
+
+  // `shape` row-major outermost-first (as TensorInfo). `bytes` must stay valid until write().
+  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                  const void* bytes, uint64_t nbytes);
+  // Data produced at write time into `dst` (exactly nbytes).
+  using Producer = std::function<void(uint8_t* dst, uint64_t nbytes)>;
+  void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, uint64_t nbytes,
+                  Producer produce);
+
+  void write(const std::string& path) const;       // temp file + rename
+  std::vector<uint8_t> write_to_memory() const;    // for tests
+
+ private:
+  struct Pending;
+  uint64_t alignment_;
+  GgufMetadata metadata_;
+  std::vector<std::shared_ptr<Pending>> tensors_;
+};
+
+}  // namespace oxi

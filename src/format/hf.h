@@ -1,0 +1,34 @@
+// Hugging Face checkpoint directory (or HF cache snapshot dir): config.json (text_config may be
+// nested), model.safetensors or shards via model.safetensors.index.json, tokenizer.json,
+// tokenizer_config.json, chat_template.jinja, generation_config.json.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "format/safetensors.h"
+#include "format/tensor_index.h"
+
+namespace oxi {
+
+struct HfCheckpoint {
+  std::string dir;
+  nlohmann::json config;             // config.json as is
+  nlohmann::json text_config;        // config["text_config"] if present, else config
+  nlohmann::json generation_config;  // {} if absent
+  nlohmann::json tokenizer_config;   // {} if absent
+  std::string tokenizer_json_path;   // "" if absent (parsed lazily by the tokenizer)
+  std::string chat_template;         // chat_template.jinja, else tokenizer_config["chat_template"]
+  TensorIndex tensors;               // all shards merged; duplicates across shards rejected
+  std::vector<ByteSourcePtr> sources;
+};
+
+// Throws oxi::Error(kFormat/kIo) naming the file on anything malformed (bad JSON, config not an
+// object, index pointing at a missing shard, tensor listed in the index but absent from its shard).
+HfCheckpoint read_hf_checkpoint(const std::string& dir);
+
+}  // namespace oxi

@@ -1,0 +1,21 @@
+// `oxinfer convert`: HF checkpoint → GGUF that llama.cpp loads (exact metadata keys, tensor names
+// and value transforms of llama.cpp's converter). Per-architecture code in models/<arch>/convert.cpp.
+#pragma once
+
+#include <string>
+
+#include "format/dtype.h"
+#include "format/hf.h"
+
+namespace oxi {
+
+struct ConvertOptions {
+  // Type for 2-D weight matrices; norms, biases and small 1-D tensors stay F32 (as llama.cpp).
+  DType out_type = DType::F32;  // F32 | F16 | BF16 | Q8_0
+};
+
+// Writes via temp file + rename. Throws oxi::Error naming the offending file/tensor.
+void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path,
+                        const ConvertOptions& options);
+
+}  // namespace oxi

@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "core/byte_source.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace oxi {
+namespace {
+
+TEST(Half, RoundTripsEveryF16) {
+  // Every finite f16 converts to f32 and back unchanged (independent of our rounding code path,
+  // since f16 → f32 is exact).
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t v = static_cast<uint16_t>(h);
+    if ((v & 0x7c00u) == 0x7c00u && (v & 0x3ffu)) continue;  // NaN payloads
+    EXPECT_EQ(f32_to_f16(f16_to_f32(v)), v) << h;
+  }
+}
+
+TEST(Half, KnownValues) {
+  EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
+  EXPECT_EQ(f16_to_f32(0xc000), -2.0f);
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie → even
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);          // tie → even (zero)
+  EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -26)), 0x0001);
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_f32(0x4049), 3.140625f);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(ByteSource, RangeIsBoundsChecked) {
+  auto src = memory_source({1, 2, 3, 4}, "mem");
+  EXPECT_EQ(src->range(1, 3)[0], 2);
+  EXPECT_THROW(src->range(2, 3), Error);
+  EXPECT_THROW(src->range(~0ull, 2), Error);
+  EXPECT_THROW(src->range(1, ~0ull), Error);
+}
+
+TEST(ByteSource, FileRoundTripAndMissingFile) {
+  const std::string path = ::testing::TempDir() + "/oxi_bs_test.bin";
+  const char payload[] = "hello";
+  write_file_atomic(path, payload, 5);
+  auto src = open_file_source(path);
+  ASSERT_EQ(src->size(), 5u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(src->data()), 5), "hello");
+  std::remove(path.c_str());
+  try {
+    open_file_source(path + ".missing");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIo);
+    EXPECT_NE(std::string(e.what()).find(".missing"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace oxi
