@@ -22,14 +22,19 @@ enum class GgufType : uint32_t {
   STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
 
-// One metadata value. Arrays are homogeneous; `elem_type` says what they hold (arrays of arrays are
-// legal GGUF and kept as nested values).
+// One metadata value. Arrays are homogeneous; `elem_type` says what they hold. Storage by element
+// type (compact, so a hostile file cannot blow up into per-element objects):
+//   ARRAY of STRING  → `strings`
+//   ARRAY of ARRAY   → `array` (nested arrays are legal GGUF and kept as nested values)
+//   ARRAY of numbers / BOOL → `raw`: the elements' little-endian bytes exactly as in the file;
+//     read them with element(i) or the as_*_array() accessors.
 struct GgufValue {
   GgufType type = GgufType::UINT8;
   GgufType elem_type = GgufType::UINT8;  // for ARRAY
   std::variant<uint64_t, int64_t, double, bool, std::string> scalar;  // integers widen
-  std::vector<GgufValue> array;                                    // for ARRAY of non-strings
+  std::vector<GgufValue> array;                                    // for ARRAY of ARRAY
   std::vector<std::string> strings;                                // for ARRAY of STRING
+  std::vector<uint8_t> raw;                                        // for ARRAY of numbers/BOOL
 
   bool is_array() const { return type == GgufType::ARRAY; }
   // Typed accessors; throw oxi::Error(kFormat) on a type mismatch (integers convert with range
@@ -43,7 +48,33 @@ struct GgufValue {
   std::vector<float> as_float_array() const;
   const std::vector<std::string>& as_string_array() const;
   size_t array_size() const;
+  // Element i of any array as a scalar value (a copy; nested arrays are returned whole).
+  GgufValue element(size_t i) const;
+
+  // Constructors of scalar values.
+  static GgufValue u8(uint8_t v);
+  static GgufValue i8(int8_t v);
+  static GgufValue u16(uint16_t v);
+  static GgufValue i16(int16_t v);
+  static GgufValue u32(uint32_t v);
+  static GgufValue i32(int32_t v);
+  static GgufValue u64(uint64_t v);
+  static GgufValue i64(int64_t v);
+  static GgufValue f32(float v);
+  static GgufValue f64(double v);
+  static GgufValue boolean(bool v);
+  static GgufValue string(std::string v);
+  // Arrays. Numeric: elements are converted to `elem` (an integer or float GGUF type).
+  static GgufValue int_array(GgufType elem, const std::vector<int64_t>& v);
+  static GgufValue float_array(GgufType elem, const std::vector<double>& v);
+  static GgufValue bool_array(const std::vector<bool>& v);
+  static GgufValue string_array(std::vector<std::string> v);
+  static GgufValue nested_array(GgufType inner_type, std::vector<GgufValue> v);
 };
+
+// Bytes of one element of a fixed-size GGUF type (0 for STRING / ARRAY).
+size_t gguf_type_size(GgufType t);
+const char* gguf_type_name(GgufType t);  // "UINT32", …
 
 class GgufMetadata {
  public:
@@ -70,6 +101,7 @@ class GgufMetadata {
 
 struct GgufFile {
   uint32_t version = 3;
+  uint64_t data_offset = 0;  // start of the tensor data section in the (first) file
   uint64_t alignment = 32;
   GgufMetadata metadata;
   TensorIndex tensors;
@@ -81,6 +113,9 @@ struct GgufFile {
 // Errors: oxi::Error(kFormat or kIo) with a one-line message naming the file (and tensor).
 GgufFile read_gguf(const std::string& path);
 GgufFile read_gguf(ByteSourcePtr source);  // single in-memory file (wasm, fuzzing)
+
+// True if `path` names the first part of a split GGUF ("…-00001-of-000NN.gguf").
+bool gguf_is_split_first(const std::string& path);
 
 // Writer: collects metadata and tensors (data supplied by pointer or by a callback at write time
 // so multi-GB conversions stream), then writes to path via a temp file + rename.
@@ -114,6 +149,8 @@ class GgufWriter {
 
  private:
   struct Pending;
+  std::vector<uint8_t> header_bytes() const;  // header + infos + padding; assigns data offsets
+  void emit(const std::function<void(const uint8_t*, uint64_t)>& sink) const;
   uint64_t alignment_;
   GgufMetadata metadata_;
   std::vector<std::shared_ptr<Pending>> tensors_;

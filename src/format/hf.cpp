@@ -1,0 +1,165 @@
+// Hugging Face checkpoint directory reader. Only files: no model knowledge here.
+#include "format/hf.h"
+
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "format/util.h"
+
+namespace oxi {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxJsonFile = 64ull << 20;  // config / tokenizer_config / index files
+
+bool is_file(const std::string& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);  // follows symlinks (HF cache snapshots link into blobs/)
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  const std::string text = read_text_file(path, kMaxJsonFile);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    std::string m = e.what();
+    if (auto p = m.find("] "); p != std::string::npos) m = m.substr(p + 2);
+    format_error(path, "bad JSON: " + m);
+  }
+}
+
+nlohmann::json parse_json_object(const std::string& path) {
+  nlohmann::json j = parse_json_file(path);
+  if (!j.is_object()) format_error(path, "is not a JSON object");
+  return j;
+}
+
+// A shard file name from an index must be a plain relative path inside the checkpoint directory.
+void check_shard_name(const std::string& index_path, const std::string& tensor, const std::string& shard) {
+  bool bad = shard.empty() || shard[0] == '/' || shard.find('\\') != std::string::npos ||
+             shard.find('\0') != std::string::npos || !fmt::valid_utf8(shard);
+  if (!bad) {
+    size_t start = 0;
+    while (start <= shard.size()) {
+      size_t end = shard.find('/', start);
+      if (end == std::string::npos) end = shard.size();
+      const std::string part = shard.substr(start, end - start);
+      if (part == ".." || part == "." || part.empty()) bad = true;
+      start = end + 1;
+    }
+  }
+  if (bad) {
+    format_error(index_path, "tensor '" + fmt::printable(tensor) + "' maps to an invalid shard name '" +
+                                 fmt::printable(shard) + "'");
+  }
+}
+
+}  // namespace
+
+HfCheckpoint read_hf_checkpoint(const std::string& dir_in) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw_error(ErrorCode::kIo, dir + ": not a directory");
+  }
+  HfCheckpoint ck;
+  ck.dir = dir;
+  const std::string config_path = fmt::join_path(dir, "config.json");
+  if (!is_file(config_path)) throw_error(ErrorCode::kIo, config_path + ": missing (not an HF checkpoint directory)");
+  ck.config = parse_json_object(config_path);
+  ck.text_config = ck.config;
+  if (auto tc = ck.config.find("text_config"); tc != ck.config.end() && !tc->is_null()) {
+    if (!tc->is_object()) format_error(config_path, "text_config is not an object");
+    ck.text_config = *tc;
+  }
+  for (const char* key : {"model_type", "architectures"}) {
+    (void)key;
+  }
+  if (auto mt = ck.config.find("model_type"); mt != ck.config.end() && !mt->is_string()) {
+    format_error(config_path, "model_type is not a string");
+  }
+  if (auto ar = ck.config.find("architectures"); ar != ck.config.end() && !ar->is_null()) {
+    if (!ar->is_array()) format_error(config_path, "architectures is not an array");
+    for (const auto& a : *ar) {
+      if (!a.is_string()) format_error(config_path, "architectures entries must be strings");
+    }
+  }
+
+  const std::string gen_path = fmt::join_path(dir, "generation_config.json");
+  ck.generation_config = is_file(gen_path) ? parse_json_object(gen_path) : nlohmann::json::object();
+  const std::string tc_path = fmt::join_path(dir, "tokenizer_config.json");
+  ck.tokenizer_config = is_file(tc_path) ? parse_json_object(tc_path) : nlohmann::json::object();
+  const std::string tok_path = fmt::join_path(dir, "tokenizer.json");
+  if (is_file(tok_path)) ck.tokenizer_json_path = tok_path;
+
+  const std::string tmpl_path = fmt::join_path(dir, "chat_template.jinja");
+  if (is_file(tmpl_path)) {
+    ck.chat_template = read_text_file(tmpl_path, kMaxJsonFile);
+  } else if (auto ct = ck.tokenizer_config.find("chat_template"); ct != ck.tokenizer_config.end() && !ct->is_null()) {
+    if (ct->is_string()) {
+      ck.chat_template = ct->get<std::string>();
+    } else if (ct->is_array()) {
+      // [{"name": "default", "template": "..."}, ...]: take "default", else the first.
+      for (const auto& e : *ct) {
+        if (!e.is_object() || !e.contains("template") || !e["template"].is_string()) {
+          format_error(tc_path, "chat_template list entries must be {name, template} objects");
+        }
+        const bool is_default = e.contains("name") && e["name"] == "default";
+        if (ck.chat_template.empty() || is_default) ck.chat_template = e["template"].get<std::string>();
+        if (is_default) break;
+      }
+    } else {
+      format_error(tc_path, "chat_template is neither a string nor a list");
+    }
+  }
+
+  // Weights.
+  const std::string single = fmt::join_path(dir, "model.safetensors");
+  const std::string index_path = fmt::join_path(dir, "model.safetensors.index.json");
+  if (is_file(index_path)) {
+    nlohmann::json index = parse_json_object(index_path);
+    auto wm = index.find("weight_map");
+    if (wm == index.end() || !wm->is_object()) format_error(index_path, "missing or non-object weight_map");
+    std::vector<std::string> shards;
+    std::set<std::string> seen;
+    for (auto it = wm->begin(); it != wm->end(); ++it) {
+      if (!it.value().is_string()) format_error(index_path, "weight_map value for '" + fmt::printable(it.key()) + "' is not a string");
+      const std::string shard = it.value().get<std::string>();
+      check_shard_name(index_path, it.key(), shard);
+      if (seen.insert(shard).second) shards.push_back(shard);
+    }
+    if (shards.empty()) format_error(index_path, "weight_map is empty");
+    for (const auto& shard : shards) {
+      const std::string sp = fmt::join_path(dir, shard);
+      if (!is_file(sp)) throw_error(ErrorCode::kIo, index_path + ": shard " + shard + " is missing");
+      SafetensorsFile sf = read_safetensors(open_file_source(sp));
+      for (const auto& [name, info] : sf.tensors.all()) ck.tensors.add(info, sp);
+      if (!sf.tensors.all().empty()) ck.sources.push_back(sf.tensors.all().begin()->second.source);
+    }
+    for (auto it = wm->begin(); it != wm->end(); ++it) {
+      const TensorInfo* t = ck.tensors.find(it.key());
+      const std::string shard = it.value().get<std::string>();
+      if (!t) {
+        format_error(index_path, "tensor '" + fmt::printable(it.key()) + "' is listed for " + shard +
+                                     " but is not in it");
+      }
+      if (t->source->name() != fmt::join_path(dir, shard)) {
+        format_error(index_path, "tensor '" + fmt::printable(it.key()) + "' is listed for " + shard +
+                                     " but found in " + t->source->name());
+      }
+    }
+  } else if (is_file(single)) {
+    SafetensorsFile sf = read_safetensors(open_file_source(single));
+    ck.tensors = std::move(sf.tensors);
+    if (ck.tensors.size()) ck.sources.push_back(ck.tensors.all().begin()->second.source);
+  } else {
+    throw_error(ErrorCode::kIo, dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  return ck;
+}
+
+}  // namespace oxi
