@@ -76,9 +76,6 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir_in) {
     if (!tc->is_object()) format_error(config_path, "text_config is not an object");
     ck.text_config = *tc;
   }
-  for (const char* key : {"model_type", "architectures"}) {
-    (void)key;
-  }
   if (auto mt = ck.config.find("model_type"); mt != ck.config.end() && !mt->is_string()) {
     format_error(config_path, "model_type is not a string");
   }
