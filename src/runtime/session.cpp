@@ -1,0 +1,257 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+
+namespace oxi {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Expected length of a UTF-8 sequence from its lead byte; 0 for a byte that cannot start one.
+int utf8_len(unsigned char c) {
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return 2;
+  if (c >= 0xE0 && c <= 0xEF) return 3;
+  if (c >= 0xF0 && c <= 0xF4) return 4;
+  return 0;
+}
+
+bool is_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+}  // namespace
+
+size_t utf8_complete_prefix(std::string_view s) {
+  // Look back at most 3 bytes for a lead byte whose sequence is cut off by the end.
+  const size_t n = s.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto c = static_cast<unsigned char>(s[n - back]);
+    if (is_cont(c)) continue;
+    const int len = utf8_len(c);
+    if (len > static_cast<int>(back)) {
+      // Check the bytes present so far are continuations (else it is invalid: complete as is).
+      for (size_t i = n - back + 1; i < n; ++i) {
+        if (!is_cont(static_cast<unsigned char>(s[i]))) return n;
+      }
+      return n - back;
+    }
+    return n;
+  }
+  return n;
+}
+
+std::string Utf8TextStream::feed(std::string_view bytes) {
+  pending_.append(bytes);
+  const size_t k = utf8_complete_prefix(pending_);
+  std::string out = pending_.substr(0, k);
+  pending_.erase(0, k);
+  return out;
+}
+
+std::string Utf8TextStream::flush() {
+  if (pending_.empty()) return {};
+  pending_.clear();
+  return "\xEF\xBF\xBD";  // one U+FFFD for the cut-off sequence
+}
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kEndOfGeneration: return "eog";
+    case StopReason::kMaxTokens: return "max_tokens";
+    case StopReason::kContextFull: return "context_full";
+    case StopReason::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+Session::Session(const Model& model, const TokenText& text, int64_t n_ctx) : model_(model), text_(text) {
+  if (n_ctx <= 0) throw_error(ErrorCode::kInvalidArgument, "context size must be positive");
+  state_ = model_.new_state(n_ctx);
+  if (!state_) throw_error(ErrorCode::kInternal, "the model returned no sequence state");
+  logits_.resize(static_cast<size_t>(model_.info().n_vocab));
+}
+
+int64_t Session::n_ctx() const { return state_->n_ctx(); }
+int64_t Session::n_past() const { return state_->n_past(); }
+
+void Session::reset() {
+  state_->clear();
+  tokens_.clear();
+  logits_valid_ = false;
+  checkpoint_.reset();
+}
+
+void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
+  if (tokens.empty()) return;
+  const int64_t room = n_ctx() - n_past();
+  if (static_cast<int64_t>(tokens.size()) > room) {
+    throw_error(ErrorCode::kInvalidArgument,
+                "prompt of " + std::to_string(tokens.size()) + " tokens does not fit the context (" +
+                    std::to_string(n_ctx()) + " tokens, " + std::to_string(n_past()) +
+                    " already used); use a larger context (-c)");
+  }
+  const int64_t n_vocab = model_.info().n_vocab;
+  for (int64_t id : tokens) {
+    if (id < 0 || id >= n_vocab) {
+      throw_error(ErrorCode::kInvalidArgument, "token id " + std::to_string(id) +
+                                                   " is out of range (vocabulary of " +
+                                                   std::to_string(n_vocab) + ")");
+    }
+  }
+  const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : 512;
+  logits_valid_ = false;
+  try {
+    for (size_t i = 0; i < tokens.size(); i += step) {
+      const auto part = tokens.subspan(i, std::min(step, tokens.size() - i));
+      model_.forward(*state_, part, logits_.data(), false);
+      tokens_.insert(tokens_.end(), part.begin(), part.end());
+    }
+  } catch (...) {
+    // A failed forward may leave the state half-updated: start over rather than go on from it.
+    state_->clear();
+    tokens_.clear();
+    checkpoint_.reset();
+    throw;
+  }
+  logits_valid_ = true;
+}
+
+void Session::prefill(std::span<const int32_t> tokens, const GenerateOptions& opt) {
+  forward_chunked(tokens, opt.prefill_chunk);
+}
+
+GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
+                                 const TokenCallback& on_token) {
+  if (opt.n_top_logprobs < 0 || opt.n_top_logprobs > 20) {
+    throw_error(ErrorCode::kInvalidArgument, "top logprobs must be between 0 and 20");
+  }
+  if (prompt.empty() && !logits_valid_) {
+    throw_error(ErrorCode::kInvalidArgument, "empty prompt");
+  }
+  const int64_t n_vocab_model = model_.info().n_vocab;
+  int64_t n_sample = text_.vocab_size();
+  if (n_sample <= 0 || n_sample > n_vocab_model) n_sample = n_vocab_model;
+  Sampler sampler(opt.sampling, n_sample);
+  if (opt.sampling.has_penalties()) {
+    // The penalty window sees the sequence so far, prompt included (as llama.cpp's server).
+    const size_t keep = opt.sampling.penalty_last_n < 0
+                            ? tokens_.size()
+                            : std::min(tokens_.size(), static_cast<size_t>(opt.sampling.penalty_last_n));
+    for (size_t i = tokens_.size() - keep; i < tokens_.size(); ++i) sampler.accept(tokens_[i]);
+    for (int32_t id : prompt) sampler.accept(id);
+  }
+
+  GenerateResult res;
+  res.n_prompt = static_cast<int32_t>(prompt.size());
+  const auto t0 = Clock::now();
+  forward_chunked(prompt, opt.prefill_chunk);
+  res.prompt_seconds = seconds_since(t0);
+
+  auto stream = text_.new_stream();
+  const bool want_lp = opt.logprobs || opt.n_top_logprobs > 0;
+  std::vector<TokenLogprob> top;
+  const auto t1 = Clock::now();
+  auto cancelled = [&] {
+    return (opt.cancel && *opt.cancel) || (opt.should_stop && opt.should_stop());
+  };
+  for (;;) {
+    if (opt.max_tokens >= 0 && res.n_generated >= opt.max_tokens) {
+      res.stop = StopReason::kMaxTokens;
+      break;
+    }
+    if (cancelled()) {
+      res.stop = StopReason::kCancelled;
+      break;
+    }
+    const std::span<const float> row(logits_.data(), logits_.size());
+    const int32_t id = sampler.sample(row);
+    sampler.accept(id);
+    ++res.n_generated;
+    res.generated.push_back(id);
+
+    TokenEvent ev;
+    ev.id = id;
+    ev.logprob = std::numeric_limits<float>::quiet_NaN();
+    if (want_lp) {
+      const double lse = log_sum_exp(row);
+      ev.logprob = static_cast<float>(static_cast<double>(row[static_cast<size_t>(id)]) - lse);
+      top = top_logprobs(row, opt.n_top_logprobs, lse);
+      ev.top = top;
+    }
+    const bool eog = !opt.ignore_eog && text_.is_eog(id);
+    const bool at_max = opt.max_tokens >= 0 && res.n_generated >= opt.max_tokens;
+    const bool full = n_past() >= n_ctx();
+    std::string piece;
+    if (eog) {
+      piece = stream->flush();  // a cut-off sequence before the end is shown as U+FFFD
+      ev.eog = true;
+    } else {
+      piece = stream->push(id);
+      if (at_max || full) piece += stream->flush();  // last token: nothing may stay buffered
+    }
+    ev.text = piece;
+    res.text += piece;
+    const bool go_on = on_token ? on_token(ev) : true;
+    if (eog) {
+      res.stop = StopReason::kEndOfGeneration;
+      break;
+    }
+    if (!go_on) {
+      res.stop = StopReason::kCancelled;
+      break;
+    }
+    if (at_max) {
+      res.stop = StopReason::kMaxTokens;
+      break;
+    }
+    if (full) {
+      res.stop = StopReason::kContextFull;
+      break;
+    }
+    const int32_t one[1] = {id};
+    forward_chunked(std::span<const int32_t>(one, 1), 1);
+  }
+  res.gen_seconds = seconds_since(t1);
+  return res;
+}
+
+void Session::checkpoint() { checkpoint_ = snapshot(); }
+
+size_t Session::reuse_prefix(std::span<const int32_t> seq, size_t max_reuse) {
+  auto is_prefix = [&](const std::vector<int32_t>& t) {
+    return t.size() <= seq.size() && t.size() <= max_reuse &&
+           std::equal(t.begin(), t.end(), seq.begin());
+  };
+  if (is_prefix(tokens_)) return tokens_.size();
+  if (checkpoint_ && is_prefix(checkpoint_->tokens)) {
+    restore(*checkpoint_);
+    return tokens_.size();
+  }
+  state_->clear();
+  tokens_.clear();
+  logits_valid_ = false;
+  return 0;
+}
+
+Session::Snapshot Session::snapshot() const { return Snapshot{tokens_, state_->snapshot()}; }
+
+void Session::restore(const Snapshot& s) {
+  state_->restore(s.state);
+  tokens_ = s.tokens;
+  logits_valid_ = false;
+  if (state_->n_past() != static_cast<int64_t>(tokens_.size())) {
+    state_->clear();
+    tokens_.clear();
+    throw_error(ErrorCode::kInternal, "restored state does not match its tokens");
+  }
+}
+
+}  // namespace oxi

@@ -1,0 +1,153 @@
+// The generation runtime: a Session owns one sequence (Model + SequenceState) and runs
+//   prefill (in chunks) → sample → stream text → feed back → … until a stop condition.
+// It is shared by the C API (and through it the CLI and the server): the server keeps one Session
+// per slot and uses snapshot()/restore() and reuse_prefix() for prompt caching.
+//
+// The runtime knows the tokenizer only through TokenText (below), so it builds and is tested
+// without a real vocabulary; the C API adapts the tokenizer library to it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/model.h"
+#include "sampling/sampler.h"
+
+namespace oxi {
+
+// Incremental detokenizer: push ids, get back only complete UTF-8 (never half a code point).
+class TextStream {
+ public:
+  virtual ~TextStream() = default;
+  virtual std::string push(int32_t id) = 0;
+  // Whatever is still buffered (an incomplete sequence is returned as U+FFFD replacement).
+  virtual std::string flush() = 0;
+};
+
+// What the runtime needs from a vocabulary.
+class TokenText {
+ public:
+  virtual ~TokenText() = default;
+  virtual int64_t vocab_size() const = 0;         // ids the sampler may pick: [0, vocab_size)
+  virtual bool is_eog(int32_t id) const = 0;      // end-of-generation (EOS, EOT, <|im_end|>…)
+  virtual std::unique_ptr<TextStream> new_stream() const = 0;
+};
+
+// A TextStream over a function that returns a token's raw bytes: buffers until the bytes form
+// complete UTF-8 code points (invalid bytes are passed through as U+FFFD).
+class Utf8TextStream : public TextStream {
+ public:
+  explicit Utf8TextStream(std::function<std::string(int32_t)> piece) : piece_(std::move(piece)) {}
+  std::string push(int32_t id) override { return feed(piece_(id)); }
+  std::string flush() override;
+  // Appends bytes and returns the complete prefix.
+  std::string feed(std::string_view bytes);
+
+ private:
+  std::function<std::string(int32_t)> piece_;
+  std::string pending_;
+};
+
+// Length of the longest prefix of `s` that does not end inside a (possibly valid) UTF-8
+// sequence. Invalid bytes count as complete (they cannot become valid later).
+size_t utf8_complete_prefix(std::string_view s);
+
+enum class StopReason : int32_t { kEndOfGeneration = 0, kMaxTokens = 1, kContextFull = 2, kCancelled = 3 };
+const char* stop_reason_name(StopReason r);
+
+struct TokenEvent {
+  int32_t id = 0;
+  std::string_view text;   // this step's UTF-8 ("" while buffering, and for end-of-generation)
+  bool eog = false;        // this token ends the generation (its text is not shown)
+  float logprob = 0.0f;    // log-softmax of the raw logits (NaN when not computed)
+  std::span<const TokenLogprob> top;  // n_top_logprobs best by raw logit
+};
+
+struct GenerateOptions {
+  int32_t max_tokens = -1;         // < 0: until end of generation or context full
+  int32_t n_top_logprobs = 0;      // 0..20
+  bool logprobs = false;           // compute TokenEvent::logprob even with n_top_logprobs == 0
+  bool ignore_eog = false;         // keep going past end-of-generation tokens
+  SamplingParams sampling = SamplingParams::greedy();
+  int32_t prefill_chunk = 512;     // tokens per forward() during prefill
+  const volatile int* cancel = nullptr;  // polled between tokens
+  // Optional extra stop check (also polled between tokens); returns true to cancel.
+  std::function<bool()> should_stop;
+};
+
+struct GenerateResult {
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  double prompt_seconds = 0.0;
+  double gen_seconds = 0.0;
+  StopReason stop = StopReason::kEndOfGeneration;
+  std::vector<int32_t> generated;  // ids (including a final end-of-generation id)
+  std::string text;                // streamed text concatenated (end-of-generation text excluded)
+};
+
+// Return false to stop (the result then says kCancelled).
+using TokenCallback = std::function<bool(const TokenEvent&)>;
+
+class Session {
+ public:
+  Session(const Model& model, const TokenText& text, int64_t n_ctx);
+
+  const Model& model() const { return model_; }
+  int64_t n_ctx() const;
+  int64_t n_past() const;
+  const std::vector<int32_t>& tokens() const { return tokens_; }  // every token consumed
+
+  // Forgets everything (state emptied, checkpoint dropped).
+  void reset();
+
+  // Feeds tokens (chunked) without sampling; throws kInvalidArgument when they do not fit.
+  void prefill(std::span<const int32_t> tokens, const GenerateOptions& opt = {});
+
+  // Appends `prompt` to the sequence, then generates. `prompt` may be empty only when the last
+  // call left logits behind (it never does after generate(); so in practice: non-empty).
+  // Throws oxi::Error: kInvalidArgument "prompt of N tokens does not fit…" when the prompt does not
+  // fit the context, model errors as they come.
+  GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
+                          const TokenCallback& on_token);
+
+  // Prompt caching. A checkpoint is a saved (tokens, state) pair; reuse_prefix(seq) brings the
+  // session to the longest usable prefix of `seq` (the current state if tokens() is a prefix of
+  // it, else the checkpoint if its tokens are, else empty), consuming at most max_reuse tokens.
+  // Returns how many tokens of `seq` are already consumed.
+  void checkpoint();
+  bool has_checkpoint() const { return checkpoint_.has_value(); }
+  size_t reuse_prefix(std::span<const int32_t> seq, size_t max_reuse);
+
+  struct Snapshot {
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> state;
+  };
+  Snapshot snapshot() const;
+  void restore(const Snapshot& s);
+
+ private:
+  const Model& model_;
+  const TokenText& text_;
+  std::unique_ptr<SequenceState> state_;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logits_;     // last token's logits
+  bool logits_valid_ = false;     // logits_ belong to tokens_.back()
+  std::optional<Snapshot> checkpoint_;
+
+  void forward_chunked(std::span<const int32_t> tokens, int32_t chunk);
+};
+
+// Sampling defaults recommended by the model files: GGUF general.sampling.* keys, HF
+// generation_config.json (temperature, top_k, top_p, min_p, repetition_penalty,
+// presence_penalty, frequency_penalty, do_sample=false → greedy). Fields absent there keep
+// `base`'s values.
+SamplingParams model_sampling_defaults(const ModelFiles& files, const SamplingParams& base);
+
+}  // namespace oxi
