@@ -1,0 +1,96 @@
+#include "models/common/ops.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace oxi::ops {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps) {
+  for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * n, w, y + r * n, n, eps);
+}
+
+void l2_norm(float* x, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const float scale = 1.0f / std::max(static_cast<float>(std::sqrt(sum)), eps);
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+void softmax(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+double log_softmax_at(const float* x, int64_t n, int64_t i) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(x[j]) - mx);
+  return static_cast<double>(x[i]) - mx - std::log(sum);
+}
+
+void rope_table(const float* slot_pos, int64_t n_rot, float theta, float* cs) {
+  const int64_t half = n_rot / 2;
+  for (int64_t j = 0; j < half; ++j) {
+    const double inv_freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(j) / static_cast<double>(n_rot));
+    const double phi = static_cast<double>(slot_pos[j]) * inv_freq;
+    cs[2 * j] = static_cast<float>(std::cos(phi));
+    cs[2 * j + 1] = static_cast<float>(std::sin(phi));
+  }
+}
+
+void rope_neox(float* x, int64_t n_rot, const float* cs) {
+  const int64_t half = n_rot / 2;
+  for (int64_t j = 0; j < half; ++j) {
+    const float c = cs[2 * j], s = cs[2 * j + 1];
+    const float a = x[j], b = x[j + half];
+    x[j] = a * c - b * s;
+    x[j + half] = b * c + a * s;
+  }
+}
+
+void attend_one(const float* q, const float* K, const float* V, int64_t stride, int64_t kv_off,
+                int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out) {
+  float mx = -INFINITY;
+  for (int64_t p = 0; p < n_kv_pos; ++p) {
+    const float* k = K + p * stride + kv_off;
+    float s = 0.0f;
+    for (int64_t i = 0; i < hd; ++i) s += q[i] * k[i];
+    s *= scale;
+    scores[p] = s;
+    mx = std::max(mx, s);
+  }
+  double sum = 0.0;
+  for (int64_t p = 0; p < n_kv_pos; ++p) {
+    scores[p] = std::exp(scores[p] - mx);
+    sum += scores[p];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  std::memset(out, 0, sizeof(float) * static_cast<size_t>(hd));
+  for (int64_t p = 0; p < n_kv_pos; ++p) {
+    const float w = scores[p] * inv;
+    const float* v = V + p * stride + kv_off;
+    for (int64_t i = 0; i < hd; ++i) out[i] += w * v[i];
+  }
+}
+
+}  // namespace oxi::ops

@@ -1,0 +1,40 @@
+// Shared layer helpers for the model implementations (scalar f32; numerics follow llama.cpp's CPU
+// backend where it matters: RMS norm sums in double, L2 norm = x / max(||x||, eps)).
+// Owned by the Qwen 3.5 engineer; other families may add their own files next to this one.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace oxi::ops {
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// y = x / sqrt(mean(x²) + eps) * w   (w may be null: no scale). y may alias x.
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+// The same over `rows` contiguous rows of n.
+void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps);
+// x /= max(||x||₂, eps)  (ggml_l2_norm).
+void l2_norm(float* x, int64_t n, float eps);
+// In-place softmax over n values (max-subtracted, sum in double).
+void softmax(float* x, int64_t n);
+// log-softmax of row `x` at index i (helper for tests / top-k reporting).
+double log_softmax_at(const float* x, int64_t n, int64_t i);
+
+// NeoX ("rotate half") RoPE on the first n_rot dims of one head: pairs (j, j + n_rot/2).
+// cs: cos/sin table for this position, cs[2j] = cos φ_j, cs[2j+1] = sin φ_j, j < n_rot/2.
+void rope_neox(float* x, int64_t n_rot, const float* cs);
+// cos/sin table for one position: φ_j = pos_j · theta^(−2j/n_rot), pos_j from `slot_pos`
+// (size n_rot/2; for plain RoPE all equal the token position).
+void rope_table(const float* slot_pos, int64_t n_rot, float theta, float* cs);
+
+// Causal attention of one query head against cached keys/values of its KV head.
+// q [hd], K/V rows [n_kv_pos, stride] starting at offset `kv_off` in each row, scale applied to
+// q·k; writes out [hd]. scores: scratch of n_kv_pos floats.
+void attend_one(const float* q, const float* K, const float* V, int64_t stride, int64_t kv_off,
+                int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out);
+
+}  // namespace oxi::ops

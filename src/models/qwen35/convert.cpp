@@ -1,0 +1,397 @@
+// HF Qwen 3.5 checkpoint → GGUF for llama.cpp's `qwen35` / `qwen35moe` (spec A.8.2, A.8.3).
+// Transforms: strip language_model., A_log → −exp(A_log) (ssm_a), dt_bias → ssm_dt.bias, conv1d
+// squeezed to [C, K], +1 on every zero-centred norm (not linear_attn.norm), V heads reordered from
+// HF's grouped order to ggml's tiled order when Hk ≠ Hv, fused MoE gate_up split into gate/up
+// stacks (per-expert tensors stacked), vocab padded with [PADn] (UNUSED) tokens. The MTP block and
+// vision tower are not written (block_count = num_hidden_layers), as the eden.cpp converter does;
+// our loader ignores them. Tensors are produced row by row at write time (streaming).
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "format/gguf.h"
+#include "kernels/matmul.h"
+#include "models/common/weights.h"
+#include "models/convert.h"
+#include "models/qwen35/config.h"
+
+namespace oxi {
+
+namespace qwen35 {
+namespace {
+
+using nlohmann::json;
+
+// One output tensor: rows of `cols` values, each produced from some source row.
+struct Plan {
+  std::string name;
+  std::vector<int64_t> shape;  // row-major output shape
+  DType type = DType::F32;
+  int64_t rows = 0, cols = 0;
+  std::function<std::pair<MatrixView, int64_t>(int64_t)> src;  // out row → (matrix, row)
+  std::vector<int64_t> col_perm;                                // out col → src col (optional)
+  std::function<void(float*, int64_t)> fix;                     // element transform (optional)
+};
+
+class Converter {
+ public:
+  Converter(const HfCheckpoint& hf, const ConvertOptions& opt) : hf_(hf), opt_(opt) {}
+  void run(const std::string& out_path);
+
+ private:
+  const TensorInfo& take(const std::string& name, const std::vector<int64_t>& shape) {
+    used_.insert(name);
+    return wt::require(hf_.tensors, name, shape);
+  }
+  MatrixView view(const TensorInfo& t) {
+    const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+    return wt::matrix(t, cols ? t.n_elements() / cols : 0, cols);
+  }
+  DType matrix_type(int64_t cols) const {
+    DType t = opt_.out_type;
+    auto tr = dtype_traits(t);
+    if (tr && cols % tr->block_elems) t = DType::F16;  // llama.cpp's fallback for odd rows
+    return t;
+  }
+  // Plain copy of an HF tensor (optionally +1 or other per-element transform).
+  void simple(const std::string& out, const std::string& in, const std::vector<int64_t>& shape, bool f32,
+              std::function<void(float*, int64_t)> fix = nullptr, std::vector<int64_t> row_perm = {}) {
+    const TensorInfo& t = take(in, shape);
+    MatrixView m = view(t);
+    Plan p;
+    p.name = out;
+    p.rows = m.rows;
+    p.cols = m.cols;
+    p.shape = t.shape;
+    p.type = f32 ? DType::F32 : matrix_type(m.cols);
+    p.src = [m, row_perm](int64_t r) { return std::make_pair(m, row_perm.empty() ? r : row_perm[static_cast<size_t>(r)]); };
+    p.fix = std::move(fix);
+    plans_.push_back(std::move(p));
+  }
+  void norm_plus1(const std::string& out, const std::string& in, int64_t n) {
+    simple(out, in, {n}, true, [](float* x, int64_t k) {
+      for (int64_t i = 0; i < k; ++i) x[i] += 1.0f;
+    });
+  }
+  void add_vocab(GgufWriter& w);
+
+  const HfCheckpoint& hf_;
+  ConvertOptions opt_;
+  Config c_;
+  std::vector<Plan> plans_;
+  std::set<std::string> used_;
+};
+
+// out head n (tiled) ← HF head (n % Hk)·r + n / Hk (grouped).
+std::vector<int64_t> vhead_perm(int64_t hk, int64_t hv) {
+  std::vector<int64_t> p(static_cast<size_t>(hv));
+  const int64_t r = hv / hk;
+  for (int64_t n = 0; n < hv; ++n) p[static_cast<size_t>(n)] = (n % hk) * r + n / hk;
+  return p;
+}
+
+// Rows [0, offset) kept, then `heads` blocks of `block` rows permuted by head perm.
+std::vector<int64_t> block_perm(int64_t total, int64_t offset, const std::vector<int64_t>& hp, int64_t block) {
+  std::vector<int64_t> p(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) p[static_cast<size_t>(i)] = i;
+  for (size_t n = 0; n < hp.size(); ++n)
+    for (int64_t j = 0; j < block; ++j)
+      p[static_cast<size_t>(offset + static_cast<int64_t>(n) * block + j)] = offset + hp[n] * block + j;
+  return p;
+}
+
+bool looks_special(const std::string& s) {
+  if (s == "<pad>" || s == "<mask>") return true;
+  auto ends = [&](const std::string& suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };
+  return (s.rfind("<|", 0) == 0 && ends("|>")) || (s.rfind("<\xef\xbd\x9c", 0) == 0 && ends("\xef\xbd\x9c>"));
+}
+
+void Converter::add_vocab(GgufWriter& w) {
+  if (hf_.tokenizer_json_path.empty())
+    throw_error(ErrorCode::kFormat, hf_.dir + ": tokenizer.json is missing (needed for the GGUF vocabulary)");
+  json tj;
+  try {
+    tj = json::parse(read_text_file(hf_.tokenizer_json_path));
+  } catch (const json::exception& e) {
+    throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": invalid JSON: " + e.what());
+  }
+  const json* model = tj.contains("model") ? &tj["model"] : nullptr;
+  if (!model || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
+    throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": model.vocab is missing");
+  if (model->value("type", std::string("BPE")) != "BPE")
+    throw_error(ErrorCode::kUnsupported, hf_.tokenizer_json_path + ": only BPE tokenizers are supported");
+  std::map<int64_t, std::pair<std::string, int32_t>> by_id;  // id → (text, type)
+  for (auto it = (*model)["vocab"].begin(); it != (*model)["vocab"].end(); ++it) {
+    if (!it.value().is_number_integer()) throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": vocab id for '" + it.key() + "' is not an integer");
+    by_id[it.value().get<int64_t>()] = {it.key(), 1};
+  }
+  if (tj.contains("added_tokens") && tj["added_tokens"].is_array()) {
+    for (const auto& a : tj["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
+        throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": malformed added_tokens entry");
+      const std::string s = a["content"].get<std::string>();
+      const bool special = a.value("special", false) || looks_special(s);
+      by_id[a["id"].get<int64_t>()] = {s, special ? 3 : 4};  // CONTROL : USER_DEFINED
+    }
+  }
+  if (by_id.empty() || by_id.begin()->first < 0) throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": empty or negative token ids");
+  const int64_t n_tok = by_id.rbegin()->first + 1;
+  if (n_tok > c_.n_vocab)
+    throw_error(ErrorCode::kFormat, hf_.dir + ": tokenizer has " + std::to_string(n_tok) + " ids but vocab_size is " + std::to_string(c_.n_vocab));
+  std::vector<std::string> tokens(static_cast<size_t>(c_.n_vocab));
+  std::vector<int32_t> types(static_cast<size_t>(c_.n_vocab), 5);  // UNUSED padding
+  for (int64_t i = 0; i < c_.n_vocab; ++i) tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
+  std::map<std::string, int64_t> id_of;
+  for (const auto& [id, tt] : by_id) {
+    tokens[static_cast<size_t>(id)] = tt.first;
+    types[static_cast<size_t>(id)] = tt.second;
+    id_of[tt.first] = id;
+  }
+  std::vector<std::string> merges;
+  if (model->contains("merges") && (*model)["merges"].is_array()) {
+    for (const auto& m : (*model)["merges"]) {
+      if (m.is_string()) merges.push_back(m.get<std::string>());
+      else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      else throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": malformed merges entry");
+    }
+  }
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "qwen35");
+  w.set_array_string("tokenizer.ggml.tokens", tokens);
+  w.set_array_i32("tokenizer.ggml.token_type", types);
+  w.set_array_string("tokenizer.ggml.merges", merges);
+  auto special = [&](const char* key) -> int64_t {
+    auto it = hf_.tokenizer_config.find(key);
+    if (it == hf_.tokenizer_config.end()) return -1;
+    std::string s;
+    if (it->is_string()) s = it->get<std::string>();
+    else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) s = (*it)["content"].get<std::string>();
+    auto f = id_of.find(s);
+    return f == id_of.end() ? -1 : f->second;
+  };
+  int64_t eos = special("eos_token"), pad = special("pad_token"), bos = special("bos_token");
+  if (eos < 0) eos = c_.eos_id;
+  if (bos < 0 && id_of.count("<|endoftext|>")) bos = id_of["<|endoftext|>"];
+  if (eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+  if (pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(pad));
+  if (bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
+  w.set_bool("tokenizer.ggml.add_bos_token", false);
+  if (!hf_.chat_template.empty()) w.set_string("tokenizer.chat_template", hf_.chat_template);
+}
+
+void Converter::run(const std::string& out_path) {
+  c_ = config_from_hf(hf_);
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    if (c_.recurrent[static_cast<size_t>(i)] != ((i + 1) % c_.interval != 0))
+      throw_error(ErrorCode::kUnsupported, hf_.dir + "/config.json: layer_types do not follow full_attention_interval " +
+                                               std::to_string(c_.interval) + " (GGUF cannot express that)");
+  }
+  const DType ot = opt_.out_type;
+  if (ot != DType::F32 && ot != DType::F16 && ot != DType::BF16 && ot != DType::Q8_0)
+    throw_error(ErrorCode::kInvalidArgument, "convert: output type must be f32, f16, bf16 or q8_0");
+  const TensorIndex& idx = hf_.tensors;
+  std::string lm = "model.language_model.";
+  if (!idx.contains(lm + "embed_tokens.weight") && idx.contains("model.embed_tokens.weight")) lm = "model.";
+  const int64_t d = c_.n_embd, C = c_.conv_dim(), KD = c_.key_dim(), VD = c_.value_dim(), Hv = c_.hv, Hk = c_.hk, dv = c_.dv;
+  const bool reorder = Hk != Hv;
+  const std::vector<int64_t> hp = reorder ? vhead_perm(Hk, Hv) : std::vector<int64_t>{};
+  auto rows_perm = [&](int64_t total, int64_t off, int64_t block) {
+    return reorder ? block_perm(total, off, hp, block) : std::vector<int64_t>{};
+  };
+
+  simple("token_embd.weight", lm + "embed_tokens.weight", {c_.n_vocab, d}, false);
+  norm_plus1("output_norm.weight", lm + "norm.weight", d);
+  if (!c_.tied) simple("output.weight", "lm_head.weight", {c_.n_vocab, d}, false);
+  else used_.insert("lm_head.weight");
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    const std::string p = lm + "layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+    norm_plus1(b + "attn_norm.weight", p + "input_layernorm.weight", d);
+    norm_plus1(b + "post_attention_norm.weight", p + "post_attention_layernorm.weight", d);
+    if (c_.recurrent[static_cast<size_t>(i)]) {
+      const std::string q = p + "linear_attn.";
+      simple(b + "attn_qkv.weight", q + "in_proj_qkv.weight", {C, d}, false, nullptr, rows_perm(C, 2 * KD, dv));
+      simple(b + "attn_gate.weight", q + "in_proj_z.weight", {VD, d}, false, nullptr, rows_perm(VD, 0, dv));
+      simple(b + "ssm_beta.weight", q + "in_proj_b.weight", {Hv, d}, false, nullptr, rows_perm(Hv, 0, 1));
+      simple(b + "ssm_alpha.weight", q + "in_proj_a.weight", {Hv, d}, false, nullptr, rows_perm(Hv, 0, 1));
+      {  // conv1d [C, 1, K] → [C, K], f32, V channels reordered
+        const TensorInfo& t = take(q + "conv1d.weight", {C, 1, c_.conv_k});
+        MatrixView m = view(t);
+        Plan pl;
+        pl.name = b + "ssm_conv1d.weight";
+        pl.shape = {C, c_.conv_k};
+        pl.rows = C;
+        pl.cols = c_.conv_k;
+        pl.type = DType::F32;
+        auto perm = rows_perm(C, 2 * KD, dv);
+        pl.src = [m, perm](int64_t r) { return std::make_pair(m, perm.empty() ? r : perm[static_cast<size_t>(r)]); };
+        plans_.push_back(std::move(pl));
+      }
+      // 1-D per-head vectors: one row of Hv values, columns permuted.
+      auto per_head = [&](const std::string& out, const std::string& in, std::function<void(float*, int64_t)> fix) {
+        const TensorInfo& t = take(in, {Hv});
+        MatrixView m = view(t);
+        Plan pl;
+        pl.name = out;
+        pl.shape = {Hv};
+        pl.rows = 1;
+        pl.cols = Hv;
+        pl.type = DType::F32;
+        pl.src = [m](int64_t r) { return std::make_pair(m, r); };
+        if (reorder) pl.col_perm = hp;
+        pl.fix = std::move(fix);
+        plans_.push_back(std::move(pl));
+      };
+      per_head(b + "ssm_a", q + "A_log", [](float* x, int64_t n) {
+        for (int64_t j = 0; j < n; ++j) x[j] = -std::exp(x[j]);
+      });
+      per_head(b + "ssm_dt.bias", q + "dt_bias", nullptr);
+      simple(b + "ssm_norm.weight", q + "norm.weight", {dv}, true);  // no +1
+      {  // out_proj [d, VD]: input columns reordered
+        const TensorInfo& t = take(q + "out_proj.weight", {d, VD});
+        MatrixView m = view(t);
+        Plan pl;
+        pl.name = b + "ssm_out.weight";
+        pl.shape = {d, VD};
+        pl.rows = d;
+        pl.cols = VD;
+        pl.type = matrix_type(VD);
+        pl.src = [m](int64_t r) { return std::make_pair(m, r); };
+        pl.col_perm = rows_perm(VD, 0, dv);
+        plans_.push_back(std::move(pl));
+      }
+    } else {
+      const std::string q = p + "self_attn.";
+      const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
+      simple(b + "attn_q.weight", q + "q_proj.weight", {2 * H * hd, d}, false);
+      simple(b + "attn_k.weight", q + "k_proj.weight", {Hkv * hd, d}, false);
+      simple(b + "attn_v.weight", q + "v_proj.weight", {Hkv * hd, d}, false);
+      simple(b + "attn_output.weight", q + "o_proj.weight", {d, H * hd}, false);
+      norm_plus1(b + "attn_q_norm.weight", q + "q_norm.weight", hd);
+      norm_plus1(b + "attn_k_norm.weight", q + "k_norm.weight", hd);
+    }
+    const std::string m = p + "mlp.";
+    if (!c_.moe) {
+      simple(b + "ffn_gate.weight", m + "gate_proj.weight", {c_.n_ff, d}, false);
+      simple(b + "ffn_up.weight", m + "up_proj.weight", {c_.n_ff, d}, false);
+      simple(b + "ffn_down.weight", m + "down_proj.weight", {d, c_.n_ff}, false);
+      continue;
+    }
+    const int64_t E = c_.n_expert, I = c_.n_ff_exp;
+    simple(b + "ffn_gate_inp.weight", m + "gate.weight", {E, d}, true);  // router stays f32
+    auto stacked = [&](const std::string& out, int64_t rows_per, int64_t cols, std::function<std::pair<MatrixView, int64_t>(int64_t)> src) {
+      Plan pl;
+      pl.name = out;
+      pl.shape = {E, rows_per, cols};
+      pl.rows = E * rows_per;
+      pl.cols = cols;
+      pl.type = matrix_type(cols);
+      pl.src = std::move(src);
+      plans_.push_back(std::move(pl));
+    };
+    if (idx.contains(m + "experts.gate_up_proj")) {
+      MatrixView gu = view(take(m + "experts.gate_up_proj", {E, 2 * I, d}));
+      MatrixView dn = view(take(m + "experts.down_proj", {E, d, I}));
+      stacked(b + "ffn_gate_exps.weight", I, d, [gu, I](int64_t r) { return std::make_pair(gu, (r / I) * 2 * I + r % I); });
+      stacked(b + "ffn_up_exps.weight", I, d, [gu, I](int64_t r) { return std::make_pair(gu, (r / I) * 2 * I + I + r % I); });
+      stacked(b + "ffn_down_exps.weight", d, I, [dn](int64_t r) { return std::make_pair(dn, r); });
+    } else {  // legacy per-expert tensors
+      std::vector<MatrixView> g, u, dd;
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string x = m + "experts." + std::to_string(e) + ".";
+        g.push_back(view(take(x + "gate_proj.weight", {I, d})));
+        u.push_back(view(take(x + "up_proj.weight", {I, d})));
+        dd.push_back(view(take(x + "down_proj.weight", {d, I})));
+      }
+      stacked(b + "ffn_gate_exps.weight", I, d, [g, I](int64_t r) { return std::make_pair(g[static_cast<size_t>(r / I)], r % I); });
+      stacked(b + "ffn_up_exps.weight", I, d, [u, I](int64_t r) { return std::make_pair(u[static_cast<size_t>(r / I)], r % I); });
+      stacked(b + "ffn_down_exps.weight", d, I, [dd, d](int64_t r) { return std::make_pair(dd[static_cast<size_t>(r / d)], r % d); });
+    }
+    if (c_.n_ff_shexp > 0) {
+      const int64_t S = c_.n_ff_shexp;
+      simple(b + "ffn_gate_shexp.weight", m + "shared_expert.gate_proj.weight", {S, d}, false);
+      simple(b + "ffn_up_shexp.weight", m + "shared_expert.up_proj.weight", {S, d}, false);
+      simple(b + "ffn_down_shexp.weight", m + "shared_expert.down_proj.weight", {d, S}, false);
+      simple(b + "ffn_gate_inp_shexp.weight", m + "shared_expert_gate.weight", {1, d}, true);
+      plans_.back().shape = {d};
+    }
+  }
+  // Everything else must be a part we knowingly drop (vision tower, MTP head).
+  for (const auto& [name, t] : idx.all()) {
+    if (used_.count(name)) continue;
+    if (name.rfind("mtp.", 0) == 0 || name.rfind("model.visual.", 0) == 0 || name.rfind("visual.", 0) == 0) continue;
+    throw_error(ErrorCode::kUnsupported, hf_.dir + ": unexpected tensor " + name + " " + t.shape_string() + " for " + c_.arch);
+  }
+
+  GgufWriter w;
+  const std::string a = c_.arch + ".";
+  w.set_string("general.architecture", c_.arch);
+  w.set_string("general.type", "model");
+  std::string name = std::filesystem::path(hf_.dir).filename().string();
+  if (name.empty()) name = std::filesystem::path(hf_.dir).parent_path().filename().string();
+  w.set_string("general.name", name);
+  const uint32_t ftype = ot == DType::F32 ? 0 : ot == DType::F16 ? 1 : ot == DType::BF16 ? 32 : 7;
+  w.set_u32("general.file_type", ftype);
+  if (ot == DType::Q8_0) w.set_u32("general.quantization_version", 2);
+  auto u32 = [&](const std::string& k, int64_t v) { w.set_u32(a + k, static_cast<uint32_t>(v)); };
+  u32("block_count", c_.n_layer);
+  u32("context_length", c_.n_ctx_train);
+  u32("embedding_length", d);
+  if (!c_.moe) u32("feed_forward_length", c_.n_ff);
+  u32("attention.head_count", c_.n_head);
+  u32("attention.head_count_kv", c_.n_head_kv);
+  u32("attention.key_length", c_.head_dim);
+  u32("attention.value_length", c_.head_dim);
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", c_.eps);
+  w.set_f32(a + "rope.freq_base", c_.rope_theta);
+  u32("rope.dimension_count", c_.n_rot);
+  w.set_array_i32(a + "rope.dimension_sections", {c_.mrope[0], c_.mrope[1], c_.mrope[2], c_.mrope[3]});
+  u32("ssm.conv_kernel", c_.conv_k);
+  u32("ssm.state_size", c_.dk);
+  u32("ssm.group_count", c_.hk);
+  u32("ssm.time_step_rank", c_.hv);
+  u32("ssm.inner_size", c_.value_dim());
+  u32("full_attention_interval", c_.interval);
+  if (c_.moe) {
+    u32("expert_count", c_.n_expert);
+    u32("expert_used_count", c_.n_expert_used);
+    u32("expert_feed_forward_length", c_.n_ff_exp);
+    if (c_.n_ff_shexp > 0) u32("expert_shared_feed_forward_length", c_.n_ff_shexp);
+  }
+  add_vocab(w);
+
+  for (const Plan& pl : plans_) {
+    auto rb = dtype_row_bytes(pl.type, static_cast<uint64_t>(pl.cols));
+    if (!rb) throw_error(ErrorCode::kInternal, "convert: row size for " + pl.name);
+    const uint64_t nbytes = *rb * static_cast<uint64_t>(pl.rows);
+    const Plan* pp = &pl;
+    w.add_tensor(pl.name, pl.type, pl.shape, nbytes, [pp, rb](uint8_t* dst, uint64_t) {
+      std::vector<float> row(static_cast<size_t>(pp->cols)), tmp(row.size());
+      for (int64_t r = 0; r < pp->rows; ++r) {
+        auto [m, sr] = pp->src(r);
+        dequantize_row(m, sr, row.data());
+        if (!pp->col_perm.empty()) {
+          for (int64_t j = 0; j < pp->cols; ++j) tmp[static_cast<size_t>(j)] = row[static_cast<size_t>(pp->col_perm[static_cast<size_t>(j)])];
+          row.swap(tmp);
+        }
+        if (pp->fix) pp->fix(row.data(), pp->cols);
+        quantize_row(pp->type, row.data(), pp->cols, dst + *rb * static_cast<uint64_t>(r));
+      }
+    });
+  }
+  w.write(out_path);
+}
+
+}  // namespace
+}  // namespace qwen35
+
+void convert_qwen35(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt) {
+  qwen35::Converter(hf, opt).run(out_path);
+}
+
+}  // namespace oxi

@@ -1,0 +1,605 @@
+// Qwen 3.5 / 3.6 (dense `qwen35`, MoE `qwen35moe`) on the CPU: hybrid Gated DeltaNet + gated full
+// attention. Loads HF checkpoints (zero-centred norms → 1 + w, grouped V-head order, A_log) and
+// GGUF files (llama.cpp conventions: norms already +1, tiled V-head order, ssm_a = −exp(A_log)).
+// See docs/qwen35.md for the decisions and measured agreement with llama.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+#include "models/common/ops.h"
+#include "models/common/weights.h"
+#include "models/model.h"
+#include "models/qwen35/config.h"
+#include "models/qwen35/gdn.h"
+
+namespace oxi {
+
+namespace qwen35 {
+namespace {
+
+struct GdnW {
+  MatrixView qkv, z, b, a, out;
+  std::vector<float> conv;  // [conv_dim, K], tap 0 = oldest
+  std::vector<float> ssm_a, dt_bias, norm;
+};
+
+struct AttnW {
+  MatrixView q, k, v, o;
+  std::vector<float> q_norm, k_norm;
+};
+
+struct FfnW {
+  MatrixView gate, up, down;  // dense
+  MatrixView router;          // MoE [E, d]
+  std::vector<MatrixView> exp_gate, exp_up, exp_down;
+  bool has_shared = false;
+  MatrixView sh_gate, sh_up, sh_down, sh_inp;  // sh_inp: [1, d]
+};
+
+struct Layer {
+  bool recurrent = false;
+  int cache = -1;  // index into the state's GDN or attention arrays
+  std::vector<float> attn_norm, post_norm;
+  GdnW gdn;
+  AttnW attn;
+  FfnW ffn;
+};
+
+constexpr uint32_t kSnapMagic = 0x35335158;  // "XQ35"
+
+class State final : public SequenceState {
+ public:
+  State(const Config& c, int64_t n_ctx, int n_gdn, int n_attn) : n_ctx_(n_ctx) {
+    conv_.assign(static_cast<size_t>(n_gdn), std::vector<float>(static_cast<size_t>((c.conv_k - 1) * c.conv_dim()), 0.0f));
+    ssm_.assign(static_cast<size_t>(n_gdn), std::vector<float>(static_cast<size_t>(c.hv * c.dk * c.dv), 0.0f));
+    kv_stride_ = c.n_head_kv * c.head_dim;
+    k_.resize(static_cast<size_t>(n_attn));
+    v_.resize(static_cast<size_t>(n_attn));
+  }
+  int64_t n_past() const override { return n_past_; }
+  int64_t n_ctx() const override { return n_ctx_; }
+  void clear() override {
+    n_past_ = 0;
+    for (auto& v : conv_) std::fill(v.begin(), v.end(), 0.0f);
+    for (auto& v : ssm_) std::fill(v.begin(), v.end(), 0.0f);
+    for (auto& v : k_) v.clear();
+    for (auto& v : v_) v.clear();
+  }
+  std::vector<uint8_t> snapshot() const override {
+    std::vector<uint8_t> out;
+    auto put = [&](const void* p, size_t n) {
+      const auto* b = static_cast<const uint8_t*>(p);
+      out.insert(out.end(), b, b + n);
+    };
+    const uint64_t hdr[6] = {kSnapMagic, static_cast<uint64_t>(n_ctx_), static_cast<uint64_t>(n_past_), conv_.size(),
+                             k_.size(), static_cast<uint64_t>(kv_stride_)};
+    put(hdr, sizeof hdr);
+    for (const auto& v : conv_) put(v.data(), v.size() * 4);
+    for (const auto& v : ssm_) put(v.data(), v.size() * 4);
+    const size_t kv = static_cast<size_t>(n_past_ * kv_stride_);
+    for (size_t i = 0; i < k_.size(); ++i) {
+      put(k_[i].data(), kv * 4);
+      put(v_[i].data(), kv * 4);
+    }
+    return out;
+  }
+  void restore(std::span<const uint8_t> bytes) override {
+    size_t off = 0;
+    auto get = [&](void* p, size_t n) {
+      if (bytes.size() - off < n) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot is truncated");
+      std::memcpy(p, bytes.data() + off, n);
+      off += n;
+    };
+    uint64_t hdr[6];
+    if (bytes.size() < sizeof hdr) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot is truncated");
+    get(hdr, sizeof hdr);
+    if (hdr[0] != kSnapMagic || hdr[3] != conv_.size() || hdr[4] != k_.size() || hdr[5] != static_cast<uint64_t>(kv_stride_))
+      throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot does not belong to this model");
+    if (hdr[2] > static_cast<uint64_t>(n_ctx_))
+      throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot holds " + std::to_string(hdr[2]) +
+                                                   " tokens, more than this state's context " + std::to_string(n_ctx_));
+    const int64_t past = static_cast<int64_t>(hdr[2]);
+    const size_t kv = static_cast<size_t>(past * kv_stride_);
+    const size_t need = conv_.size() * (conv_.empty() ? 0 : conv_[0].size() * 4) +
+                        ssm_.size() * (ssm_.empty() ? 0 : ssm_[0].size() * 4) + k_.size() * kv * 8;
+    if (bytes.size() - off != need) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot has the wrong size");
+    for (auto& v : conv_) get(v.data(), v.size() * 4);
+    for (auto& v : ssm_) get(v.data(), v.size() * 4);
+    for (size_t i = 0; i < k_.size(); ++i) {
+      k_[i].assign(kv, 0.0f);
+      v_[i].assign(kv, 0.0f);
+      get(k_[i].data(), kv * 4);
+      get(v_[i].data(), kv * 4);
+    }
+    n_past_ = past;
+  }
+
+  int64_t n_ctx_ = 0, n_past_ = 0, kv_stride_ = 0;
+  std::vector<std::vector<float>> conv_, ssm_;  // per GDN layer
+  std::vector<std::vector<float>> k_, v_;       // per attention layer: [pos, Hkv*hd]
+};
+
+class Qwen35Model final : public Model {
+ public:
+  Qwen35Model(const ModelFiles& files, const LoadOptions& opt);
+  const ModelInfo& info() const override { return info_; }
+  std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const override;
+  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const override;
+
+ private:
+  void load_hf(const HfCheckpoint& hf);
+  void load_gguf(const GgufFile& g);
+  MatrixView mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols);
+  void run_batch(State& st, const int32_t* toks, int64_t n, float* logits, bool all) const;
+  void gdn_forward(const Layer& L, State& st, const float* u, int64_t n, float* out) const;
+  void attn_forward(const Layer& L, State& st, const float* u, int64_t n, int64_t pos0, float* out) const;
+  void ffn_forward(const Layer& L, const float* u, int64_t n, float* out) const;
+
+  Config c_;
+  ModelInfo info_;
+  bool tiled_ = false;  // V-head order: GGUF tiled (k head = h % Hk) vs HF grouped (h / (Hv/Hk))
+  std::string quant_;   // LoadOptions::quant for HF loads
+  wt::Arena arena_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_bytes_;
+  MatrixView embd_, output_;
+  std::vector<float> out_norm_;
+  std::vector<Layer> layers_;
+  int n_gdn_ = 0, n_attn_ = 0;
+};
+
+MatrixView Qwen35Model::mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols) {
+  const TensorInfo& t = wt::require(idx, name, {rows, cols});
+  MatrixView m = wt::matrix(t, rows, cols);
+  if (quant_.empty() || m.dtype != DType::F32 && m.dtype != DType::F16 && m.dtype != DType::BF16) return m;
+  auto qt = dtype_from_name(quant_);
+  auto traits = qt ? dtype_traits(*qt) : std::nullopt;
+  if (!qt || !quantize_supports(*qt) || !matmul_supports(*qt))
+    throw_error(ErrorCode::kUnsupported, "cannot quantise to '" + quant_ + "' at load");
+  if (cols % traits->block_elems) return m;  // keep as is (ggml does the same fallback)
+  const uint64_t rb = *dtype_row_bytes(*qt, static_cast<uint64_t>(cols));
+  owned_bytes_.push_back(std::make_unique<uint8_t[]>(rb * static_cast<uint64_t>(rows)));
+  uint8_t* dst = owned_bytes_.back().get();
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(m, r, row.data());
+    quantize_row(*qt, row.data(), cols, dst + rb * static_cast<uint64_t>(r));
+  }
+  MatrixView q{*qt, rows, cols, dst, rb};
+  return q;
+}
+
+Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) : quant_(opt.quant) {
+  if (opt.n_threads > 0) set_num_threads(opt.n_threads);
+  if (files.gguf) {
+    c_ = config_from_gguf(*files.gguf, files.path);
+    tiled_ = true;
+    quant_.clear();
+    load_gguf(*files.gguf);
+    info_.name = files.gguf->metadata.get_string("general.name", "");
+  } else if (files.hf) {
+    c_ = config_from_hf(*files.hf);
+    tiled_ = false;
+    load_hf(*files.hf);
+  } else {
+    throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
+  }
+  if (info_.name.empty()) info_.name = std::filesystem::path(files.path).filename().string();
+  info_.arch = c_.arch;
+  info_.n_vocab = output_.rows;
+  info_.n_embd = c_.n_embd;
+  info_.n_layer = c_.n_layer;
+  info_.n_ctx_train = c_.n_ctx_train;
+  for (const auto& [name, t] : files.tensors().all()) {
+    info_.n_params += static_cast<uint64_t>(t.n_elements());
+    info_.weight_bytes += t.nbytes;
+  }
+  int g = 0, a = 0;
+  for (auto& L : layers_) L.cache = L.recurrent ? g++ : a++;
+  n_gdn_ = g;
+  n_attn_ = a;
+}
+
+void Qwen35Model::load_hf(const HfCheckpoint& hf) {
+  const TensorIndex& idx = hf.tensors;
+  std::string lm = "model.language_model.";
+  if (!idx.contains(lm + "embed_tokens.weight") && idx.contains("model.embed_tokens.weight")) lm = "model.";
+  const int64_t d = c_.n_embd;
+  // The vocab is the embedding's row count (config vocab_size is checked against it).
+  embd_ = mat(idx, lm + "embed_tokens.weight", c_.n_vocab, d);
+  auto zc_norm = [&](const std::string& name, int64_t n) {
+    auto v = wt::to_f32(wt::require(idx, name, {n}));
+    for (auto& x : v) x += 1.0f;
+    return v;
+  };
+  out_norm_ = zc_norm(lm + "norm.weight", d);
+  output_ = c_.tied ? embd_ : mat(idx, "lm_head.weight", c_.n_vocab, d);
+  const int64_t Hv = c_.hv, C = c_.conv_dim(), VD = c_.value_dim();
+  layers_.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    Layer& L = layers_[static_cast<size_t>(i)];
+    const std::string p = lm + "layers." + std::to_string(i) + ".";
+    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
+    L.attn_norm = zc_norm(p + "input_layernorm.weight", d);
+    L.post_norm = zc_norm(p + "post_attention_layernorm.weight", d);
+    if (L.recurrent) {
+      const std::string q = p + "linear_attn.";
+      L.gdn.qkv = mat(idx, q + "in_proj_qkv.weight", C, d);
+      L.gdn.z = mat(idx, q + "in_proj_z.weight", VD, d);
+      L.gdn.b = mat(idx, q + "in_proj_b.weight", Hv, d);
+      L.gdn.a = mat(idx, q + "in_proj_a.weight", Hv, d);
+      L.gdn.out = mat(idx, q + "out_proj.weight", d, VD);
+      L.gdn.conv = wt::to_f32(wt::require(idx, q + "conv1d.weight", {C, 1, c_.conv_k}));
+      L.gdn.ssm_a = wt::to_f32(wt::require(idx, q + "A_log", {Hv}));
+      for (auto& x : L.gdn.ssm_a) x = -std::exp(x);
+      L.gdn.dt_bias = wt::to_f32(wt::require(idx, q + "dt_bias", {Hv}));
+      L.gdn.norm = wt::to_f32(wt::require(idx, q + "norm.weight", {c_.dv}));  // plain weight, no +1
+    } else {
+      const std::string q = p + "self_attn.";
+      const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
+      L.attn.q = mat(idx, q + "q_proj.weight", 2 * H * hd, d);
+      L.attn.k = mat(idx, q + "k_proj.weight", Hkv * hd, d);
+      L.attn.v = mat(idx, q + "v_proj.weight", Hkv * hd, d);
+      L.attn.o = mat(idx, q + "o_proj.weight", d, H * hd);
+      L.attn.q_norm = zc_norm(q + "q_norm.weight", hd);
+      L.attn.k_norm = zc_norm(q + "k_norm.weight", hd);
+    }
+    const std::string m = p + "mlp.";
+    if (!c_.moe) {
+      L.ffn.gate = mat(idx, m + "gate_proj.weight", c_.n_ff, d);
+      L.ffn.up = mat(idx, m + "up_proj.weight", c_.n_ff, d);
+      L.ffn.down = mat(idx, m + "down_proj.weight", d, c_.n_ff);
+    } else {
+      const int64_t E = c_.n_expert, I = c_.n_ff_exp;
+      // Router in f32, as the GGUF converter stores it (keeps HF and GGUF routing identical).
+      L.ffn.router = arena_.own_matrix(wt::to_f32(wt::require(idx, m + "gate.weight", {E, d})), E, d);
+      if (idx.contains(m + "experts.gate_up_proj")) {
+        const TensorInfo& gu = wt::require(idx, m + "experts.gate_up_proj", {E, 2 * I, d});
+        const TensorInfo& dn = wt::require(idx, m + "experts.down_proj", {E, d, I});
+        MatrixView gv = wt::matrix(gu, E * 2 * I, d), dv = wt::matrix(dn, E * d, I);
+        for (int64_t e = 0; e < E; ++e) {
+          L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * 2 * I, I));
+          L.ffn.exp_up.push_back(wt::sub_rows(gv, e * 2 * I + I, I));
+          L.ffn.exp_down.push_back(wt::sub_rows(dv, e * d, d));
+        }
+      } else {  // per-expert tensors (older layout)
+        for (int64_t e = 0; e < E; ++e) {
+          const std::string x = m + "experts." + std::to_string(e) + ".";
+          L.ffn.exp_gate.push_back(mat(idx, x + "gate_proj.weight", I, d));
+          L.ffn.exp_up.push_back(mat(idx, x + "up_proj.weight", I, d));
+          L.ffn.exp_down.push_back(mat(idx, x + "down_proj.weight", d, I));
+        }
+      }
+      if (c_.n_ff_shexp > 0) {
+        const int64_t S = c_.n_ff_shexp;
+        L.ffn.has_shared = true;
+        L.ffn.sh_gate = mat(idx, m + "shared_expert.gate_proj.weight", S, d);
+        L.ffn.sh_up = mat(idx, m + "shared_expert.up_proj.weight", S, d);
+        L.ffn.sh_down = mat(idx, m + "shared_expert.down_proj.weight", d, S);
+        L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(wt::require(idx, m + "shared_expert_gate.weight", {1, d})), 1, d);
+      }
+    }
+  }
+}
+
+void Qwen35Model::load_gguf(const GgufFile& g) {
+  const TensorIndex& idx = g.tensors;
+  const int64_t d = c_.n_embd;
+  embd_ = mat(idx, "token_embd.weight", c_.n_vocab, d);
+  out_norm_ = wt::to_f32(wt::require(idx, "output_norm.weight", {d}));
+  output_ = c_.tied ? embd_ : mat(idx, "output.weight", c_.n_vocab, d);
+  const int64_t Hv = c_.hv, C = c_.conv_dim(), VD = c_.value_dim();
+  layers_.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    Layer& L = layers_[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
+    L.attn_norm = wt::to_f32(wt::require(idx, p + "attn_norm.weight", {d}));
+    L.post_norm = wt::to_f32(wt::require(idx, p + "post_attention_norm.weight", {d}));
+    if (L.recurrent) {
+      L.gdn.qkv = mat(idx, p + "attn_qkv.weight", C, d);
+      L.gdn.z = mat(idx, p + "attn_gate.weight", VD, d);
+      L.gdn.b = mat(idx, p + "ssm_beta.weight", Hv, d);
+      L.gdn.a = mat(idx, p + "ssm_alpha.weight", Hv, d);
+      L.gdn.out = mat(idx, p + "ssm_out.weight", d, VD);
+      L.gdn.conv = wt::to_f32(wt::require(idx, p + "ssm_conv1d.weight", {C, c_.conv_k}));
+      L.gdn.ssm_a = wt::to_f32(wt::require(idx, p + "ssm_a", {Hv}));
+      L.gdn.dt_bias = wt::to_f32(wt::require(idx, p + "ssm_dt.bias", {Hv}));
+      L.gdn.norm = wt::to_f32(wt::require(idx, p + "ssm_norm.weight", {c_.dv}));
+    } else {
+      const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
+      L.attn.q = mat(idx, p + "attn_q.weight", 2 * H * hd, d);
+      L.attn.k = mat(idx, p + "attn_k.weight", Hkv * hd, d);
+      L.attn.v = mat(idx, p + "attn_v.weight", Hkv * hd, d);
+      L.attn.o = mat(idx, p + "attn_output.weight", d, H * hd);
+      L.attn.q_norm = wt::to_f32(wt::require(idx, p + "attn_q_norm.weight", {hd}));
+      L.attn.k_norm = wt::to_f32(wt::require(idx, p + "attn_k_norm.weight", {hd}));
+    }
+    if (!c_.moe) {
+      L.ffn.gate = mat(idx, p + "ffn_gate.weight", c_.n_ff, d);
+      L.ffn.up = mat(idx, p + "ffn_up.weight", c_.n_ff, d);
+      L.ffn.down = mat(idx, p + "ffn_down.weight", d, c_.n_ff);
+    } else {
+      const int64_t E = c_.n_expert, I = c_.n_ff_exp;
+      L.ffn.router = mat(idx, p + "ffn_gate_inp.weight", E, d);
+      MatrixView gv, uv;
+      bool fused = !idx.contains(p + "ffn_gate_exps.weight") && idx.contains(p + "ffn_gate_up_exps.weight");
+      if (fused) {
+        gv = wt::matrix(wt::require(idx, p + "ffn_gate_up_exps.weight", {E, 2 * I, d}), E * 2 * I, d);
+      } else {
+        gv = wt::matrix(wt::require(idx, p + "ffn_gate_exps.weight", {E, I, d}), E * I, d);
+        uv = wt::matrix(wt::require(idx, p + "ffn_up_exps.weight", {E, I, d}), E * I, d);
+      }
+      MatrixView dv = wt::matrix(wt::require(idx, p + "ffn_down_exps.weight", {E, d, I}), E * d, I);
+      for (int64_t e = 0; e < E; ++e) {
+        if (fused) {
+          L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * 2 * I, I));
+          L.ffn.exp_up.push_back(wt::sub_rows(gv, e * 2 * I + I, I));
+        } else {
+          L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * I, I));
+          L.ffn.exp_up.push_back(wt::sub_rows(uv, e * I, I));
+        }
+        L.ffn.exp_down.push_back(wt::sub_rows(dv, e * d, d));
+      }
+      if (c_.n_ff_shexp > 0 || idx.contains(p + "ffn_gate_shexp.weight")) {
+        const int64_t S = c_.n_ff_shexp > 0 ? c_.n_ff_shexp : wt::require(idx, p + "ffn_gate_shexp.weight", {-1, d}).shape[0];
+        L.ffn.has_shared = true;
+        L.ffn.sh_gate = mat(idx, p + "ffn_gate_shexp.weight", S, d);
+        L.ffn.sh_up = mat(idx, p + "ffn_up_shexp.weight", S, d);
+        L.ffn.sh_down = mat(idx, p + "ffn_down_shexp.weight", d, S);
+        const TensorInfo* gi = idx.find(p + "ffn_gate_inp_shexp.weight");
+        if (!gi) throw_error(ErrorCode::kFormat, "missing tensor " + p + "ffn_gate_inp_shexp.weight");
+        if (gi->n_elements() != d)
+          throw_error(ErrorCode::kFormat, "tensor " + gi->name + " has shape " + gi->shape_string() + ", expected [" + std::to_string(d) + "]");
+        L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(*gi), 1, d);
+      }
+    }
+  }
+}
+
+std::unique_ptr<SequenceState> Qwen35Model::new_state(int64_t n_ctx) const {
+  if (n_ctx <= 0) n_ctx = std::min<int64_t>(c_.n_ctx_train, 4096);
+  if (n_ctx > (int64_t{1} << 24)) throw_error(ErrorCode::kInvalidArgument, "context size " + std::to_string(n_ctx) + " is too large");
+  return std::make_unique<State>(c_, n_ctx, n_gdn_, n_attn_);
+}
+
+void Qwen35Model::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const {
+  auto* st = dynamic_cast<State*>(&state);
+  if (!st) throw_error(ErrorCode::kInvalidArgument, "qwen35: sequence state belongs to another model");
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (T == 0) return;
+  if (st->n_past_ + T > st->n_ctx_) {
+    throw_error(ErrorCode::kInvalidArgument, "context overflow: " + std::to_string(st->n_past_) + " + " + std::to_string(T) +
+                                                 " tokens exceed the context size " + std::to_string(st->n_ctx_));
+  }
+  for (int64_t i = 0; i < T; ++i) {
+    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= embd_.rows) {
+      throw_error(ErrorCode::kInvalidArgument, "token id " + std::to_string(tokens[static_cast<size_t>(i)]) +
+                                                   " is out of range [0, " + std::to_string(embd_.rows) + ")");
+    }
+  }
+  constexpr int64_t kUbatch = 512;
+  const int64_t nv = output_.rows;
+  for (int64_t b0 = 0; b0 < T; b0 += kUbatch) {
+    const int64_t n = std::min(kUbatch, T - b0);
+    const bool last = b0 + n == T;
+    float* out = all_logits ? (logits ? logits + b0 * nv : nullptr) : (last ? logits : nullptr);
+    run_batch(*st, tokens.data() + b0, n, out, all_logits);
+  }
+}
+
+void Qwen35Model::run_batch(State& st, const int32_t* toks, int64_t n, float* logits, bool all) const {
+  const int64_t d = c_.n_embd;
+  std::vector<float> h(static_cast<size_t>(n * d)), u(h.size()), o(h.size());
+  for (int64_t t = 0; t < n; ++t) dequantize_row(embd_, toks[t], h.data() + t * d);
+  const int64_t pos0 = st.n_past_;
+  for (const Layer& L : layers_) {
+    ops::rms_norm_rows(h.data(), L.attn_norm.data(), u.data(), n, d, c_.eps);
+    if (L.recurrent) gdn_forward(L, st, u.data(), n, o.data());
+    else attn_forward(L, st, u.data(), n, pos0, o.data());
+    for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
+    ops::rms_norm_rows(h.data(), L.post_norm.data(), u.data(), n, d, c_.eps);
+    ffn_forward(L, u.data(), n, o.data());
+    for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
+  }
+  st.n_past_ += n;
+  if (!logits) return;
+  const int64_t first = all ? 0 : n - 1, rows = n - first;
+  ops::rms_norm_rows(h.data() + first * d, out_norm_.data(), u.data(), rows, d, c_.eps);
+  matmul(output_, u.data(), rows, logits);
+}
+
+void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t n, float* out) const {
+  const GdnW& w = L.gdn;
+  const int64_t C = c_.conv_dim(), K = c_.conv_k, Hv = c_.hv, Hk = c_.hk, dk = c_.dk, dv = c_.dv;
+  const int64_t KD = c_.key_dim(), VD = c_.value_dim();
+  std::vector<float> X(static_cast<size_t>((K - 1 + n) * C)), z(static_cast<size_t>(n * VD)), b(static_cast<size_t>(n * Hv)),
+      a(static_cast<size_t>(n * Hv)), cv(static_cast<size_t>(n * C)), core(static_cast<size_t>(n * VD));
+  std::vector<float>& cs = st.conv_[static_cast<size_t>(L.cache)];
+  std::copy(cs.begin(), cs.end(), X.begin());
+  matmul(w.qkv, u, n, X.data() + (K - 1) * C);
+  matmul(w.z, u, n, z.data());
+  matmul(w.b, u, n, b.data());
+  matmul(w.a, u, n, a.data());
+  // Causal depthwise conv over [state | new rows], then SiLU.
+  for (int64_t t = 0; t < n; ++t) {
+    float* y = cv.data() + t * C;
+    for (int64_t ch = 0; ch < C; ++ch) {
+      const float* wc = w.conv.data() + ch * K;
+      float s = 0.0f;
+      for (int64_t j = 0; j < K; ++j) s += wc[j] * X[static_cast<size_t>((t + j) * C + ch)];
+      y[ch] = ops::silu(s);
+    }
+  }
+  std::copy(X.end() - static_cast<std::ptrdiff_t>(cs.size()), X.end(), cs.begin());
+  // q, k: per-head L2 norm (q also scaled); β = sigmoid(b); g = ssm_a · softplus(a + dt_bias).
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = cv.data() + t * C;
+    for (int64_t j = 0; j < Hk; ++j) {
+      float* q = row + j * dk;
+      float* k = row + KD + j * dk;
+      ops::l2_norm(q, dk, c_.eps);
+      ops::l2_norm(k, dk, c_.eps);
+      for (int64_t e = 0; e < dk; ++e) q[e] *= qscale;
+    }
+    for (int64_t hh = 0; hh < Hv; ++hh) {
+      float& bb = b[static_cast<size_t>(t * Hv + hh)];
+      float& aa = a[static_cast<size_t>(t * Hv + hh)];
+      bb = ops::sigmoid(bb);
+      aa = w.ssm_a[static_cast<size_t>(hh)] * ops::softplus(aa + w.dt_bias[static_cast<size_t>(hh)]);
+    }
+  }
+  std::vector<float>& S = st.ssm_[static_cast<size_t>(L.cache)];
+  const int64_t r = Hv / Hk;
+  parallel_for(Hv, [&](int64_t hh) {
+    const int64_t kh = tiled_ ? hh % Hk : hh / r;
+    GdnHeadIO io;
+    io.q = cv.data() + kh * dk;
+    io.k = cv.data() + KD + kh * dk;
+    io.v = cv.data() + 2 * KD + hh * dv;
+    io.qk_stride = C;
+    io.v_stride = C;
+    io.g = a.data() + hh;
+    io.beta = b.data() + hh;
+    io.gb_stride = Hv;
+    io.o = core.data() + hh * dv;
+    io.o_stride = VD;
+    float* Sh = S.data() + hh * dk * dv;
+    if (n == 1) gdn_step(n, dk, dv, io, Sh);
+    else gdn_chunked(n, dk, dv, io, Sh, 64);
+  });
+  // Gated RMSNorm per head: norm(o) · w · silu(z).
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t hh = 0; hh < Hv; ++hh) {
+      float* o = core.data() + t * VD + hh * dv;
+      const float* zz = z.data() + t * VD + hh * dv;
+      ops::rms_norm(o, w.norm.data(), o, dv, c_.eps);
+      for (int64_t e = 0; e < dv; ++e) o[e] *= ops::silu(zz[e]);
+    }
+  }
+  matmul(w.out, core.data(), n, out);
+}
+
+void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_t n, int64_t pos0, float* out) const {
+  const AttnW& w = L.attn;
+  const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim, R = c_.n_rot;
+  const int64_t QW = 2 * H * hd, KW = Hkv * hd;
+  std::vector<float> qg(static_cast<size_t>(n * QW)), k(static_cast<size_t>(n * KW)), v(k.size()), att(static_cast<size_t>(n * H * hd));
+  matmul(w.q, u, n, qg.data());
+  matmul(w.k, u, n, k.data());
+  matmul(w.v, u, n, v.data());
+  // Text positions: all mRoPE streams equal the token position, so every slot uses it.
+  std::vector<float> cs(static_cast<size_t>(R)), slot(static_cast<size_t>(R / 2));
+  for (int64_t t = 0; t < n; ++t) {
+    std::fill(slot.begin(), slot.end(), static_cast<float>(pos0 + t));
+    ops::rope_table(slot.data(), R, c_.rope_theta, cs.data());
+    for (int64_t hh = 0; hh < H; ++hh) {
+      float* q = qg.data() + t * QW + hh * 2 * hd;
+      ops::rms_norm(q, w.q_norm.data(), q, hd, c_.eps);
+      ops::rope_neox(q, R, cs.data());
+    }
+    for (int64_t g = 0; g < Hkv; ++g) {
+      float* kk = k.data() + t * KW + g * hd;
+      ops::rms_norm(kk, w.k_norm.data(), kk, hd, c_.eps);
+      ops::rope_neox(kk, R, cs.data());
+    }
+  }
+  std::vector<float>& Kc = st.k_[static_cast<size_t>(L.cache)];
+  std::vector<float>& Vc = st.v_[static_cast<size_t>(L.cache)];
+  Kc.resize(static_cast<size_t>((pos0 + n) * KW));
+  Vc.resize(Kc.size());
+  std::copy(k.begin(), k.end(), Kc.begin() + pos0 * KW);
+  std::copy(v.begin(), v.end(), Vc.begin() + pos0 * KW);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t grp = H / Hkv;
+  parallel_for(n * H, [&](int64_t job) {
+    const int64_t t = job / H, hh = job % H;
+    std::vector<float> scores(static_cast<size_t>(pos0 + t + 1));
+    const float* q = qg.data() + t * QW + hh * 2 * hd;
+    float* o = att.data() + t * H * hd + hh * hd;
+    ops::attend_one(q, Kc.data(), Vc.data(), KW, (hh / grp) * hd, pos0 + t + 1, hd, scale, scores.data(), o);
+    const float* gate = q + hd;
+    for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
+  });
+  matmul(w.o, att.data(), n, out);
+}
+
+void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* out) const {
+  const FfnW& f = L.ffn;
+  const int64_t d = c_.n_embd;
+  auto swiglu = [&](const MatrixView& g, const MatrixView& up, const MatrixView& down, const float* x, int64_t m, float* y) {
+    const int64_t I = g.rows;
+    std::vector<float> a(static_cast<size_t>(m * I)), bb(a.size());
+    matmul(g, x, m, a.data());
+    matmul(up, x, m, bb.data());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = ops::silu(a[i]) * bb[i];
+    matmul(down, a.data(), m, y);
+  };
+  if (!c_.moe) {
+    swiglu(f.gate, f.up, f.down, u, n, out);
+    return;
+  }
+  const int64_t E = c_.n_expert, K = c_.n_expert_used;
+  std::vector<float> probs(static_cast<size_t>(n * E));
+  matmul(f.router, u, n, probs.data());
+  std::vector<std::vector<int64_t>> tok_of(static_cast<size_t>(E));
+  std::vector<std::vector<float>> w_of(static_cast<size_t>(E));
+  std::vector<int64_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = probs.data() + t * E;
+    ops::softmax(p, E);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int64_t x, int64_t y) {
+      return p[x] > p[y] || (p[x] == p[y] && x < y);
+    });
+    float sum = 0.0f;
+    for (int64_t j = 0; j < K; ++j) sum += p[order[static_cast<size_t>(j)]];
+    sum = std::max(sum, 6.103515625e-5f);
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t e = order[static_cast<size_t>(j)];
+      tok_of[static_cast<size_t>(e)].push_back(t);
+      w_of[static_cast<size_t>(e)].push_back(p[e] / sum);
+    }
+  }
+  std::fill(out, out + n * d, 0.0f);
+  std::vector<float> xin, yout;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& toks = tok_of[static_cast<size_t>(e)];
+    if (toks.empty()) continue;
+    const int64_t m = static_cast<int64_t>(toks.size());
+    xin.resize(static_cast<size_t>(m * d));
+    yout.resize(xin.size());
+    for (int64_t i = 0; i < m; ++i) std::copy(u + toks[static_cast<size_t>(i)] * d, u + (toks[static_cast<size_t>(i)] + 1) * d, xin.begin() + i * d);
+    swiglu(f.exp_gate[static_cast<size_t>(e)], f.exp_up[static_cast<size_t>(e)], f.exp_down[static_cast<size_t>(e)], xin.data(), m, yout.data());
+    for (int64_t i = 0; i < m; ++i) {
+      const float wgt = w_of[static_cast<size_t>(e)][static_cast<size_t>(i)];
+      float* y = out + toks[static_cast<size_t>(i)] * d;
+      const float* src = yout.data() + i * d;
+      for (int64_t j = 0; j < d; ++j) y[j] += wgt * src[j];
+    }
+  }
+  if (f.has_shared) {
+    std::vector<float> sh(static_cast<size_t>(n * d)), sg(static_cast<size_t>(n));
+    swiglu(f.sh_gate, f.sh_up, f.sh_down, u, n, sh.data());
+    matmul(f.sh_inp, u, n, sg.data());
+    for (int64_t t = 0; t < n; ++t) {
+      const float s = ops::sigmoid(sg[static_cast<size_t>(t)]);
+      for (int64_t j = 0; j < d; ++j) out[t * d + j] += s * sh[static_cast<size_t>(t * d + j)];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qwen35
+
+std::unique_ptr<Model> load_qwen35(const ModelFiles& files, const LoadOptions& options) {
+  return std::make_unique<qwen35::Qwen35Model>(files, options);
+}
+
+}  // namespace oxi
