@@ -1,5 +1,10 @@
 // The one interface every linear layer goes through (owned by the kernels library; ISA dispatch
 // and backends live behind it, model code never names either).
+//
+// Numerics follow llama.cpp's CPU backend: activations are converted per token to the weight
+// type's "vec_dot_type" before the dot products — F32 weights: f32; F16: f16; BF16: bf16;
+// Q8_0/Q4_0: Q8_0 blocks; Q4_K/Q5_K/Q6_K: Q8_K blocks (integer dot products, exact) — so results
+// match llama.cpp up to float summation order.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +26,10 @@ struct MatrixView {
 
 // y[t, r] = Σ_c x[t, c] · W[r, c] for t < n_tokens.
 // x: [n_tokens, cols] f32 row-major; y: [n_tokens, rows] f32 row-major (overwritten).
+// Runs on the global thread pool (kernels/thread_pool.h); called from inside a pool job it runs
+// serially on the calling thread. Thread-safe (scratch is per thread).
 // Throws oxi::Error(kUnsupported) "unsupported tensor type X" for a dtype with no kernel.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 
 // Dequantise one row (cols elements) to f32: embedding lookups and tests.
@@ -29,5 +37,15 @@ void dequantize_row(const MatrixView& w, int64_t row, float* out);
 
 // Whether `matmul` can compute this dtype.
 bool matmul_supports(DType t);
+
+// Dequantise n elements (a multiple of the block size) of type t from src to f32.
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K; else kUnsupported.
+void dequantize(DType t, const void* src, float* dst, int64_t n);
+
+// Quantise n floats (a multiple of the block size) to type t at dst (dtype_row_bytes(t, n) bytes).
+// F32, F16, BF16 (round to nearest even), Q8_0 and Q4_0 (bit-identical to ggml's reference
+// quantisers, as llama-quantize / convert_hf_to_gguf produce). Else kUnsupported.
+void quantize_row(DType t, const float* x, int64_t n, void* dst);
+bool quantize_supports(DType t);
 
 }  // namespace oxi

@@ -1,0 +1,52 @@
+// Per-ISA kernel tables (internal). Each ISA's source file fills one Kernels table; matmul.cpp
+// picks one at start-up (isa.cpp) and only calls through it.
+#pragma once
+
+#include <cstdint>
+
+#include "format/dtype.h"
+
+namespace oxi::kern {
+
+// Weight types with a matmul kernel, in table order.
+enum WType : int { kWF32, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWQ4_K, kWQ5_K, kWQ6_K, kNumWTypes };
+// Activation formats (ggml's vec_dot_type).
+enum AType : int { kAF32, kAF16, kABF16, kAQ8_0, kAQ8_K, kNumATypes };
+
+int wtype_index(DType t);  // -1 if none
+AType atype_of(int wtype);
+DType wtype_dtype(int wtype);
+uint64_t act_row_bytes(AType a, int64_t cols);
+
+// One tile of a matmul: y[t * ldy + r] = dot(W row r, X row t) for r in [r0, r1), t in [t0, t1).
+struct MMArgs {
+  const uint8_t* w;    // weight row 0
+  uint64_t w_stride;   // bytes between weight rows
+  const uint8_t* x;    // activation row 0 (in the weight type's activation format)
+  uint64_t x_stride;   // bytes between activation rows
+  float* y;
+  int64_t ldy;         // floats between output rows (tokens)
+  int64_t cols;
+  int64_t r0, r1, t0, t1;
+};
+
+using MMFn = void (*)(const MMArgs&);
+// Converts n floats to an activation row of the given format (n a multiple of its block size).
+using ActFn = void (*)(const float* x, void* dst, int64_t n);
+
+struct Kernels {
+  const char* name;
+  MMFn mm[kNumWTypes];
+  ActFn act[kNumATypes];  // act[kAF32] unused
+};
+
+extern const Kernels kScalarKernels;
+#if defined(OXI_KERNELS_X86)
+extern const Kernels kAvx2Kernels;
+extern const Kernels kAvx512Kernels;
+#endif
+
+// The active table.
+const Kernels& active_kernels();
+
+}  // namespace oxi::kern

@@ -1,0 +1,131 @@
+#include "kernels/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "kernels/dispatch.h"
+#include "kernels/thread_pool.h"
+
+#if defined(OXI_KERNELS_X86)
+#include <cpuid.h>
+#endif
+
+namespace oxi {
+namespace kern {
+namespace {
+
+struct HostCaps {
+  bool avx2 = false;
+  bool avx512 = false;
+};
+
+HostCaps detect() {
+  HostCaps c;
+#if defined(OXI_KERNELS_X86)
+  unsigned a, b, cx, d;
+  if (!__get_cpuid(1, &a, &b, &cx, &d)) return c;
+  const bool osxsave = cx & (1u << 27), avx = cx & (1u << 28), fma = cx & (1u << 12),
+             f16c = cx & (1u << 29);
+  if (!osxsave || !avx) return c;
+  unsigned xlo, xhi;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  const bool os_avx = (xlo & 0x6) == 0x6;
+  const bool os_avx512 = (xlo & 0xE6) == 0xE6;
+  if (__get_cpuid_max(0, nullptr) < 7) return c;
+  __cpuid_count(7, 0, a, b, cx, d);
+  const bool avx2 = b & (1u << 5);
+  const bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
+  const bool vnni = cx & (1u << 11);
+  __cpuid_count(7, 1, a, b, cx, d);
+  const bool bf16 = a & (1u << 5);
+  c.avx2 = os_avx && avx2 && fma && f16c;
+  c.avx512 = c.avx2 && os_avx512 && f && dq && bw && vl && vnni && bf16;
+#endif
+  return c;
+}
+
+[[maybe_unused]] const HostCaps& host() {
+  static const HostCaps caps = detect();
+  return caps;
+}
+
+const Kernels* table_for(std::string_view name) {
+  if (name == "scalar") return &kScalarKernels;
+#if defined(OXI_KERNELS_X86)
+  if (name == "avx2") return host().avx2 ? &kAvx2Kernels : nullptr;
+  if (name == "avx512") return host().avx512 ? &kAvx512Kernels : nullptr;
+#endif
+  return nullptr;
+}
+
+bool known(std::string_view name) {
+  return name == "scalar" || name == "avx2" || name == "avx512";
+}
+
+const Kernels* best() {
+#if defined(OXI_KERNELS_X86)
+  if (host().avx512) return &kAvx512Kernels;
+  if (host().avx2) return &kAvx2Kernels;
+#endif
+  return &kScalarKernels;
+}
+
+const Kernels* choose_initial() {
+  const char* env = std::getenv("OXI_ISA");
+  if (env && *env && std::string_view(env) != "auto") {
+    if (const Kernels* k = table_for(env)) return k;
+    // An unusable override falls back to the best set rather than failing at first matmul.
+  }
+  return best();
+}
+
+std::atomic<const Kernels*> g_active{nullptr};
+
+}  // namespace
+
+const Kernels& active_kernels() {
+  const Kernels* k = g_active.load(std::memory_order_acquire);
+  if (!k) {
+    const Kernels* init = choose_initial();
+    if (g_active.compare_exchange_strong(k, init, std::memory_order_acq_rel)) k = init;
+  }
+  return *k;
+}
+
+}  // namespace kern
+
+const char* isa_name() { return kern::active_kernels().name; }
+
+std::vector<std::string> available_isas() {
+  std::vector<std::string> v{"scalar"};
+#if defined(OXI_KERNELS_X86)
+  if (kern::host().avx2) v.push_back("avx2");
+  if (kern::host().avx512) v.push_back("avx512");
+#endif
+  return v;
+}
+
+void set_isa(std::string_view name) {
+  if (name.empty() || name == "auto") {
+    kern::g_active.store(kern::best(), std::memory_order_release);
+    return;
+  }
+  if (!kern::known(name))
+    throw_error(ErrorCode::kInvalidArgument,
+                "unknown ISA '" + std::string(name) + "' (expected auto, scalar, avx2 or avx512)");
+  const kern::Kernels* k = kern::table_for(name);
+  if (!k) throw_error(ErrorCode::kUnsupported, "ISA '" + std::string(name) + "' is not supported by this CPU");
+  kern::g_active.store(k, std::memory_order_release);
+}
+
+std::string kernels_summary() {
+  std::string s = std::string("isa ") + isa_name() + " (host:";
+  const auto v = available_isas();
+  for (auto it = v.rbegin(); it != v.rend(); ++it) s += " " + *it;
+  s += "), " + std::to_string(num_threads()) + " threads";
+  return s;
+}
+
+}  // namespace oxi

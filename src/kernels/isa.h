@@ -1,0 +1,26 @@
+// Runtime ISA selection for the kernels. Chosen once, on first use, from CPUID (with an XGETBV
+// check that the OS saves the vector registers); env OXI_ISA or set_isa() overrides it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oxi {
+
+// Name of the kernel set in use: "scalar", "avx2" (AVX2+FMA+F16C) or "avx512"
+// (AVX-512 F/BW/VL/DQ + VNNI + BF16).
+const char* isa_name();
+
+// Kernel sets this host can run, best last ("scalar" first).
+std::vector<std::string> available_isas();
+
+// Selects a kernel set by name ("scalar", "avx2", "avx512", or "auto" / "" for the best).
+// Throws oxi::Error(kInvalidArgument) for an unknown name, (kUnsupported) if the host lacks it.
+// Not to be called while a matmul runs.
+void set_isa(std::string_view name);
+
+// One line for start-up logs: "isa avx512 (host: avx512 avx2 scalar), 2 threads".
+std::string kernels_summary();
+
+}  // namespace oxi

@@ -1,0 +1,185 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+#include "kernels/thread_pool.h"
+
+namespace oxi {
+namespace kern {
+
+int wtype_index(DType t) {
+  switch (t) {
+    case DType::F32: return kWF32;
+    case DType::F16: return kWF16;
+    case DType::BF16: return kWBF16;
+    case DType::Q8_0: return kWQ8_0;
+    case DType::Q4_0: return kWQ4_0;
+    case DType::Q4_K: return kWQ4_K;
+    case DType::Q5_K: return kWQ5_K;
+    case DType::Q6_K: return kWQ6_K;
+    default: return -1;
+  }
+}
+
+AType atype_of(int wtype) {
+  switch (wtype) {
+    case kWF32: return kAF32;
+    case kWF16: return kAF16;
+    case kWBF16: return kABF16;
+    case kWQ8_0:
+    case kWQ4_0: return kAQ8_0;
+    default: return kAQ8_K;
+  }
+}
+
+DType wtype_dtype(int wtype) {
+  static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                            DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  return k[wtype];
+}
+
+uint64_t act_row_bytes(AType a, int64_t cols) {
+  switch (a) {
+    case kAF32: return static_cast<uint64_t>(cols) * 4;
+    case kAF16:
+    case kABF16: return static_cast<uint64_t>(cols) * 2;
+    case kAQ8_0: return static_cast<uint64_t>(cols / QK8_0) * sizeof(BlockQ8_0);
+    case kAQ8_K: return static_cast<uint64_t>(cols / QK_K) * sizeof(BlockQ8_K);
+    default: return 0;
+  }
+}
+
+}  // namespace kern
+
+namespace {
+
+[[noreturn]] void unsupported(DType t, const char* what) {
+  throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(t) + " (" + what + ")");
+}
+
+void check_view(const MatrixView& w) {
+  const auto rb = dtype_row_bytes(w.dtype, static_cast<uint64_t>(w.cols));
+  if (!rb || w.rows < 0 || w.cols <= 0)
+    throw_error(ErrorCode::kInvalidArgument,
+                "matmul: bad matrix " + std::to_string(w.rows) + "x" + std::to_string(w.cols) + " " +
+                    dtype_name(w.dtype));
+  if (w.row_bytes < *rb)
+    throw_error(ErrorCode::kInvalidArgument, "matmul: row_bytes smaller than one row");
+}
+
+}  // namespace
+
+bool matmul_supports(DType t) { return kern::wtype_index(t) >= 0; }
+
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  using namespace kern;
+  const int wt = wtype_index(w.dtype);
+  if (wt < 0) unsupported(w.dtype, "no matmul kernel");
+  check_view(w);
+  if (n_tokens <= 0 || w.rows == 0) return;
+  const Kernels& K = active_kernels();
+  const AType at = atype_of(wt);
+
+  // 1. Activations in the weight type's dot format, per token.
+  thread_local std::vector<uint8_t> scratch;
+  const uint8_t* xa;
+  uint64_t x_stride = act_row_bytes(at, w.cols);
+  if (at == kAF32) {
+    xa = reinterpret_cast<const uint8_t*>(x);
+  } else {
+    const size_t need = static_cast<size_t>(x_stride * n_tokens) + 64;
+    if (scratch.size() < need) scratch.resize(need);
+    uint8_t* buf = scratch.data();
+    const ActFn act = K.act[at];
+    const int64_t cols = w.cols;
+    if (n_tokens == 1) {
+      act(x, buf, cols);
+    } else {
+      parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) act(x + t * cols, buf + t * x_stride, cols);
+      });
+    }
+    xa = buf;
+  }
+
+  // 2. Tiles of rows (× all tokens, in token tiles), shared dynamically among the threads.
+  MMArgs base{};
+  base.w = w.data;
+  base.w_stride = w.row_bytes;
+  base.x = xa;
+  base.x_stride = x_stride;
+  base.y = y;
+  base.ldy = w.rows;
+  base.cols = w.cols;
+  const int nth = in_parallel_region() ? 1 : num_threads();
+  const MMFn fn = K.mm[wt];
+  const int64_t rows = w.rows;
+  int64_t row_chunk;
+  if (n_tokens <= 4) {
+    // GEMV-like: a handful of chunks per thread for balance; multiples of 16 rows.
+    row_chunk = (rows + nth * 8 - 1) / (nth * 8);
+    row_chunk = std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
+  } else {
+    row_chunk = 64;
+    while (row_chunk > 16 && (rows + row_chunk - 1) / row_chunk < nth * 4) row_chunk /= 2;
+  }
+  constexpr int64_t kTokTile = 64;
+  parallel_for_chunked(rows, row_chunk, [&](int64_t r0, int64_t r1) {
+    MMArgs a = base;
+    a.r0 = r0;
+    a.r1 = r1;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokTile) {
+      a.t0 = t0;
+      a.t1 = std::min(n_tokens, t0 + kTokTile);
+      fn(a);
+    }
+  });
+}
+
+void dequantize_row(const MatrixView& w, int64_t row, float* out) {
+  if (row < 0 || row >= w.rows)
+    throw_error(ErrorCode::kInvalidArgument, "dequantize_row: row " + std::to_string(row) + " out of range");
+  check_view(w);
+  dequantize(w.dtype, w.data + static_cast<uint64_t>(row) * w.row_bytes, out, w.cols);
+}
+
+void dequantize(DType t, const void* src, float* dst, int64_t n) {
+  kern::ref_dequantize(t, src, dst, n);
+}
+
+bool quantize_supports(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+}
+
+void quantize_row(DType t, const float* x, int64_t n, void* dst) {
+  if (!dtype_row_bytes(t, static_cast<uint64_t>(n)))
+    throw_error(ErrorCode::kInvalidArgument, "quantize_row: " + std::to_string(n) +
+                                                 " elements is not a whole number of " + dtype_name(t) + " blocks");
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, x, static_cast<size_t>(n) * 4);
+      return;
+    case DType::F16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(x[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(x[i]);
+      return;
+    }
+    case DType::Q8_0: return kern::ref_quantize_q8_0(x, static_cast<kern::BlockQ8_0*>(dst), n);
+    case DType::Q4_0: return kern::ref_quantize_q4_0(x, static_cast<kern::BlockQ4_0*>(dst), n);
+    default: unsupported(t, "no quantiser");
+  }
+}
+
+}  // namespace oxi

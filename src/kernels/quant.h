@@ -1,0 +1,100 @@
+// ggml-compatible quantisation block layouts and the scalar reference routines (dequantise,
+// quantise, per-block dot products). Internal to the kernels library and its tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/dtype.h"
+
+namespace oxi::kern {
+
+constexpr int QK8_0 = 32;
+constexpr int QK4_0 = 32;
+constexpr int QK_K = 256;
+
+#pragma pack(push, 1)
+struct BlockQ8_0 {  // 34 bytes: value = qs[i] * d
+  uint16_t d;  // f16
+  int8_t qs[32];
+};
+struct BlockQ4_0 {  // 18 bytes: value = (nibble - 8) * d; low nibbles: 0..15, high: 16..31
+  uint16_t d;
+  uint8_t qs[16];
+};
+// Q4_K: 8 sub-blocks of 32 with 6-bit scale and min each (packed in 12 bytes);
+// value = d * sc[j] * q - dmin * m[j]. Every 64 elements use 32 bytes of qs: low nibbles are
+// the first 32 elements (sub-block 2k), high nibbles the next 32 (sub-block 2k+1).
+struct BlockQ4_K {  // 144 bytes
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+// Q5_K: as Q4_K plus a fifth bit per element in qh: for the k-th 64-element group, bit 2k of
+// qh[l] is the high bit of element l (l < 32) and bit 2k+1 that of element 32 + l.
+struct BlockQ5_K {  // 176 bytes
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+// Q6_K: 16 sub-blocks of 16 with int8 scales; value = d * sc * (q - 32), q 6-bit: 4 low bits in
+// ql, 2 high bits in qh (see dequantize_q6_K for the interleave).
+struct BlockQ6_K {  // 210 bytes
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+// Q8_K: activation blocks for the K-quant dot products.
+struct BlockQ8_K {  // 292 bytes
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];  // sums of each 16 consecutive qs
+};
+#pragma pack(pop)
+
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block.
+inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// --- scalar reference -------------------------------------------------------------------------
+// Dequantise n elements (n a multiple of the type's block size).
+void ref_dequantize(DType t, const void* src, float* dst, int64_t n);
+// Quantise n floats (multiple of the block size). Q8_0/Q4_0 round exactly as ggml's
+// reference quantisers; Q8_K as ggml's quantize_row_q8_K_ref.
+void ref_quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+void ref_quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n);
+void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n);
+
+// Dot products of one weight row with one prepared activation row (n elements).
+float ref_dot_f32(const float* w, const float* x, int64_t n);
+float ref_dot_f16(const uint16_t* w, const uint16_t* x, int64_t n);  // x: f16 activations
+float ref_dot_bf16(const uint16_t* w, const uint16_t* x, int64_t n);  // x: bf16 activations
+float ref_dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
+float ref_dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+float ref_dot_q4_K(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
+
+// The activation format a weight type's dot product consumes (ggml's vec_dot_type):
+// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0 → Q8_0, K-quants → Q8_K.
+DType activation_type(DType weight);
+
+}  // namespace oxi::kern

@@ -1,0 +1,314 @@
+// Scalar reference: block dequantisation, quantisation and dot products. Everything else is
+// tested against these. Integer sums are exact, so SIMD versions differ only in the order of the
+// final float operations.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/quant.h"
+
+namespace oxi::kern {
+namespace {
+
+void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    for (int j = 0; j < 32; ++j) y[i * 32 + j] = b[i].qs[j] * d;
+  }
+}
+
+void dequant_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    for (int j = 0; j < 16; ++j) {
+      y[i * 32 + j] = ((b[i].qs[j] & 0xF) - 8) * d;
+      y[i * 32 + j + 16] = ((b[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequant_q4_K(const BlockQ4_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    const float dmin = f16_to_f32(b[i].dmin);
+    const uint8_t* q = b[i].qs;
+    for (int k = 0; k < 4; ++k) {
+      uint8_t sc, m;
+      get_scale_min_k4(2 * k, b[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      get_scale_min_k4(2 * k + 1, b[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+      q += 32;
+    }
+  }
+}
+
+void dequant_q5_K(const BlockQ5_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    const float dmin = f16_to_f32(b[i].dmin);
+    const uint8_t* ql = b[i].qs;
+    const uint8_t* qh = b[i].qh;
+    for (int k = 0; k < 4; ++k) {
+      uint8_t sc, m;
+      get_scale_min_k4(2 * k, b[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      get_scale_min_k4(2 * k + 1, b[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      const uint8_t u1 = static_cast<uint8_t>(1u << (2 * k)), u2 = static_cast<uint8_t>(2u << (2 * k));
+      for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+      ql += 32;
+    }
+  }
+}
+
+// Q6_K element order: each 128-element half uses 64 bytes of ql, 32 of qh and 8 scales.
+// For l < 32: elements l, l+32, l+64, l+96 of the half take ql[l] low, ql[l+32] low, ql[l] high,
+// ql[l+32] high nibbles, and bits 0-1, 2-3, 4-5, 6-7 of qh[l]; element e has scale e/16.
+inline int q6_value(const uint8_t* ql, const uint8_t* qh, int e) {  // e: 0..127 within a half
+  const int g = e / 32, l = e % 32;
+  const int lo = (g & 1) ? ql[l + 32] : ql[l];
+  const int nib = (g >> 1) ? (lo >> 4) : (lo & 0xF);
+  const int hi = (qh[l] >> (2 * g)) & 3;
+  return (nib | (hi << 4)) - 32;
+}
+
+void dequant_q6_K(const BlockQ6_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = b[i].ql + 64 * h;
+      const uint8_t* qh = b[i].qh + 32 * h;
+      const int8_t* sc = b[i].scales + 8 * h;
+      for (int e = 0; e < 128; ++e) {
+        *y++ = d * sc[e / 16] * q6_value(ql, qh, e);  // scales run in element order
+      }
+    }
+  }
+}
+
+void dequant_q8_K(const BlockQ8_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i)
+    for (int j = 0; j < 256; ++j) *y++ = b[i].d * b[i].qs[j];
+}
+
+// Unpacked 0..15 / 0..31 quants and the 8 scales/mins of a Q4_K / Q5_K block.
+void unpack_q4_K(const BlockQ4_K& b, uint8_t* q, uint8_t* sc, uint8_t* m) {
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * k + l] = b.qs[32 * k + l] & 0xF;
+      q[64 * k + 32 + l] = b.qs[32 * k + l] >> 4;
+    }
+  for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
+}
+
+}  // namespace
+
+void ref_dequantize(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::F16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::BF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      return;
+    }
+    case DType::Q8_0: return dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, n / 32);
+    case DType::Q4_0: return dequant_q4_0(static_cast<const BlockQ4_0*>(src), dst, n / 32);
+    case DType::Q4_K: return dequant_q4_K(static_cast<const BlockQ4_K*>(src), dst, n / 256);
+    case DType::Q5_K: return dequant_q5_K(static_cast<const BlockQ5_K*>(src), dst, n / 256);
+    case DType::Q6_K: return dequant_q6_K(static_cast<const BlockQ6_K*>(src), dst, n / 256);
+    case DType::Q8_K: return dequant_q8_K(static_cast<const BlockQ8_K*>(src), dst, n / 256);
+    default:
+      throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(t) +
+                                               " (no dequantisation kernel)");
+  }
+}
+
+void ref_quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    for (int j = 0; j < 32; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+  }
+}
+
+void ref_quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    float amax = 0.0f, max = 0.0f;  // max: the value of largest magnitude, sign kept
+    for (int j = 0; j < 32; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    for (int j = 0; j < 16; ++j) {
+      const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+      const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+// Round to nearest, ties to even (ggml's nearest_int for |v| < 2^22).
+static inline int nearest_int(float v) { return static_cast<int>(std::nearbyintf(v)); }
+
+void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 256; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < 256; ++j) y[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int j = 0; j < 16; ++j) {
+      int s = 0;
+      for (int l = 0; l < 16; ++l) s += y[i].qs[16 * j + l];
+      y[i].bsums[j] = static_cast<int16_t>(s);
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
+float ref_dot_f32(const float* w, const float* x, int64_t n) {
+  double s = 0.0;  // reference: accurate
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(w[i]) * x[i];
+  return static_cast<float>(s);
+}
+
+float ref_dot_f16(const uint16_t* w, const uint16_t* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(f16_to_f32(w[i])) * f16_to_f32(x[i]);
+  return static_cast<float>(s);
+}
+
+float ref_dot_bf16(const uint16_t* w, const uint16_t* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(bf16_to_f32(w[i])) * bf16_to_f32(x[i]);
+  return static_cast<float>(s);
+}
+
+float ref_dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int s = 0;
+    for (int j = 0; j < 32; ++j) s += w[i].qs[j] * x[i].qs[j];
+    sum += static_cast<float>(s) * (f16_to_f32(w[i].d) * f16_to_f32(x[i].d));
+  }
+  return sum;
+}
+
+float ref_dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) {
+      s += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j];
+      s += ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + 16];
+    }
+    sum += static_cast<float>(s) * (f16_to_f32(w[i].d) * f16_to_f32(x[i].d));
+  }
+  return sum;
+}
+
+float ref_dot_q4_K(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  uint8_t q[256], sc[8], m[8];
+  for (int64_t i = 0; i < n / 256; ++i) {
+    unpack_q4_K(w[i], q, sc, m);
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      int s = 0;
+      for (int l = 0; l < 32; ++l) s += q[32 * j + l] * x[i].qs[32 * j + l];
+      sumi += sc[j] * s;
+      summ += m[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+    }
+    sum += x[i].d * (f16_to_f32(w[i].d) * sumi) - x[i].d * (f16_to_f32(w[i].dmin) * summ);
+  }
+  return sum;
+}
+
+float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  uint8_t sc[8], m[8];
+  for (int64_t i = 0; i < n / 256; ++i) {
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < 8; ++j) get_scale_min_k4(j, w[i].scales, &sc[j], &m[j]);
+    for (int k = 0; k < 4; ++k) {
+      int s1 = 0, s2 = 0;
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = (w[i].qs[32 * k + l] & 0xF) + (((w[i].qh[l] >> (2 * k)) & 1) << 4);
+        const int q2 = (w[i].qs[32 * k + l] >> 4) + (((w[i].qh[l] >> (2 * k + 1)) & 1) << 4);
+        s1 += q1 * x[i].qs[64 * k + l];
+        s2 += q2 * x[i].qs[64 * k + 32 + l];
+      }
+      sumi += sc[2 * k] * s1 + sc[2 * k + 1] * s2;
+    }
+    for (int j = 0; j < 8; ++j) summ += m[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+    sum += x[i].d * (f16_to_f32(w[i].d) * sumi) - x[i].d * (f16_to_f32(w[i].dmin) * summ);
+  }
+  return sum;
+}
+
+float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 256; ++i) {
+    int sumi = 0;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[i].ql + 64 * h;
+      const uint8_t* qh = w[i].qh + 32 * h;
+      const int8_t* sc = w[i].scales + 8 * h;
+      const int8_t* xq = x[i].qs + 128 * h;
+      for (int g = 0; g < 8; ++g) {  // 16-element sub-blocks, in element order
+        int s = 0;
+        for (int l = 0; l < 16; ++l) s += q6_value(ql, qh, 16 * g + l) * xq[16 * g + l];
+        sumi += sc[g] * s;
+      }
+    }
+    sum += x[i].d * f16_to_f32(w[i].d) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+DType activation_type(DType weight) {
+  switch (weight) {
+    case DType::F32: return DType::F32;
+    case DType::F16: return DType::F16;
+    case DType::BF16: return DType::BF16;
+    case DType::Q8_0:
+    case DType::Q4_0: return DType::Q8_0;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return DType::Q8_K;
+    default:
+      throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(weight) +
+                                               " (no matmul kernel)");
+  }
+}
+
+}  // namespace oxi::kern

@@ -1,0 +1,50 @@
+// The portable kernel table: the scalar reference routines, looped over a tile.
+#include <cstring>
+
+#include "core/half.h"
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+
+namespace oxi::kern {
+namespace {
+
+template <class W, class X, float (*Dot)(const W*, const X*, int64_t)>
+void mm_ref(const MMArgs& a) {
+  for (int64_t r = a.r0; r < a.r1; ++r) {
+    const W* w = reinterpret_cast<const W*>(a.w + r * a.w_stride);
+    for (int64_t t = a.t0; t < a.t1; ++t) {
+      const X* x = reinterpret_cast<const X*>(a.x + t * a.x_stride);
+      a.y[t * a.ldy + r] = Dot(w, x, a.cols);
+    }
+  }
+}
+
+void act_f16(const float* x, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(x[i]);
+}
+void act_bf16(const float* x, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(x[i]);
+}
+void act_q8_0(const float* x, void* dst, int64_t n) { ref_quantize_q8_0(x, static_cast<BlockQ8_0*>(dst), n); }
+void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
+
+}  // namespace
+
+const Kernels kScalarKernels = {
+    "scalar",
+    {
+        mm_ref<float, float, ref_dot_f32>,
+        mm_ref<uint16_t, uint16_t, ref_dot_f16>,
+        mm_ref<uint16_t, uint16_t, ref_dot_bf16>,
+        mm_ref<BlockQ8_0, BlockQ8_0, ref_dot_q8_0>,
+        mm_ref<BlockQ4_0, BlockQ8_0, ref_dot_q4_0>,
+        mm_ref<BlockQ4_K, BlockQ8_K, ref_dot_q4_K>,
+        mm_ref<BlockQ5_K, BlockQ8_K, ref_dot_q5_K>,
+        mm_ref<BlockQ6_K, BlockQ8_K, ref_dot_q6_K>,
+    },
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+};
+
+}  // namespace oxi::kern

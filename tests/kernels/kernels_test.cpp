@@ -1,0 +1,308 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "kernels/thread_pool.h"
+
+using namespace oxi;
+using namespace oxi::kern;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Random but valid bytes for a weight matrix of type t: random bits with sane scale fields.
+std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const uint64_t rb = *dtype_row_bytes(t, cols);
+  std::vector<uint8_t> buf(rb * rows);
+  std::mt19937 rng(seed);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> sc(0.001f, 0.02f);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  const auto tr = *dtype_traits(t);
+  const int64_t nb = rows * cols / tr.block_elems;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* blk = buf.data() + i * tr.block_bytes;
+    auto put16 = [&](size_t off, uint16_t v) { std::memcpy(blk + off, &v, 2); };
+    switch (t) {
+      case DType::F32: { float f = nd(rng); std::memcpy(blk, &f, 4); break; }
+      case DType::F16: put16(0, f32_to_f16(nd(rng))); break;
+      case DType::BF16: put16(0, f32_to_bf16(nd(rng))); break;
+      case DType::Q8_0:
+      case DType::Q4_0: put16(0, f32_to_f16(sc(rng))); break;
+      case DType::Q4_K:
+      case DType::Q5_K: put16(0, f32_to_f16(sc(rng))); put16(2, f32_to_f16(sc(rng))); break;
+      case DType::Q6_K: put16(208, f32_to_f16(sc(rng) * 0.1f)); break;
+      default: break;
+    }
+  }
+  return buf;
+}
+
+const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                           DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+struct IsaGuard {
+  ~IsaGuard() { set_isa("auto"); }
+};
+
+// Exact f64 dot of dequantised weights with the activations as the dot format sees them.
+std::vector<float> dequant_matmul(const MatrixView& w, const float* x, int64_t nt) {
+  std::vector<float> row(w.cols), y(nt * w.rows);
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w, r, row.data());
+    for (int64_t t = 0; t < nt; ++t) {
+      double s = 0;
+      for (int64_t c = 0; c < w.cols; ++c) s += static_cast<double>(row[c]) * x[t * w.cols + c];
+      y[t * w.rows + r] = static_cast<float>(s);
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST(ThreadPool, ParallelForCoversAllOnce) {
+  for (int nth : {1, 2, 3}) {
+    set_num_threads(nth);
+    EXPECT_EQ(num_threads(), nth);
+    std::vector<std::atomic<int>> hits(1000);
+    parallel_for(1000, [&](int64_t i) { hits[i].fetch_add(1); });
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    std::atomic<int64_t> sum{0};
+    parallel_for_chunked(777, 10, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) sum += i;
+    });
+    EXPECT_EQ(sum.load(), 777 * 776 / 2);
+  }
+  set_num_threads(0);
+}
+
+TEST(ThreadPool, NestedRunsSeriallyAndExceptionsPropagate) {
+  set_num_threads(2);
+  std::atomic<int> n{0};
+  parallel_for(4, [&](int64_t) {
+    EXPECT_TRUE(in_parallel_region());
+    parallel_for(3, [&](int64_t) { n++; });
+  });
+  EXPECT_EQ(n.load(), 12);
+  EXPECT_THROW(parallel_for(8, [&](int64_t i) {
+                 if (i == 5) throw std::runtime_error("boom");
+               }),
+               std::runtime_error);
+  // Still usable afterwards.
+  std::atomic<int> m{0};
+  parallel_for(10, [&](int64_t) { m++; });
+  EXPECT_EQ(m.load(), 10);
+  set_num_threads(0);
+}
+
+TEST(Isa, SelectAndReport) {
+  IsaGuard g;
+  auto v = available_isas();
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.front(), "scalar");
+  for (auto& name : v) {
+    set_isa(name);
+    EXPECT_EQ(std::string(isa_name()), name);
+  }
+  EXPECT_THROW(set_isa("sse9"), Error);
+  EXPECT_FALSE(kernels_summary().empty());
+}
+
+// Hand-built blocks, values computed from the layout description (independently of ref.cpp).
+TEST(Dequant, Q4_0Layout) {
+  BlockQ4_0 b{};
+  b.d = f32_to_f16(0.5f);
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  float y[32];
+  dequantize(DType::Q4_0, &b, y, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_FLOAT_EQ(y[j], (j - 8) * 0.5f);
+    EXPECT_FLOAT_EQ(y[16 + j], (15 - j - 8) * 0.5f);
+  }
+}
+
+TEST(Dequant, Q4_KLayout) {
+  BlockQ4_K b{};
+  b.d = f32_to_f16(1.0f);
+  b.dmin = f32_to_f16(0.25f);
+  // Sub-block scales 1..8 and mins 60..53 (6 bits each, packed per ggml's 12-byte scheme).
+  const int sc[8] = {1, 2, 3, 4, 37, 50, 63, 8}, mn[8] = {60, 59, 58, 57, 56, 55, 54, 53};
+  for (int j = 0; j < 4; ++j) {
+    b.scales[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    b.scales[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    b.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>((i % 16) | (((i * 7) % 16) << 4));
+  float y[256];
+  dequantize(DType::Q4_K, &b, y, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int chunk = e / 64, within = e % 64, sub = e / 32;
+    const int byte = 32 * chunk + within % 32;
+    const int q = within < 32 ? (byte % 16) : ((byte * 7) % 16);
+    EXPECT_FLOAT_EQ(y[e], 1.0f * sc[sub] * q - 0.25f * mn[sub]) << e;
+  }
+}
+
+TEST(Dequant, Q5_KAndQ6_KLayout) {
+  BlockQ5_K b{};
+  b.d = f32_to_f16(1.0f);
+  b.dmin = f32_to_f16(0.0f);
+  for (int j = 0; j < 4; ++j) b.scales[j] = 1;  // sub-blocks 0..3 scale 1; 4..7 scale 0|… 
+  for (int j = 8; j < 12; ++j) b.scales[j] = 1;  // sub-blocks 4..7 scale 1
+  for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>((i % 16) | ((15 - i % 16) << 4));
+  for (int l = 0; l < 32; ++l) b.qh[l] = static_cast<uint8_t>(l % 2 ? 0xAA : 0x55);
+  float y[256];
+  dequantize(DType::Q5_K, &b, y, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int chunk = e / 64, within = e % 64, l = within % 32;
+    const int byte = 32 * chunk + l;
+    const int lo = within < 32 ? byte % 16 : 15 - byte % 16;
+    const int bit = 2 * chunk + (within < 32 ? 0 : 1);
+    const int hb = ((l % 2 ? 0xAA : 0x55) >> bit) & 1;
+    EXPECT_FLOAT_EQ(y[e], static_cast<float>(lo + 16 * hb)) << e;
+  }
+
+  BlockQ6_K c{};
+  c.d = f32_to_f16(1.0f);
+  for (int i = 0; i < 16; ++i) c.scales[i] = static_cast<int8_t>(i - 4);
+  for (int i = 0; i < 128; ++i) c.ql[i] = static_cast<uint8_t>(i * 37);
+  for (int i = 0; i < 64; ++i) c.qh[i] = static_cast<uint8_t>(i * 91 + 3);
+  float z[256];
+  dequantize(DType::Q6_K, &c, z, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int half = e / 128, w = e % 128, g = w / 32, l = w % 32;
+    const uint8_t qlb = c.ql[64 * half + l + (g % 2 ? 32 : 0)];
+    const int low = g < 2 ? (qlb & 15) : (qlb >> 4);
+    const int high = (c.qh[32 * half + l] >> (2 * g)) & 3;
+    EXPECT_FLOAT_EQ(z[e], static_cast<float>(c.scales[e / 16] * ((low | (high << 4)) - 32))) << e;
+  }
+}
+
+TEST(Quantize, Q8_0MatchesGgmlRounding) {
+  auto x = randn(32 * 64, 1);
+  x[5] = 0.0f;
+  std::vector<BlockQ8_0> q(64);
+  quantize_row(DType::Q8_0, x.data(), 32 * 64, q.data());
+  for (int b = 0; b < 64; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    const float d = amax / 127.0f, id = 1.0f / d;
+    EXPECT_EQ(q[b].d, f32_to_f16(d));
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(q[b].qs[j], static_cast<int8_t>(std::roundf(x[b * 32 + j] * id)));
+  }
+  std::vector<float> back(32 * 64);
+  dequantize(DType::Q8_0, q.data(), back.data(), 32 * 64);
+  for (int i = 0; i < 32 * 64; ++i) {
+    const float d = f16_to_f32(q[i / 32].d);
+    EXPECT_LE(std::fabs(back[i] - x[i]), 0.5f * d + 1e-3f * std::fabs(x[i]) + 1e-6f);
+  }
+}
+
+TEST(Quantize, Q4_0ErrorBound) {
+  auto x = randn(32 * 64, 2);
+  std::vector<BlockQ4_0> q(64);
+  quantize_row(DType::Q4_0, x.data(), 32 * 64, q.data());
+  std::vector<float> back(32 * 64);
+  dequantize(DType::Q4_0, q.data(), back.data(), 32 * 64);
+  for (int i = 0; i < 32 * 64; ++i) {
+    const float d = std::fabs(f16_to_f32(q[i / 32].d));
+    // Half a step, or one step at the clamped end opposite the extreme value (q = 16 → 15).
+    EXPECT_LE(std::fabs(back[i] - x[i]), 1.0f * d + 2e-3f * std::fabs(x[i]) + 1e-6f) << i;
+  }
+  // All zeros stays zero.
+  std::vector<float> z(32, 0.0f);
+  quantize_row(DType::Q4_0, z.data(), 32, q.data());
+  dequantize(DType::Q4_0, q.data(), back.data(), 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(back[i], 0.0f);
+}
+
+TEST(Matmul, UnsupportedTypeThrows) {
+  std::vector<uint8_t> w(1024);
+  MatrixView v{DType::IQ2_XXS, 1, 256, w.data(), 66};
+  float x[256] = {}, y[1];
+  EXPECT_FALSE(matmul_supports(DType::IQ2_XXS));
+  try {
+    matmul(v, x, 1, y);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("unsupported tensor type"), std::string::npos);
+  }
+}
+
+// Scalar reference vs the exact dot of dequantised weights: bounds the activation quantisation.
+TEST(Matmul, ScalarCloseToDequantisedDot) {
+  IsaGuard g;
+  set_isa("scalar");
+  for (DType t : kAllTypes) {
+    const int64_t rows = 37, cols = 512, nt = 3;
+    auto wb = random_weights(t, rows, cols, 10 + static_cast<int>(t));
+    MatrixView w{t, rows, cols, wb.data(), *dtype_row_bytes(t, cols)};
+    auto x = randn(nt * cols, 3);
+    std::vector<float> y(nt * rows);
+    matmul(w, x.data(), nt, y.data());
+    auto ref = dequant_matmul(w, x.data(), nt);
+    // Error scale: |w|·|x| summed (a bound on rounding of x to the activation format).
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(w, r, row.data());
+      for (int64_t tk = 0; tk < nt; ++tk) {
+        double mag = 0;
+        for (int64_t c = 0; c < cols; ++c) mag += std::fabs(row[c] * x[tk * cols + c]);
+        const double rel = t == DType::F32 ? 1e-5 : t == DType::F16 ? 1e-3 : 1e-2;
+        EXPECT_NEAR(y[tk * rows + r], ref[tk * rows + r], rel * mag + 1e-6)
+            << dtype_name(t) << " r=" << r << " t=" << tk;
+      }
+    }
+  }
+}
+
+// Every ISA the host runs vs the scalar reference, odd rows/tokens, GEMV and GEMM sizes.
+TEST(Matmul, EveryIsaMatchesScalar) {
+  IsaGuard g;
+  const auto isas = available_isas();
+  struct Shape { int64_t rows, cols, nt; };
+  const Shape shapes[] = {{1, 256, 1}, {33, 512, 1}, {67, 768, 5}, {130, 1024, 19}, {17, 256, 70}};
+  for (DType t : kAllTypes) {
+    for (const Shape& s : shapes) {
+      auto wb = random_weights(t, s.rows, s.cols, 100 + static_cast<int>(t) + static_cast<int>(s.rows));
+      MatrixView w{t, s.rows, s.cols, wb.data(), *dtype_row_bytes(t, s.cols)};
+      auto x = randn(s.nt * s.cols, 7 + static_cast<int>(s.nt));
+      set_isa("scalar");
+      std::vector<float> ref(s.nt * s.rows);
+      matmul(w, x.data(), s.nt, ref.data());
+      for (const auto& isa : isas) {
+        set_isa(isa);
+        for (int nth : {1, 2}) {
+          set_num_threads(nth);
+          std::vector<float> y(s.nt * s.rows, NAN);
+          matmul(w, x.data(), s.nt, y.data());
+          for (int64_t i = 0; i < s.nt * s.rows; ++i) {
+            ASSERT_NEAR(y[i], ref[i], 2e-4 * (std::fabs(ref[i]) + 1.0) + 1e-4)
+                << isa << " " << dtype_name(t) << " " << s.rows << "x" << s.cols << " nt=" << s.nt
+                << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+  set_num_threads(0);
+}
