@@ -253,3 +253,56 @@ TEST(Gguf, LlamaCppVocabGemma4) {
 
 }  // namespace
 }  // namespace oxi
+
+namespace oxi {
+namespace {
+
+void write_part(const std::string& path, int no, int count, int total, const std::vector<std::string>& names) {
+  GgufWriter w;
+  w.set_metadata("split.no", GgufValue::u16(static_cast<uint16_t>(no)));
+  w.set_metadata("split.count", GgufValue::u16(static_cast<uint16_t>(count)));
+  w.set_metadata("split.tensors.count", GgufValue::i32(total));
+  if (no == 0) w.set_string("general.architecture", "splitarch");
+  static const std::vector<float> data(4, 2.0f);
+  for (const auto& n : names) w.add_tensor(n, DType::F32, {4}, data.data(), 16);
+  w.write(path);
+}
+
+TEST(Gguf, SplitFiles) {
+  const std::string dir = ::testing::TempDir();
+  const std::string p1 = dir + "oxisplit-00001-of-00003.gguf", p2 = dir + "oxisplit-00002-of-00003.gguf",
+                    p3 = dir + "oxisplit-00003-of-00003.gguf";
+  write_part(p1, 0, 3, 4, {"a"});
+  write_part(p2, 1, 3, 4, {"b", "c"});
+  write_part(p3, 2, 3, 4, {"d"});
+  EXPECT_TRUE(gguf_is_split_first(p1));
+  EXPECT_FALSE(gguf_is_split_first(p2));
+  GgufFile g = read_gguf(p1);
+  EXPECT_EQ(g.tensors.size(), 4u);
+  EXPECT_EQ(g.sources.size(), 3u);
+  EXPECT_EQ(g.metadata.get_string("general.architecture"), "splitarch");
+  EXPECT_EQ(g.tensors.get("c").source->name(), p2);
+  float x;
+  std::memcpy(&x, g.tensors.get("d").data(), 4);
+  EXPECT_EQ(x, 2.0f);
+  // Opening a later part names the first.
+  std::string msg;
+  EXPECT_TRUE(test::throws_clean([&] { read_gguf(p2); }, &msg));
+  EXPECT_NE(msg.find("00001-of-00003"), std::string::npos) << msg;
+  // Wrong split.no in part 3; a duplicate tensor across parts; wrong total; a missing part.
+  write_part(p3, 1, 3, 4, {"d"});
+  EXPECT_TRUE(test::throws_clean([&] { read_gguf(p1); }));
+  write_part(p3, 2, 3, 4, {"a"});
+  EXPECT_TRUE(test::throws_clean([&] { read_gguf(p1); }, &msg));
+  EXPECT_NE(msg.find("duplicate"), std::string::npos) << msg;
+  write_part(p3, 2, 3, 5, {"d"});
+  write_part(p1, 0, 3, 5, {"a"});
+  EXPECT_TRUE(test::throws_clean([&] { read_gguf(p1); }));
+  std::remove(p3.c_str());
+  EXPECT_TRUE(test::throws_clean([&] { read_gguf(p1); }));
+  std::remove(p1.c_str());
+  std::remove(p2.c_str());
+}
+
+}  // namespace
+}  // namespace oxi
