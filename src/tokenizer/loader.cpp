@@ -1,0 +1,401 @@
+// tokenizer.json / tokenizer_config.json and GGUF tokenizer.ggml.* -> TokenizerData.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/byte_source.h"
+#include "core/error.h"
+#include "format/gguf.h"
+#include "format/model_files.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer.h"
+
+namespace oxi {
+
+namespace {
+
+using json = nlohmann::json;
+
+const char* const kEogTexts[] = {"<|im_end|>", "<|endoftext|>", "<turn|>", "<eos>", "<end_of_turn>",
+                                 "<|tool_response>"};
+
+bool is_byte_token_text(const std::string& t) {
+  return t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
+         std::isxdigit(static_cast<unsigned char>(t[3])) && std::isxdigit(static_cast<unsigned char>(t[4]));
+}
+
+// Finds an id by exact token text (linear; used a handful of times at load).
+int32_t id_of(const TokenizerData& d, const std::string& text) {
+  for (const auto& a : d.added)
+    if (d.tokens[static_cast<size_t>(a.id)] == text) return a.id;
+  for (size_t i = 0; i < d.tokens.size(); ++i)
+    if (d.tokens[i] == text) return static_cast<int32_t>(i);
+  return -1;
+}
+
+void add_default_eog(TokenizerData& d) {
+  for (const char* t : kEogTexts) {
+    for (const auto& a : d.added) {
+      if (d.tokens[static_cast<size_t>(a.id)] == t) d.eog.push_back(a.id);
+    }
+  }
+}
+
+std::string config_token(const json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  return "";
+}
+
+// Walks a normalizer / pre_tokenizer / decoder tree into a flat list of its leaf objects.
+void flatten(const json& j, const char* list_key, std::vector<const json*>& out) {
+  if (j.is_null()) return;
+  if (!j.is_object()) return;
+  if (j.value("type", "") == "Sequence" && j.contains(list_key) && j[list_key].is_array()) {
+    for (const auto& e : j[list_key]) flatten(e, list_key, out);
+    return;
+  }
+  out.push_back(&j);
+}
+
+}  // namespace
+
+TokenizerData tokenizer_data_from_json(const std::string& tokenizer_json_text,
+                                       const std::string& tokenizer_config_text,
+                                       const std::string& source) {
+  json tj, cfg = json::object();
+  try {
+    tj = json::parse(tokenizer_json_text);
+  } catch (const std::exception& e) {
+    format_error(source, std::string("invalid JSON: ") + e.what());
+  }
+  if (!tokenizer_config_text.empty()) {
+    try {
+      cfg = json::parse(tokenizer_config_text);
+    } catch (const std::exception& e) {
+      format_error(source, std::string("tokenizer_config.json: invalid JSON: ") + e.what());
+    }
+    if (!cfg.is_object()) cfg = json::object();
+  }
+  if (!tj.is_object()) format_error(source, "not a JSON object");
+  TokenizerData d;
+  d.source = source;
+  try {
+    const json& model = tj.at("model");
+    const std::string mtype = model.value("type", "");
+    if (mtype != "BPE")
+      throw_error(ErrorCode::kUnsupported, source + ": unsupported tokenizer model type '" + mtype + "'");
+    // Normalizer.
+    std::vector<const json*> norms;
+    if (tj.contains("normalizer")) flatten(tj["normalizer"], "normalizers", norms);
+    bool replace_space = false;
+    for (const json* n : norms) {
+      const std::string t = n->value("type", "");
+      if (t == "NFC") {
+        d.nfc = true;
+      } else if (t == "Replace" && n->contains("pattern") && (*n)["pattern"].value("String", "") == " " &&
+                 n->value("content", "") == "\xE2\x96\x81") {
+        replace_space = true;
+      } else {
+        throw_error(ErrorCode::kUnsupported, source + ": unsupported normalizer '" + t + "'");
+      }
+    }
+    // Pre-tokenizer.
+    std::vector<const json*> pres;
+    if (tj.contains("pre_tokenizer")) flatten(tj["pre_tokenizer"], "pretokenizers", pres);
+    bool byte_level = false;
+    bool have_split = false;
+    for (const json* p : pres) {
+      const std::string t = p->value("type", "");
+      if (t == "ByteLevel") {
+        if (p->value("use_regex", true))
+          throw_error(ErrorCode::kUnsupported, source + ": unsupported pre-tokenizer ByteLevel with use_regex");
+        if (p->value("add_prefix_space", false))
+          throw_error(ErrorCode::kUnsupported, source + ": unsupported pre-tokenizer ByteLevel add_prefix_space");
+        byte_level = true;
+      } else if (t == "Split" && p->contains("pattern") && (*p)["pattern"].contains("Regex")) {
+        const std::string re = (*p)["pattern"]["Regex"].get<std::string>();
+        if (re == kQwen2SplitRegex) d.pre = PreTokenizerKind::kQwen2;
+        else if (re == kQwen35SplitRegex) d.pre = PreTokenizerKind::kQwen35;
+        else throw_error(ErrorCode::kUnsupported, source + ": unsupported pre-tokenizer split regex " + re);
+        if (p->value("behavior", "") != "Isolated" || p->value("invert", false))
+          throw_error(ErrorCode::kUnsupported, source + ": unsupported pre-tokenizer split behaviour");
+        have_split = true;
+      } else if (t == "Split" && replace_space && p->contains("pattern") &&
+                 (*p)["pattern"].value("String", "") == " ") {
+        // Splitting on ' ' after all spaces became U+2581 is a no-op (Gemma 3/4).
+      } else {
+        throw_error(ErrorCode::kUnsupported, source + ": unsupported pre-tokenizer '" + t + "'");
+      }
+    }
+    if (byte_level) {
+      if (!have_split)
+        throw_error(ErrorCode::kUnsupported, source + ": byte-level tokenizer without a known split regex");
+      if (replace_space) throw_error(ErrorCode::kUnsupported, source + ": byte-level tokenizer with U+2581 normalizer");
+      d.model = TokenizerModel::kByteLevelBpe;
+    } else {
+      if (have_split) throw_error(ErrorCode::kUnsupported, source + ": split regex without ByteLevel");
+      if (!replace_space && !model.value("byte_fallback", false))
+        throw_error(ErrorCode::kUnsupported, source + ": unsupported BPE variant (neither byte-level nor SentencePiece-style)");
+      d.model = TokenizerModel::kSentencePieceBpe;
+      d.pre = PreTokenizerKind::kNone;
+    }
+    if (!model.value("continuing_subword_prefix", json()).is_null() &&
+        !model["continuing_subword_prefix"].get<std::string>().empty())
+      throw_error(ErrorCode::kUnsupported, source + ": continuing_subword_prefix not supported");
+    if (!model.value("end_of_word_suffix", json()).is_null() &&
+        !model["end_of_word_suffix"].get<std::string>().empty())
+      throw_error(ErrorCode::kUnsupported, source + ": end_of_word_suffix not supported");
+    d.byte_fallback = model.value("byte_fallback", false);
+    d.ignore_merges = model.value("ignore_merges", false);
+
+    // Vocabulary: model.vocab plus added_tokens (which may extend it).
+    const json& vocab = model.at("vocab");
+    if (!vocab.is_object()) format_error(source, "model.vocab is not an object");
+    int64_t max_id = -1;
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      const int64_t id = it.value().get<int64_t>();
+      if (id < 0 || id >= (1 << 30)) format_error(source, "token id out of range: " + std::to_string(id));
+      max_id = std::max(max_id, id);
+    }
+    const json added = tj.value("added_tokens", json::array());
+    for (const auto& a : added) {
+      const int64_t id = a.at("id").get<int64_t>();
+      if (id < 0 || id >= (1 << 30)) format_error(source, "added token id out of range: " + std::to_string(id));
+      max_id = std::max(max_id, id);
+    }
+    const size_t n = static_cast<size_t>(max_id + 1);
+    d.tokens.assign(n, std::string());
+    d.types.assign(n, TokenType::kUndefined);
+    std::vector<uint8_t> seen(n, 0);
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      const auto id = static_cast<size_t>(it.value().get<int64_t>());
+      d.tokens[id] = it.key();
+      seen[id] = 1;
+      d.types[id] = (d.model == TokenizerModel::kSentencePieceBpe && d.byte_fallback &&
+                     is_byte_token_text(it.key()))
+                        ? TokenType::kByte
+                        : TokenType::kNormal;
+    }
+    for (const auto& a : added) {
+      TokenizerData::Added ad;
+      ad.id = static_cast<int32_t>(a.at("id").get<int64_t>());
+      ad.special = a.value("special", false);
+      ad.lstrip = a.value("lstrip", false);
+      ad.rstrip = a.value("rstrip", false);
+      ad.normalized = a.value("normalized", false);
+      const auto id = static_cast<size_t>(ad.id);
+      d.tokens[id] = a.at("content").get<std::string>();
+      seen[id] = 1;
+      d.types[id] = ad.special ? TokenType::kControl : TokenType::kUserDefined;
+      d.added.push_back(ad);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (!seen[i]) {
+        d.tokens[i] = "[PAD" + std::to_string(i) + "]";
+        d.types[i] = TokenType::kUnused;
+      }
+    }
+    // Merges: "a b" strings (older files) or ["a", "b"] pairs.
+    const json& merges = model.at("merges");
+    d.merges.reserve(merges.size());
+    for (const auto& m : merges) {
+      if (m.is_string()) {
+        const std::string s = m.get<std::string>();
+        const size_t sp = s.find(' ', 1);
+        if (sp == std::string::npos) format_error(source, "malformed merge '" + s + "'");
+        d.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+      } else if (m.is_array() && m.size() == 2) {
+        d.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+      } else {
+        format_error(source, "malformed merge entry");
+      }
+    }
+    if (model.contains("unk_token") && model["unk_token"].is_string())
+      d.unk = id_of(d, model["unk_token"].get<std::string>());
+
+    // Special tokens and flags from tokenizer_config.json (fallback: the post-processor).
+    auto tok_id = [&](const char* key) {
+      const std::string t = config_token(cfg, key);
+      return t.empty() ? -1 : id_of(d, t);
+    };
+    d.bos = tok_id("bos_token");
+    d.eos = tok_id("eos_token");
+    d.pad = tok_id("pad_token");
+    if (d.unk < 0) d.unk = tok_id("unk_token");
+    bool post_bos = false;
+    if (tj.contains("post_processor") && tj["post_processor"].is_object()) {
+      const json& pp = tj["post_processor"];
+      if (pp.value("type", "") == "TemplateProcessing" && pp.contains("single") && pp["single"].is_array() &&
+          !pp["single"].empty() && pp["single"][0].contains("SpecialToken")) {
+        post_bos = true;
+        if (d.bos < 0) d.bos = id_of(d, pp["single"][0]["SpecialToken"].value("id", ""));
+      }
+    }
+    d.add_bos = cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()
+                    ? cfg["add_bos_token"].get<bool>()
+                    : post_bos;
+    d.add_eos = cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean() &&
+                cfg["add_eos_token"].get<bool>();
+    if (cfg.contains("chat_template")) {
+      const json& ct = cfg["chat_template"];
+      if (ct.is_string()) {
+        d.chat_template = ct.get<std::string>();
+      } else if (ct.is_array()) {
+        for (const auto& e : ct)
+          if (e.is_object() && e.value("name", "") == "default") d.chat_template = e.value("template", "");
+      }
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    format_error(source, std::string("malformed tokenizer: ") + e.what());
+  }
+  add_default_eog(d);
+  return d;
+}
+
+TokenizerData tokenizer_data_from_gguf(const GgufMetadata& md, const std::string& source) {
+  TokenizerData d;
+  d.source = source;
+  const std::string model = md.get_string("tokenizer.ggml.model", "");
+  const std::string pre = md.get_string("tokenizer.ggml.pre", "");
+  if (model == "gpt2") {
+    d.model = TokenizerModel::kByteLevelBpe;
+    if (pre == "qwen2") d.pre = PreTokenizerKind::kQwen2;
+    else if (pre == "qwen35") d.pre = PreTokenizerKind::kQwen35;
+    else throw_error(ErrorCode::kUnsupported, source + ": unsupported pre-tokenizer '" + pre + "' (supported: qwen2, qwen35)");
+    // No NFC, as llama.cpp (its test vectors feed decomposed text); tokenizer.json's NFC
+    // normaliser applies when loading from JSON. See docs/tokenizer.md.
+    d.nfc = false;
+  } else if (model == "gemma4") {
+    d.model = TokenizerModel::kSentencePieceBpe;
+    d.pre = PreTokenizerKind::kNone;
+    d.byte_fallback = true;
+  } else {
+    throw_error(ErrorCode::kUnsupported, source + ": unsupported tokenizer model '" + model + "' (supported: gpt2, gemma4)");
+  }
+  const GgufValue* toks = md.find("tokenizer.ggml.tokens");
+  if (!toks) format_error(source, "missing metadata key tokenizer.ggml.tokens");
+  d.tokens = toks->as_string_array();
+  const size_t n = d.tokens.size();
+  if (const GgufValue* tt = md.find("tokenizer.ggml.token_type")) {
+    const std::vector<int64_t> v = tt->as_int_array();
+    if (v.size() != n) format_error(source, "tokenizer.ggml.token_type size differs from tokens");
+    d.types.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (v[i] < 0 || v[i] > 6) format_error(source, "invalid token type " + std::to_string(v[i]));
+      d.types[i] = static_cast<TokenType>(v[i]);
+    }
+  } else {
+    d.types.assign(n, TokenType::kNormal);
+  }
+  if (const GgufValue* sc = md.find("tokenizer.ggml.scores")) {
+    d.scores = sc->as_float_array();
+    if (d.scores.size() != n) format_error(source, "tokenizer.ggml.scores size differs from tokens");
+  }
+  if (const GgufValue* mg = md.find("tokenizer.ggml.merges")) {
+    const auto& ms = mg->as_string_array();
+    d.merges.reserve(ms.size());
+    for (const auto& s : ms) {
+      const size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) format_error(source, "malformed merge '" + s + "'");
+      d.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    }
+  } else {
+    format_error(source, "missing metadata key tokenizer.ggml.merges");
+  }
+  auto get_id = [&](const char* key) -> int32_t {
+    const int64_t v = md.get_int(key, -1);
+    if (v < -1 || v >= static_cast<int64_t>(n))
+      format_error(source, std::string(key) + " out of range: " + std::to_string(v));
+    return static_cast<int32_t>(v);
+  };
+  d.bos = get_id("tokenizer.ggml.bos_token_id");
+  d.eos = get_id("tokenizer.ggml.eos_token_id");
+  d.pad = get_id("tokenizer.ggml.padding_token_id");
+  d.unk = get_id("tokenizer.ggml.unknown_token_id");
+  d.add_bos = md.get_bool("tokenizer.ggml.add_bos_token", model == "gemma4");
+  d.add_eos = md.get_bool("tokenizer.ggml.add_eos_token", false);
+  d.chat_template = md.get_string("tokenizer.chat_template", "");
+  for (size_t i = 0; i < n; ++i) {
+    const TokenType t = d.types[i];
+    if (t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) {
+      TokenizerData::Added a;
+      a.id = static_cast<int32_t>(i);
+      a.special = t != TokenType::kUserDefined;
+      d.added.push_back(a);
+    }
+  }
+  if (const GgufValue* eg = md.find("tokenizer.ggml.eog_token_ids")) {
+    for (int64_t v : eg->as_int_array())
+      if (v >= 0 && v < static_cast<int64_t>(n)) d.eog.push_back(static_cast<int32_t>(v));
+  }
+  add_default_eog(d);
+  return d;
+}
+
+TokenizerPtr load_tokenizer_json(const std::string& tokenizer_json_path,
+                                 const std::string& tokenizer_config_path) {
+  const std::string tj = read_text_file(tokenizer_json_path);
+  std::string cfg;
+  if (!tokenizer_config_path.empty()) cfg = read_text_file(tokenizer_config_path);
+  return std::make_shared<const Tokenizer>(tokenizer_data_from_json(tj, cfg, tokenizer_json_path));
+}
+
+TokenizerPtr load_tokenizer_gguf(const GgufMetadata& md, const std::string& source) {
+  return std::make_shared<const Tokenizer>(tokenizer_data_from_gguf(md, source));
+}
+
+TokenizerPtr load_tokenizer(const ModelFiles& files) {
+  if (files.gguf) return load_tokenizer_gguf(files.gguf->metadata, files.path);
+  if (!files.hf) throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
+  const HfCheckpoint& hf = *files.hf;
+  if (hf.tokenizer_json_path.empty())
+    throw_error(ErrorCode::kFormat, hf.dir + ": no tokenizer.json");
+  TokenizerData d = tokenizer_data_from_json(read_text_file(hf.tokenizer_json_path),
+                                             hf.tokenizer_config.is_object() ? hf.tokenizer_config.dump() : "",
+                                             hf.tokenizer_json_path);
+  if (!hf.chat_template.empty()) d.chat_template = hf.chat_template;
+  // config.json / generation_config.json eos ids are end-of-generation too.
+  for (const json* c : {&hf.generation_config, &hf.text_config, &hf.config}) {
+    if (!c->is_object() || !c->contains("eos_token_id")) continue;
+    const json& e = (*c)["eos_token_id"];
+    auto add = [&](const json& v) {
+      if (v.is_number_integer()) {
+        const int64_t id = v.get<int64_t>();
+        if (id >= 0 && id < static_cast<int64_t>(d.tokens.size())) d.eog.push_back(static_cast<int32_t>(id));
+      }
+    };
+    if (e.is_array()) for (const auto& v : e) add(v);
+    else add(e);
+  }
+  return std::make_shared<const Tokenizer>(std::move(d));
+}
+
+TokenizerPtr load_tokenizer(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path dir(path);
+    if (fs::exists(dir / "config.json", ec)) return load_tokenizer(open_model_files(path));
+    const fs::path tj = dir / "tokenizer.json";
+    if (!fs::exists(tj, ec)) throw_error(ErrorCode::kIo, path + ": no tokenizer.json in directory");
+    const fs::path tc = dir / "tokenizer_config.json";
+    return load_tokenizer_json(tj.string(), fs::exists(tc, ec) ? tc.string() : "");
+  }
+  const std::string ext = path.size() >= 5 ? path.substr(path.size() - 5) : "";
+  if (ext == ".json") {
+    const fs::path tc = fs::path(path).parent_path() / "tokenizer_config.json";
+    return load_tokenizer_json(path, fs::exists(tc, ec) ? tc.string() : "");
+  }
+  const GgufFile g = read_gguf(path);
+  return load_tokenizer_gguf(g.metadata, path);
+}
+
+}  // namespace oxi
