@@ -54,7 +54,7 @@ std::vector<std::string> list_snapshot(const fs::path& snap) {
   for (; !ec && it != end; it.increment(ec)) {
     std::error_code e2;
     if (fs::is_regular_file(it->path(), e2)) {
-      out.push_back(fs::relative(it->path(), snap, e2).generic_string());
+      out.push_back(it->path().lexically_relative(snap).generic_string());
     }
   }
   std::sort(out.begin(), out.end());

@@ -201,11 +201,11 @@ bool quant_matches(const std::string& path, const std::string& quant) {
   for (size_t slash; (slash = lp.find('/', start)) != std::string::npos; start = slash + 1) {
     if (lp.substr(start, slash - start) == q) return true;
   }
-  // The quant as a delimited token of the stem: left boundary start or one of "-._ ", right
-  // boundary end or one of "-. " (not '_', so Q4_K does not match Q4_K_M).
+  // The quant as a delimited token of the stem: each side is the end of the stem or one of "-. "
+  // ('_' is not a boundary: Q4_K must not match Q4_K_M, nor K_M match Q4_K_M).
   const std::string stem = lower(gguf_stem(path));
   for (size_t pos = stem.find(q); pos != std::string::npos; pos = stem.find(q, pos + 1)) {
-    const bool left = pos == 0 || std::string("-._ ").find(stem[pos - 1]) != std::string::npos;
+    const bool left = pos == 0 || std::string("-. ").find(stem[pos - 1]) != std::string::npos;
     const size_t end = pos + q.size();
     const bool right = end == stem.size() || std::string("-. ").find(stem[end]) != std::string::npos;
     if (left && right) return true;

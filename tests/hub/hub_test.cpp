@@ -1,0 +1,238 @@
+// Unit tests of the hub library without a network: SHA-256 (FIPS 180-4 vectors), spec parsing,
+// names, quant matching, file selection, and reading a cache laid out by another tool.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "hub/hub.h"
+#include "hub/hub_internal.h"
+
+namespace fs = std::filesystem;
+using namespace oxi;
+using namespace oxi::hub;
+
+TEST(HubSha256, KnownVectors) {
+  // FIPS 180-4 / NIST examples.
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(HubSha256, IncrementalEqualsOneShot) {
+  std::string data;
+  for (int i = 0; i < 5000; ++i) data.push_back(static_cast<char>(i * 7 + 3));
+  for (size_t chunk : {1u, 3u, 63u, 64u, 65u, 1000u}) {
+    Sha256 s;
+    for (size_t off = 0; off < data.size(); off += chunk) s.update(data.data() + off, std::min(chunk, data.size() - off));
+    EXPECT_EQ(s.hex_digest(), sha256_hex(data)) << chunk;
+  }
+}
+
+TEST(HubSpec, Parses) {
+  auto s = parse_hub_spec("Qwen/Qwen3-0.6B");
+  EXPECT_EQ(s.repo, "Qwen/Qwen3-0.6B");
+  EXPECT_EQ(s.quant, "");
+  EXPECT_EQ(s.revision, "main");
+  s = parse_hub_spec("unsloth/gemma-4-GGUF:q4_k_m@v1.0");
+  EXPECT_EQ(s.repo, "unsloth/gemma-4-GGUF");
+  EXPECT_EQ(s.quant, "q4_k_m");
+  EXPECT_EQ(s.revision, "v1.0");
+  s = parse_hub_spec("a/b@refs/pr/1");
+  EXPECT_EQ(s.revision, "refs/pr/1");
+  s = parse_hub_spec("a/b@0123456789abcdef0123456789abcdef01234567:Q8_0");
+  EXPECT_EQ(s.quant, "Q8_0");
+  EXPECT_EQ(s.revision, "0123456789abcdef0123456789abcdef01234567");
+}
+
+TEST(HubSpec, RejectsBadInput) {
+  for (const char* bad : {"", "noslash", "a/b/c", "/b", "a/", "a/b:", "a/b@", "../x", "a/..", "a/b@../x",
+                          "a/b@/x", "a b/c", "a/b:Q4 K", "a/b:x@r:y", "a--b/c", "a/b\n", "a/b@x//y"}) {
+    EXPECT_THROW(parse_hub_spec(bad), Error) << bad;
+  }
+  try {
+    parse_hub_spec("noslash");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("org/name"), std::string::npos);
+  }
+}
+
+TEST(HubNames, CacheDirFromEnvironment) {
+  ::setenv("HF_HUB_CACHE", "/x/hub", 1);
+  ::setenv("HF_HOME", "/y", 1);
+  EXPECT_EQ(hf_hub_cache_dir(), "/x/hub");
+  ::unsetenv("HF_HUB_CACHE");
+  EXPECT_EQ(hf_hub_cache_dir(), "/y/hub");
+  ::unsetenv("HF_HOME");
+  ::unsetenv("XDG_CACHE_HOME");
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(hf_hub_cache_dir(), "/home/u/.cache/huggingface/hub");
+}
+
+TEST(HubNames, FolderAndPaths) {
+  EXPECT_EQ(repo_folder_name("Qwen/Qwen3-0.6B"), "models--Qwen--Qwen3-0.6B");
+  EXPECT_TRUE(is_safe_repo_path("config.json"));
+  EXPECT_TRUE(is_safe_repo_path("Q4_K_M/m-00001-of-00002.gguf"));
+  for (const char* bad : {"", "/etc/passwd", "../x", "a/../b", "a//b", "a/./b", "a\\b", "a/"}) {
+    EXPECT_FALSE(is_safe_repo_path(bad)) << bad;
+  }
+  EXPECT_TRUE(is_safe_blob_name("0123abcd"));
+  EXPECT_FALSE(is_safe_blob_name("../x"));
+  EXPECT_FALSE(is_safe_blob_name(""));
+  EXPECT_EQ(url_encode("a b/c+d", true), "a%20b/c%2Bd");
+  EXPECT_EQ(url_encode("refs/pr/1", false), "refs%2Fpr%2F1");
+}
+
+TEST(HubQuant, Matching) {
+  EXPECT_TRUE(quant_matches("Qwen3-8B-Q4_K_M.gguf", "Q4_K_M"));
+  EXPECT_TRUE(quant_matches("qwen3-8b-q4_k_m.gguf", "Q4_K_M"));
+  EXPECT_TRUE(quant_matches("model.Q4_K_M.gguf", "q4_k_m"));
+  EXPECT_TRUE(quant_matches("Q4_K_M/m-Q4_K_M-00001-of-00002.gguf", "Q4_K_M"));
+  EXPECT_TRUE(quant_matches("BF16/m-00001-of-00002.gguf", "bf16"));
+  EXPECT_FALSE(quant_matches("m-Q4_K_M.gguf", "Q4_K"));
+  EXPECT_FALSE(quant_matches("m-Q4_K_M.gguf", "K_M"));
+  EXPECT_FALSE(quant_matches("m-IQ4_XS.gguf", "Q4_XS"));
+  EXPECT_TRUE(quant_matches("m-UD-Q4_K_XL.gguf", "Q4_K_XL"));
+  EXPECT_EQ(gguf_quant_label("m-UD-Q4_K_XL.gguf"), "Q4_K_XL");
+  EXPECT_EQ(gguf_quant_label("x/m-q8_0-00002-of-00003.gguf"), "Q8_0");
+}
+
+TEST(HubSelect, HfCheckpoint) {
+  const std::vector<std::string> files = {
+      "README.md", ".gitattributes", "config.json", "generation_config.json", "tokenizer.json",
+      "tokenizer_config.json", "chat_template.jinja", "model-00001-of-00002.safetensors",
+      "model-00002-of-00002.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+      "onnx/model.onnx", "original/consolidated.safetensors", "images/a.png", "merges.txt"};
+  const auto sel = select_model_files(files, "", "a/b");
+  EXPECT_FALSE(sel.gguf);
+  EXPECT_EQ(sel.result, "");
+  const std::vector<std::string> want = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                         "chat_template.jinja", "generation_config.json",
+                                         "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+                                         "model-00002-of-00002.safetensors"};
+  EXPECT_EQ(sel.files, want);
+}
+
+TEST(HubSelect, GgufDefaultAndExplicitQuant) {
+  const std::vector<std::string> files = {"README.md", "m-Q8_0.gguf", "m-Q4_K_M.gguf", "m-Q4_K_S.gguf",
+                                          "mmproj-m-F16.gguf", "m-BF16.gguf"};
+  auto sel = select_model_files(files, "", "a/b");
+  EXPECT_TRUE(sel.gguf);
+  EXPECT_EQ(sel.files, std::vector<std::string>{"m-Q4_K_M.gguf"});
+  EXPECT_EQ(sel.result, "m-Q4_K_M.gguf");
+  sel = select_model_files(files, "q8_0", "a/b");
+  EXPECT_EQ(sel.result, "m-Q8_0.gguf");
+  try {
+    select_model_files(files, "Q5_K_M", "a/b");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("available: BF16, Q4_K_M, Q4_K_S, Q8_0"), std::string::npos) << e.what();
+  }
+  // The only GGUF is taken when no quant was asked for.
+  sel = select_model_files({"m-Q6_K.gguf"}, "", "a/b");
+  EXPECT_EQ(sel.result, "m-Q6_K.gguf");
+  // A quant on a safetensors-only repo.
+  EXPECT_THROW(select_model_files({"config.json", "model.safetensors"}, "Q4_K_M", "a/b"), Error);
+  EXPECT_THROW(select_model_files({"README.md"}, "", "a/b"), Error);
+}
+
+TEST(HubSelect, SplitGguf) {
+  const std::vector<std::string> files = {"Q4_K_M/m-Q4_K_M-00002-of-00003.gguf", "Q4_K_M/m-Q4_K_M-00001-of-00003.gguf",
+                                          "Q4_K_M/m-Q4_K_M-00003-of-00003.gguf", "Q8_0/m-Q8_0-00001-of-00002.gguf",
+                                          "Q8_0/m-Q8_0-00002-of-00002.gguf"};
+  const auto sel = select_model_files(files, "", "a/b");
+  ASSERT_EQ(sel.files.size(), 3u);
+  EXPECT_EQ(sel.result, "Q4_K_M/m-Q4_K_M-00001-of-00003.gguf");
+  EXPECT_EQ(sel.files[2], "Q4_K_M/m-Q4_K_M-00003-of-00003.gguf");
+  // A missing part is an error.
+  EXPECT_THROW(select_model_files({"m-Q4_K_M-00001-of-00002.gguf"}, "Q4_K_M", "a/b"), Error);
+}
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/oxi_hub_test_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+void write(const fs::path& p, const std::string& s) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << s;
+}
+
+}  // namespace
+
+TEST(HubCache, ReadsAnotherToolsLayoutOffline) {
+  TempDir t;
+  const std::string commit = "0123456789abcdef0123456789abcdef01234567";
+  const fs::path repo = t.path / "models--org--tiny-GGUF";
+  write(repo / "blobs" / "aaaa", "GGUF....");
+  write(repo / "refs" / "main", commit);  // huggingface_hub writes no trailing newline
+  fs::create_directories(repo / "snapshots" / commit);
+  fs::create_symlink("../../blobs/aaaa", repo / "snapshots" / commit / "tiny-Q4_K_M.gguf");
+  HubOptions opt;
+  opt.offline = true;
+  opt.cache_dir = t.path.string();
+  EXPECT_EQ(hub_resolve_model("org/tiny-GGUF", opt), (repo / "snapshots" / commit / "tiny-Q4_K_M.gguf").string());
+  EXPECT_EQ(hub_resolve_model("org/tiny-GGUF@" + commit, opt),
+            (repo / "snapshots" / commit / "tiny-Q4_K_M.gguf").string());
+  // Not cached: clear errors.
+  EXPECT_THROW(hub_resolve_model("org/other", opt), Error);
+  EXPECT_THROW(hub_resolve_model("org/tiny-GGUF@v2", opt), Error);
+  try {
+    hub_resolve_model("org/tiny-GGUF:Q8_0", opt);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("available: Q4_K_M"), std::string::npos) << e.what();
+  }
+  // A dangling link (blob removed) does not count as present.
+  fs::remove(repo / "blobs" / "aaaa");
+  EXPECT_THROW(hub_resolve_model("org/tiny-GGUF", opt), Error);
+}
+
+TEST(HubCache, HfCheckpointSnapshotDirAndMissingShard) {
+  TempDir t;
+  const std::string commit = "fedcba9876543210fedcba9876543210fedcba98";
+  const fs::path snap = t.path / "models--org--tiny" / "snapshots" / commit;
+  write(t.path / "models--org--tiny" / "refs" / "main", commit + "\n");
+  write(snap / "config.json", "{}");
+  write(snap / "tokenizer.json", "{}");  // regular files (a copy, not links) are read as well
+  write(snap / "model-00001-of-00002.safetensors", "x");
+  write(snap / "model.safetensors.index.json",
+        R"({"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}})");
+  HubOptions opt;
+  opt.offline = true;
+  opt.cache_dir = t.path.string();
+  EXPECT_THROW(hub_resolve_model("org/tiny", opt), Error);  // shard 2 missing
+  write(snap / "model-00002-of-00002.safetensors", "y");
+  EXPECT_EQ(hub_resolve_model("org/tiny", opt), snap.string());
+}
+
+TEST(HubOnline, UnreachableEndpointIsAClearError) {
+  TempDir t;
+  HubOptions opt;
+  opt.cache_dir = t.path.string();
+  opt.endpoint = "http://127.0.0.1:1";  // nothing listens on port 1
+  opt.progress = false;
+  try {
+    hub_resolve_model("org/tiny", opt);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIo);
+    EXPECT_NE(std::string(e.what()).find("cannot reach"), std::string::npos) << e.what();
+  }
+}
