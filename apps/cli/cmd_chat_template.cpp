@@ -1,0 +1,133 @@
+// oxinfer chat --template-only (-m MODEL | --chat-template-file F) --messages FILE.json
+//   [--tools FILE.json] [--no-generation-prompt] [--enable-thinking true|false]
+//   [--bos-token S] [--eos-token S] [--chat-template-kwargs JSON]
+// Prints the rendered prompt exactly (no trailing newline added).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "args.h"
+#include "chat/jinja.h"
+#include "chat_template_cmd.h"
+#include "core/error.h"
+#include "format/model_files.h"
+
+namespace oxi::cli {
+
+namespace {
+
+const char* kUsage =
+    "usage: oxinfer chat --template-only (-m MODEL | --chat-template-file F) --messages FILE.json\n"
+    "         [--tools FILE.json] [--no-generation-prompt] [--enable-thinking true|false]\n"
+    "         [--bos-token S] [--eos-token S] [--chat-template-kwargs JSON]\n"
+    "Renders the conversation with the chat template and prints the prompt exactly.\n"
+    "Without --bos-token/--eos-token the model's own tokens are used (none with a file).\n";
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_error(ErrorCode::kIo, path + ": cannot open");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw_error(ErrorCode::kIo, path + ": read error");
+  return ss.str();
+}
+
+nlohmann::ordered_json read_json(const std::string& path) {
+  auto j = nlohmann::ordered_json::parse(read_text(path), nullptr, false);
+  if (j.is_discarded()) throw_error(ErrorCode::kInvalidArgument, path + ": not valid JSON");
+  return j;
+}
+
+// tokenizer_config.json special tokens are either a string or {"content": "..."}.
+std::string hf_token(const nlohmann::json& cfg, const char* key) {
+  if (!cfg.is_object() || !cfg.contains(key)) return "";
+  const auto& v = cfg[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
+}
+
+std::string gguf_token(const GgufMetadata& md, const char* id_key) {
+  const GgufValue* id = md.find(id_key);
+  const GgufValue* toks = md.find("tokenizer.ggml.tokens");
+  if (!id || !toks || !toks->is_array() || toks->elem_type != GgufType::STRING) return "";
+  const int64_t i = id->as_int();
+  const auto& arr = toks->as_string_array();
+  if (i < 0 || uint64_t(i) >= arr.size()) return "";
+  return arr[size_t(i)];
+}
+
+}  // namespace
+
+int cmd_chat_template_only(int argc, char** argv) {
+  try {
+    Args args(argc - 1, argv + 1, {"--template-only", "--no-generation-prompt", "-h", "--help", "--offline"});
+    if (args.flag({"-h", "--help"})) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    args.check_known({"--template-only", "-m", "--model", "-hf", "--hf-repo", "--hf-token", "--chat-template-file",
+                      "--messages", "--tools", "--enable-thinking", "--bos-token", "--eos-token",
+                      "--chat-template-kwargs"});
+    if (!args.positional().empty()) {
+      throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
+    }
+    const auto messages_path = args.get({"--messages"});
+    if (!messages_path) {
+      std::fputs(kUsage, stderr);
+      return 2;
+    }
+    std::string source, bos, eos;
+    if (auto f = args.get({"--chat-template-file"})) {
+      source = read_text(*f);
+    } else if (args.flag({"-m", "--model", "-hf", "--hf-repo"})) {
+      const std::string path = resolve_model_path(args);
+      ModelFiles mf = open_model_files(path);
+      if (mf.gguf) {
+        const auto& md = mf.gguf->metadata;
+        source = md.get_string("tokenizer.chat_template", "");
+        bos = gguf_token(md, "tokenizer.ggml.bos_token_id");
+        eos = gguf_token(md, "tokenizer.ggml.eos_token_id");
+      } else if (mf.hf) {
+        source = mf.hf->chat_template;
+        bos = hf_token(mf.hf->tokenizer_config, "bos_token");
+        eos = hf_token(mf.hf->tokenizer_config, "eos_token");
+      }
+      if (source.empty()) throw_error(ErrorCode::kFormat, path + ": the model has no chat template (use --chat-template-file)");
+    } else {
+      throw_error(ErrorCode::kInvalidArgument, "no template: pass -m MODEL or --chat-template-file F");
+    }
+    if (auto b = args.get({"--bos-token"})) bos = *b;
+    if (auto e = args.get({"--eos-token"})) eos = *e;
+
+    nlohmann::ordered_json messages = read_json(*messages_path);
+    if (!messages.is_array()) throw_error(ErrorCode::kInvalidArgument, *messages_path + ": expected a JSON array of messages");
+    ChatRenderOptions opt;
+    opt.add_generation_prompt = !args.flag({"--no-generation-prompt"});
+    opt.bos_token = bos;
+    opt.eos_token = eos;
+    if (auto t = args.get({"--tools"})) {
+      opt.tools = read_json(*t);
+      if (!opt.tools.is_array()) throw_error(ErrorCode::kInvalidArgument, *t + ": expected a JSON array of tools");
+    }
+    if (auto th = args.get({"--enable-thinking"})) {
+      if (*th == "true" || *th == "1") opt.enable_thinking = 1;
+      else if (*th == "false" || *th == "0") opt.enable_thinking = 0;
+      else throw_error(ErrorCode::kInvalidArgument, "invalid value for --enable-thinking: '" + *th + "' (true|false)");
+    }
+    if (auto kw = args.get({"--chat-template-kwargs"})) {
+      auto j = nlohmann::ordered_json::parse(*kw, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) throw_error(ErrorCode::kInvalidArgument, "--chat-template-kwargs: expected a JSON object");
+      opt.extra = j;
+    }
+    ChatTemplate tmpl(source);
+    const std::string out = render_chat(tmpl, normalize_tool_call_arguments(messages), opt);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+}
+
+}  // namespace oxi::cli
