@@ -37,8 +37,9 @@ const char* oxi_version(void);
 
 /* ---- models ---------------------------------------------------------------------------- */
 typedef struct oxi_model_params {
-  int32_t n_threads; /* 0: all hardware threads */
+  int32_t n_threads; /* 0: all hardware threads (the kernels' thread pool is process-wide) */
   const char* quant; /* NULL/"" keep file types; "q8_0" | "q4_0" | "q4_k" (HF checkpoints) */
+  const char* chat_template; /* NULL: the model's own; else Jinja source used instead (copied) */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);
@@ -54,6 +55,8 @@ typedef struct oxi_model_desc {
   uint64_t n_params;
   int32_t bos_id; /* -1 if none */
   int32_t eos_id;
+  int64_t n_tokens;       /* tokenizer vocabulary (ids that can be sampled; <= n_vocab) */
+  int32_t has_chat_template;
 } oxi_model_desc;
 oxi_status oxi_model_describe(const oxi_model* model, oxi_model_desc* out);
 
@@ -68,6 +71,9 @@ oxi_status oxi_tokenize(const oxi_model* model, const char* text, size_t text_le
 oxi_status oxi_detokenize(const oxi_model* model, const int32_t* ids, size_t n_ids, char* text,
                           size_t cap, size_t* n_out);
 
+/* Whether id ends a generation (EOS, EOT, <|im_end|>, <turn|>…). */
+int oxi_token_is_eog(const oxi_model* model, int32_t id);
+
 /* Renders the model's chat template. messages_json: an OpenAI-style JSON array of messages;
  * options_json: NULL or an object {"add_generation_prompt":true,"enable_thinking":false,
  * "tools":[...]} passed to the template. Output as for oxi_detokenize. */
@@ -75,8 +81,10 @@ oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
                            const char* options_json, char* text, size_t cap, size_t* n_out);
 
 /* ---- generation ------------------------------------------------------------------------ */
+#define OXI_SEED_RANDOM UINT64_MAX /* seed: pick a random one */
+
 typedef struct oxi_sampling_params {
-  float temperature; /* <= 0: greedy */
+  float temperature; /* <= 0: greedy (argmax after penalties, ties to the smallest id) */
   int32_t top_k;     /* <= 0: off */
   float top_p;       /* >= 1: off */
   float min_p;       /* <= 0: off */
@@ -87,15 +95,30 @@ typedef struct oxi_sampling_params {
   uint64_t seed;
 } oxi_sampling_params;
 
-/* Greedy defaults; oxi_model_sampling_defaults() gives the model's recommended ones
- * (generation_config.json / GGUF metadata) where present. */
+/* Greedy defaults; oxi_model_sampling_defaults() gives llama.cpp's defaults (temperature 0.8,
+ * top-k 40, top-p 0.95, min-p 0.05, penalties off, last 64, random seed) overridden by the model's
+ * recommended ones where present (HF generation_config.json; GGUF general.sampling.*).
+ * Order of the chain, as llama.cpp: penalties, top-k, top-p, min-p, temperature, draw. */
 oxi_sampling_params oxi_sampling_default_params(void);
 oxi_sampling_params oxi_model_sampling_defaults(const oxi_model* model);
 
+/* n_ctx <= 0: the model's training context. The context keeps a pointer to the model, which must
+ * outlive it. */
 oxi_status oxi_context_new(oxi_model* model, int32_t n_ctx, oxi_context** out);
 void oxi_context_free(oxi_context* ctx);
-/* Forget every token (caches and state emptied). */
+/* Forget every token (caches and state emptied, checkpoint dropped). */
 oxi_status oxi_context_reset(oxi_context* ctx);
+int32_t oxi_context_n_ctx(const oxi_context* ctx);  /* capacity (0 for NULL) */
+int32_t oxi_context_n_past(const oxi_context* ctx); /* tokens in the sequence (0 for NULL) */
+
+/* Prompt caching. oxi_context_prefill feeds ids without generating. oxi_context_checkpoint saves
+ * the current state (one checkpoint per context). oxi_context_reuse_prefix brings the context to
+ * the longest prefix of ids[0..n) it can keep without recomputing (its current sequence if that is
+ * a prefix of ids, else the checkpoint if that is, else empty), keeping at most n - 1 tokens so
+ * something is left to generate from, and sets *n_kept: pass ids + *n_kept to oxi_generate. */
+oxi_status oxi_context_prefill(oxi_context* ctx, const int32_t* ids, size_t n);
+oxi_status oxi_context_checkpoint(oxi_context* ctx);
+oxi_status oxi_context_reuse_prefix(oxi_context* ctx, const int32_t* ids, size_t n, size_t* n_kept);
 
 typedef struct oxi_token_event {
   int32_t id;
@@ -105,10 +128,11 @@ typedef struct oxi_token_event {
   int32_t n_top;    /* entries in top_ids/top_logprobs (the n_top_logprobs asked for) */
   const int32_t* top_ids;
   const float* top_logprobs;
+  int32_t is_eog;   /* this token ended the generation */
 } oxi_token_event;
 
-/* Called once per generated token; return non-zero to stop (the call then returns
- * OXI_ERR_CANCELLED). */
+/* Called once per generated token (the end-of-generation token included: its event has is_eog set
+ * and text ""); return non-zero to stop (the call then returns OXI_ERR_CANCELLED). */
 typedef int (*oxi_token_callback)(const oxi_token_event* event, void* user_data);
 
 typedef struct oxi_generate_params {
@@ -116,6 +140,8 @@ typedef struct oxi_generate_params {
   int32_t n_top_logprobs; /* 0..20 */
   oxi_sampling_params sampling;
   const volatile int* cancel; /* optional flag polled between tokens (set from any thread) */
+  int32_t ignore_eog;         /* non-zero: keep going past end-of-generation tokens */
+  int32_t prefill_chunk;      /* prompt tokens per forward pass; <= 0: 512 */
 } oxi_generate_params;
 
 oxi_generate_params oxi_generate_default_params(void);
@@ -129,7 +155,10 @@ typedef struct oxi_generate_result {
 } oxi_generate_result;
 
 /* Appends prompt ids to the context's sequence, then samples until an end-of-generation token,
- * max_tokens, the context limit or cancellation. */
+ * max_tokens, the context limit or cancellation. Afterwards the sequence holds the prompt and every
+ * generated token but the last (which was never fed back): to continue, pass that token as the
+ * next prompt. A prompt that does not fit the context is refused (OXI_ERR_INVALID_ARGUMENT) before
+ * anything is computed. On OXI_ERR_CANCELLED, result (if given) is filled too. */
 oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt,
                         const oxi_generate_params* params, oxi_token_callback on_token,
                         void* user_data, oxi_generate_result* result);

@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <cerrno>
+#include <climits>
+
+#include "core/byte_source.h"
 #include "core/error.h"
 #include "hub/hub.h"
 
@@ -31,7 +35,7 @@ Args::Args(int argc, char** argv, std::vector<std::string> flags) : flag_names_(
     }
     const bool is_flag = std::find(flag_names_.begin(), flag_names_.end(), name) != flag_names_.end();
     if (!is_flag && !has_inline) {
-      if (i + 1 >= argc) throw_error(ErrorCode::kInvalidArgument, "option " + name + " needs a value");
+      if (i + 1 >= argc) usage_error("option " + name + " needs a value");
       value = argv[++i];
     }
     values_.emplace(name, value);
@@ -71,8 +75,7 @@ long long Args::get_int(std::initializer_list<const char*> aliases, long long de
   errno = 0;
   const long long x = std::strtoll(v->c_str(), &end, 10);
   if (v->empty() || *end != '\0' || errno != 0) {
-    throw_error(ErrorCode::kInvalidArgument,
-                "invalid integer for " + std::string(*aliases.begin()) + ": '" + *v + "'");
+    usage_error("invalid integer for " + std::string(*aliases.begin()) + ": '" + *v + "'");
   }
   return x;
 }
@@ -83,8 +86,7 @@ double Args::get_float(std::initializer_list<const char*> aliases, double def) c
   char* end = nullptr;
   const double x = std::strtod(v->c_str(), &end);
   if (v->empty() || *end != '\0') {
-    throw_error(ErrorCode::kInvalidArgument,
-                "invalid number for " + std::string(*aliases.begin()) + ": '" + *v + "'");
+    usage_error("invalid number for " + std::string(*aliases.begin()) + ": '" + *v + "'");
   }
   return x;
 }
@@ -100,7 +102,15 @@ void Args::check_known(std::initializer_list<const char*> known) const {
   for (const auto& n : order_) {
     const bool ok = std::find(flag_names_.begin(), flag_names_.end(), n) != flag_names_.end() ||
                     std::any_of(known.begin(), known.end(), [&](const char* k) { return n == k; });
-    if (!ok) throw_error(ErrorCode::kInvalidArgument, "unknown option " + n);
+    if (!ok) usage_error("unknown option " + n);
+  }
+}
+
+void Args::check_known(const std::vector<std::string>& known) const {
+  for (const auto& n : order_) {
+    const bool ok = std::find(flag_names_.begin(), flag_names_.end(), n) != flag_names_.end() ||
+                    std::find(known.begin(), known.end(), n) != known.end();
+    if (!ok) usage_error("unknown option " + n);
   }
 }
 
@@ -112,15 +122,101 @@ std::string resolve_model_path(const Args& args) {
     opt.offline = args.flag({"--offline"});
     return hub_resolve_model(*hf, opt);
   }
-  throw_error(ErrorCode::kInvalidArgument, "no model given: pass -m PATH or -hf org/name[:quant]");
+  usage_error("no model given: pass -m PATH or -hf org/name[:quant]");
 }
+
+void usage_error(const std::string& message) { throw UsageError(message); }
 
 int report_error(const std::exception& e) {
   std::fprintf(stderr, "error: %s\n", e.what());
+  if (dynamic_cast<const UsageError*>(&e)) return 2;
   if (const auto* oe = dynamic_cast<const Error*>(&e)) {
     if (oe->code() == ErrorCode::kNotImplemented) return 2;
   }
   return 1;
+}
+
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  auto sep = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (i < text.size()) {
+    while (i < text.size() && sep(text[i])) ++i;
+    if (i >= text.size()) break;
+    size_t j = i;
+    while (j < text.size() && !sep(text[j])) ++j;
+    const std::string tok = text.substr(i, j - i);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(tok.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
+      usage_error("invalid token id in " + flag + ": '" + tok + "'");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    i = j;
+  }
+  if (ids.empty()) usage_error(flag + ": no token ids given");
+  return ids;
+}
+
+const std::vector<std::string> kSamplingOptions = {
+    "--temp", "--temperature", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+    "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--seed", "-s"};
+
+oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params p) {
+  auto fval = [&](std::initializer_list<const char*> names, float& dst) {
+    if (args.get(names)) dst = static_cast<float>(args.get_float(names, 0.0));
+  };
+  fval({"--temp", "--temperature"}, p.temperature);
+  fval({"--top-p"}, p.top_p);
+  fval({"--min-p"}, p.min_p);
+  fval({"--repeat-penalty"}, p.repeat_penalty);
+  fval({"--presence-penalty"}, p.presence_penalty);
+  fval({"--frequency-penalty"}, p.frequency_penalty);
+  if (args.get({"--top-k"})) {
+    const long long k = args.get_int({"--top-k"}, 0);
+    if (k > INT32_MAX || k < INT32_MIN) usage_error("invalid value for --top-k");
+    p.top_k = static_cast<int32_t>(k);
+  }
+  if (args.get({"--repeat-last-n"})) {
+    const long long n = args.get_int({"--repeat-last-n"}, 64);
+    if (n < -1 || n > INT32_MAX) usage_error("invalid value for --repeat-last-n (>= -1)");
+    p.penalty_last_n = static_cast<int32_t>(n);
+  }
+  if (args.get({"--seed", "-s"})) {
+    const long long s = args.get_int({"--seed", "-s"}, -1);
+    if (s < -1) usage_error("invalid value for --seed (-1 for random, else >= 0)");
+    p.seed = s == -1 ? OXI_SEED_RANDOM : static_cast<uint64_t>(s);
+  }
+  auto bad = [](const std::string& m) { usage_error(m); };
+  if (!(p.temperature == p.temperature)) bad("invalid value for --temp");
+  if (!(p.top_p >= 0.0f)) bad("invalid value for --top-p (>= 0)");
+  if (!(p.min_p <= 1.0f)) bad("invalid value for --min-p (<= 1)");
+  if (!(p.repeat_penalty > 0.0f)) bad("invalid value for --repeat-penalty (> 0)");
+  return p;
+}
+
+const std::vector<std::string> kModelOptions = {"-m", "--model", "-hf", "--hf-repo", "--hf-token",
+                                                "-t", "--threads", "--chat-template-file"};
+
+void check_status(oxi_status st) {
+  if (st != OXI_OK) throw Error(static_cast<ErrorCode>(st), oxi_last_error());
+}
+
+oxi_model* open_model_from_args(const Args& args) {
+  const std::string path = resolve_model_path(args);
+  oxi_model_params mp = oxi_model_default_params();
+  const long long t = args.get_int({"-t", "--threads"}, 0);
+  if (t < 0 || t > 1024) usage_error("invalid value for -t (0..1024)");
+  mp.n_threads = static_cast<int32_t>(t);
+  std::string tmpl;
+  if (auto f = args.get({"--chat-template-file"})) {
+    tmpl = read_text_file(*f);
+    mp.chat_template = tmpl.c_str();
+  }
+  oxi_model* model = nullptr;
+  check_status(oxi_model_open(path.c_str(), &mp, &model));
+  return model;
 }
 
 }  // namespace oxi::cli

@@ -2,12 +2,23 @@
 // `-hf`, `-np`, `-ngl` are whole names (not bundles of letters), `--x=v` and `--x v` both work.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "oxinfer.h"
+
 namespace oxi::cli {
+
+// A command-line mistake (unknown option, missing or malformed value, missing -m): exit code 2.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& message) : Error(ErrorCode::kInvalidArgument, message) {}
+};
+[[noreturn]] void usage_error(const std::string& message);
 
 class Args {
  public:
@@ -26,9 +37,9 @@ class Args {
   bool flag(std::initializer_list<const char*> aliases) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
-  // Throws oxi::Error(kInvalidArgument) "unknown option X" for any name not in `known` (flags are
-  // always known).
+  // Throws UsageError "unknown option X" for any name not in `known` (flags are always known).
   void check_known(std::initializer_list<const char*> known) const;
+  void check_known(const std::vector<std::string>& known) const;
 
  private:
   std::vector<std::string> flag_names_;
@@ -43,5 +54,24 @@ std::string resolve_model_path(const Args& args);
 // Prints "error: MSG" to stderr and returns the exit code for the error (1, or 2 for not
 // implemented / usage errors).
 int report_error(const std::exception& e);
+
+// "1,2,3" (commas and/or spaces) → ids; UsageError naming `flag` on anything else.
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
+
+// Sampling options shared by run / chat / serve, with llama.cpp's spellings:
+//   --temp T  --top-k K  --top-p P  --min-p P  --repeat-penalty R  --repeat-last-n N
+//   --presence-penalty P  --frequency-penalty F  --seed S (-1: random)
+// Values given on the command line override `base` (the model's defaults); --temp 0 is greedy.
+extern const std::vector<std::string> kSamplingOptions;
+oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params base);
+
+// Model options shared by the commands that load a model: -m/--model, -hf/--hf-repo,
+// --hf-token, -t/--threads, --chat-template-file.
+extern const std::vector<std::string> kModelOptions;
+// Opens the model named by the arguments (resolve_model_path, threads, --chat-template-file).
+// Throws oxi::Error with the C API's message on failure. Free with oxi_model_free.
+oxi_model* open_model_from_args(const Args& args);
+// Throws oxi::Error(code, oxi_last_error()) when st != OXI_OK.
+void check_status(oxi_status st);
 
 }  // namespace oxi::cli

@@ -1,13 +1,233 @@
-// oxinfer run: not implemented yet. It says so and exits 2 rather than printing anything fake.
+// oxinfer run: one prompt in, generated text out (streamed), or one JSON object per token with
+// --json. Built on the C API (include/oxinfer.h) like every other front end.
+#include <atomic>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "args.h"
 #include "commands.h"
+#include "core/byte_source.h"
+#include "core/error.h"
+#include "oxinfer.h"
 
 namespace oxi::cli {
 
-int cmd_run(int, char**) {
-  std::fprintf(stderr, "error: 'oxinfer run' is not implemented yet\n");
-  return 2;
+namespace {
+
+const char* kUsage =
+    "usage: oxinfer run (-m MODEL | -hf org/name[:quant]) (-p TEXT | -f FILE | --tokens 1,2,3)\n"
+    "         [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
+    "         [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
+    "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
+    "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
+    "         [--ignore-eos]\n"
+    "\n"
+    "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
+    "                    prompt added) unless --no-chat\n"
+    "  -f FILE           read the prompt from a file\n"
+    "  --tokens IDS      prompt token ids, used exactly (no BOS, no template)\n"
+    "  -n N              tokens to generate (default -1: until end of generation / context full)\n"
+    "  -c CTX            context size (default 4096; 0: the model's training context)\n"
+    "  --temp T          temperature; 0 is greedy (argmax). Sampling defaults come from the\n"
+    "                    model (generation_config.json / GGUF general.sampling.*), else llama.cpp's\n"
+    "  --json            stdout: one JSON object per generated token\n"
+    "                    {\"id\",\"text\",\"logprob\",\"top_logprobs\":[{\"id\",\"logprob\"}]}, then\n"
+    "                    {\"prompt_ids\":[...],\"timings\":{\"prompt_tok_s\",\"gen_tok_s\"}}\n"
+    "  --top-logprobs K  alternatives per token in --json (0..20; log-softmax of raw logits)\n"
+    "  --system S        system message (chat template only)\n"
+    "  --no-think        render the template with enable_thinking=false\n"
+    "  --ignore-eos      keep generating past end-of-generation tokens\n";
+
+volatile int g_cancel = 0;
+extern "C" void on_sigint(int) { g_cancel = 1; }
+
+struct RunState {
+  bool json = false;
+  std::string text_so_far;
+};
+
+double rate(int32_t n, double seconds) { return seconds > 0.0 && n > 0 ? n / seconds : 0.0; }
+
+// Floats are printed exactly (nlohmann writes the shortest text that round-trips).
+int on_token(const oxi_token_event* ev, void* user) {
+  auto* st = static_cast<RunState*>(user);
+  if (st->json) {
+    nlohmann::ordered_json j;
+    j["id"] = ev->id;
+    j["text"] = std::string(ev->text, ev->text_len);
+    j["logprob"] = std::isfinite(ev->logprob) ? nlohmann::ordered_json(ev->logprob)
+                                              : nlohmann::ordered_json(nullptr);
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
+    for (int32_t i = 0; i < ev->n_top; ++i) {
+      nlohmann::ordered_json t;
+      t["id"] = ev->top_ids[i];
+      t["logprob"] = std::isfinite(ev->top_logprobs[i]) ? nlohmann::ordered_json(ev->top_logprobs[i])
+                                                        : nlohmann::ordered_json(nullptr);
+      top.push_back(std::move(t));
+    }
+    j["top_logprobs"] = std::move(top);
+    const std::string line = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+  } else if (ev->text_len > 0) {
+    std::fwrite(ev->text, 1, ev->text_len, stdout);
+    st->text_so_far.append(ev->text, ev->text_len);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+struct ModelHolder {
+  oxi_model* m = nullptr;
+  oxi_context* c = nullptr;
+  ~ModelHolder() {
+    oxi_context_free(c);
+    oxi_model_free(m);
+  }
+};
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  try {
+    Args args(argc - 1, argv + 1,
+              {"--no-chat", "--json", "--no-think", "--ignore-eos", "-h", "--help", "--offline"});
+    if (args.flag({"-h", "--help"})) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    std::vector<std::string> known = kModelOptions;
+    known.insert(known.end(), kSamplingOptions.begin(), kSamplingOptions.end());
+    for (const char* k : {"-p", "--prompt", "-f", "--file", "--tokens", "-n", "--n-predict",
+                          "-c", "--ctx-size", "--top-logprobs", "--system", "-sys",
+                          "--system-prompt"}) {
+      known.emplace_back(k);
+    }
+    args.check_known(known);
+    if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
+
+    const auto prompt_text = args.get({"-p", "--prompt"});
+    const auto prompt_file = args.get({"-f", "--file"});
+    const auto tokens_text = args.get({"--tokens"});
+    const int n_sources = (prompt_text ? 1 : 0) + (prompt_file ? 1 : 0) + (tokens_text ? 1 : 0);
+    if (n_sources == 0) usage_error("no prompt: pass -p TEXT, -f FILE or --tokens 1,2,3");
+    if (n_sources > 1) usage_error("give only one of -p, -f and --tokens");
+    std::vector<int32_t> given_ids;
+    if (tokens_text) given_ids = parse_id_list(*tokens_text, "--tokens");
+
+    const long long n_predict = args.get_int({"-n", "--n-predict"}, -1);
+    if (n_predict < -1 || n_predict > INT32_MAX) usage_error("invalid value for -n (>= -1)");
+    const long long n_ctx = args.get_int({"-c", "--ctx-size"}, 4096);
+    if (n_ctx < 0 || n_ctx > INT32_MAX) usage_error("invalid value for -c (>= 0)");
+    const long long n_top = args.get_int({"--top-logprobs"}, 0);
+    if (n_top < 0 || n_top > 20) usage_error("invalid value for --top-logprobs (0..20)");
+    const bool json = args.flag({"--json"});
+    const bool no_chat = args.flag({"--no-chat"});
+    const auto system = args.get({"--system", "-sys", "--system-prompt"});
+    if (tokens_text && (system || args.flag({"--no-think"}) || args.get({"--chat-template-file"}))) {
+      usage_error("--tokens is used exactly as given: --system, --no-think and --chat-template-file "
+                  "do not apply");
+    }
+    // Validate sampling flags before the (slow) model load.
+    (void)sampling_from_args(args, oxi_sampling_default_params());
+
+    ModelHolder h;
+    h.m = open_model_from_args(args);
+    oxi_model_desc desc;
+    check_status(oxi_model_describe(h.m, &desc));
+
+    // The prompt ids.
+    std::vector<int32_t> prompt;
+    if (tokens_text) {
+      prompt = given_ids;
+    } else {
+      std::string text = prompt_text ? *prompt_text : read_text_file(*prompt_file);
+      if (!no_chat) {
+        if (desc.has_chat_template) {
+          nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+          if (system) msgs.push_back({{"role", "system"}, {"content", *system}});
+          msgs.push_back({{"role", "user"}, {"content", text}});
+          nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
+          if (args.flag({"--no-think"})) opts["enable_thinking"] = false;
+          const std::string mj = msgs.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+          const std::string oj = opts.dump();
+          size_t n = 0;
+          check_status(oxi_chat_render(h.m, mj.c_str(), oj.c_str(), nullptr, 0, &n));
+          std::string rendered(n + 1, '\0');
+          check_status(oxi_chat_render(h.m, mj.c_str(), oj.c_str(), rendered.data(), rendered.size(), &n));
+          rendered.resize(n);
+          text = std::move(rendered);
+        } else {
+          std::fprintf(stderr, "warning: the model has no chat template; using the prompt as is\n");
+        }
+      } else if (system) {
+        usage_error("--system needs the chat template (drop --no-chat)");
+      }
+      size_t n = 0;
+      check_status(oxi_tokenize(h.m, text.data(), text.size(), 1, 1, nullptr, 0, &n));
+      prompt.resize(n);
+      check_status(oxi_tokenize(h.m, text.data(), text.size(), 1, 1, prompt.data(), prompt.size(), &n));
+      prompt.resize(n);
+      if (prompt.empty()) usage_error("the prompt is empty");
+    }
+    for (int32_t id : prompt) {
+      if (id >= desc.n_vocab) {
+        throw_error(ErrorCode::kInvalidArgument, "token id " + std::to_string(id) +
+                                                     " is out of range (vocabulary of " +
+                                                     std::to_string(desc.n_vocab) + ")");
+      }
+    }
+
+    check_status(oxi_context_new(h.m, static_cast<int32_t>(n_ctx), &h.c));
+    oxi_generate_params gp = oxi_generate_default_params();
+    gp.max_tokens = static_cast<int32_t>(n_predict);
+    gp.n_top_logprobs = static_cast<int32_t>(n_top);
+    gp.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
+    gp.ignore_eog = args.flag({"--ignore-eos"}) ? 1 : 0;
+    gp.cancel = &g_cancel;
+    const int32_t cap = oxi_context_n_ctx(h.c);
+    if (static_cast<int64_t>(prompt.size()) > cap) {
+      throw_error(ErrorCode::kInvalidArgument,
+                  "the prompt has " + std::to_string(prompt.size()) +
+                      " tokens but the context holds only " + std::to_string(cap) +
+                      "; use a larger context (-c)");
+    }
+
+    RunState st;
+    st.json = json;
+    auto* old = std::signal(SIGINT, on_sigint);
+    oxi_generate_result res;
+    const oxi_status s = oxi_generate(h.c, prompt.data(), prompt.size(), &gp, on_token, &st, &res);
+    std::signal(SIGINT, old);
+    if (s != OXI_OK && s != OXI_ERR_CANCELLED) check_status(s);
+
+    const double pp = rate(res.n_prompt, res.prompt_seconds);
+    const double tg = rate(res.n_generated, res.gen_seconds);
+    if (json) {
+      nlohmann::ordered_json last;
+      last["prompt_ids"] = prompt;
+      last["timings"] = {{"prompt_tok_s", pp}, {"gen_tok_s", tg}};
+      const std::string line = last.dump();
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fputc('\n', stdout);
+    } else if (!st.text_so_far.empty() && st.text_so_far.back() != '\n') {
+      std::fputc('\n', stdout);
+    }
+    std::fflush(stdout);
+    static const char* kStop[] = {"end of generation", "max tokens", "context full", "interrupted"};
+    const int sr = res.stop_reason >= 0 && res.stop_reason <= 3 ? res.stop_reason : 0;
+    std::fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generated: %d tokens, %.2f tok/s | stop: %s\n",
+                 res.n_prompt, pp, res.n_generated, tg, kStop[sr]);
+    return s == OXI_ERR_CANCELLED ? 130 : 0;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    return report_error(e);
+  }
 }
 
 }  // namespace oxi::cli

@@ -1,12 +1,166 @@
-// C API implementation: catches oxi::Error at the boundary and keeps a per-thread message.
+// C API implementation: catches every exception at the boundary, turns it into an oxi_status and
+// keeps a per-thread message. All the work is done by the runtime (Session), the tokenizer, the
+// chat-template renderer and the models.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "chat/jinja.h"
 #include "core/error.h"
+#include "core/log.h"
+#include "format/model_files.h"
+#include "api/api_internal.h"
+#include "kernels/thread_pool.h"
+#include "models/model.h"
 #include "oxinfer.h"
+#include "runtime/session.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
+
 thread_local std::string g_last_error;
+
+void set_error(const std::string& m) { g_last_error = m; }
+
+oxi_status fail(oxi_status s, const std::string& m) {
+  set_error(m);
+  return s;
 }
+
+// Runs fn, mapping exceptions to statuses; clears the message on success.
+template <class F>
+oxi_status guarded(F&& fn) {
+  try {
+    const oxi_status s = fn();
+    if (s == OXI_OK) g_last_error.clear();
+    return s;
+  } catch (const oxi::Error& e) {
+    return fail(static_cast<oxi_status>(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(OXI_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(OXI_ERR_INVALID_ARGUMENT, std::string("invalid JSON: ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(OXI_ERR_INTERNAL, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(OXI_ERR_INTERNAL, "internal error: unknown exception");
+  }
+}
+
+#define OXI_REQUIRE(cond, what)                                          \
+  do {                                                                   \
+    if (!(cond)) return fail(OXI_ERR_INVALID_ARGUMENT, std::string(what)); \
+  } while (0)
+
+// The capacity protocol: copy what fits, always report the full size, terminate when room.
+void copy_out(const std::string& s, char* out, size_t cap, size_t* n_out) {
+  *n_out = s.size();
+  if (out && cap > 0) {
+    const size_t n = std::min(cap, s.size());
+    std::memcpy(out, s.data(), n);
+    if (s.size() < cap) out[s.size()] = '\0';
+  }
+}
+
+class TokenizerStream : public oxi::TextStream {
+ public:
+  explicit TokenizerStream(oxi::TokenizerPtr tok) : dec_(std::move(tok), /*skip_special=*/true) {}
+  std::string push(int32_t id) override { return dec_.push(id); }
+  std::string flush() override { return dec_.flush(); }
+
+ private:
+  oxi::StreamDecoder dec_;
+};
+
+class TokenizerText : public oxi::TokenText {
+ public:
+  explicit TokenizerText(oxi::TokenizerPtr tok) : tok_(std::move(tok)) {}
+  int64_t vocab_size() const override { return tok_->n_vocab(); }
+  bool is_eog(int32_t id) const override { return tok_->is_eog(id); }
+  std::unique_ptr<oxi::TextStream> new_stream() const override {
+    return std::make_unique<TokenizerStream>(tok_);
+  }
+
+ private:
+  oxi::TokenizerPtr tok_;
+};
+
+oxi_sampling_params to_c(const oxi::SamplingParams& p) {
+  oxi_sampling_params c;
+  c.temperature = p.temperature;
+  c.top_k = p.top_k;
+  c.top_p = p.top_p;
+  c.min_p = p.min_p;
+  c.repeat_penalty = p.repeat_penalty;
+  c.presence_penalty = p.presence_penalty;
+  c.frequency_penalty = p.frequency_penalty;
+  c.penalty_last_n = p.penalty_last_n;
+  c.seed = p.seed;
+  return c;
+}
+
+oxi::SamplingParams from_c(const oxi_sampling_params& c) {
+  oxi::SamplingParams p;
+  p.temperature = c.temperature;
+  p.top_k = c.top_k;
+  p.top_p = c.top_p;
+  p.min_p = c.min_p;
+  p.repeat_penalty = c.repeat_penalty;
+  p.presence_penalty = c.presence_penalty;
+  p.frequency_penalty = c.frequency_penalty;
+  p.penalty_last_n = c.penalty_last_n;
+  p.seed = c.seed;
+  return p;
+}
+
+}  // namespace
+
+struct oxi_model {
+  oxi::ModelFiles files;  // owns the mapped weights; the model points into them
+  std::unique_ptr<oxi::Model> model;
+  oxi::TokenizerPtr tok;
+  std::unique_ptr<TokenizerText> text;
+  std::string chat_template_source;
+  oxi::SamplingParams defaults;
+  std::string bos_text, eos_text;
+
+  std::once_flag tmpl_once;
+  std::unique_ptr<oxi::ChatTemplate> tmpl;
+  std::string tmpl_error;
+  oxi_status tmpl_status = OXI_OK;
+};
+
+struct oxi_context {
+  oxi_model* model = nullptr;
+  std::unique_ptr<oxi::Session> session;
+};
+
+namespace oxi {
+
+oxi_model* wrap_model(std::unique_ptr<Model> model, TokenizerPtr tokenizer,
+                      const std::string& chat_template) {
+  if (!model || !tokenizer) throw_error(ErrorCode::kInvalidArgument, "wrap_model: missing model or tokenizer");
+  auto m = std::make_unique<oxi_model>();
+  m->model = std::move(model);
+  m->tok = std::move(tokenizer);
+  m->text = std::make_unique<TokenizerText>(m->tok);
+  m->chat_template_source = chat_template;
+  if (m->tok->bos_id() >= 0) m->bos_text = m->tok->token_to_piece(m->tok->bos_id());
+  if (m->tok->eos_id() >= 0) m->eos_text = m->tok->token_to_piece(m->tok->eos_id());
+  m->defaults = SamplingParams{};
+  return m.release();
+}
+
+}  // namespace oxi
 
 extern "C" {
 
@@ -17,5 +171,296 @@ const char* oxi_status_name(oxi_status status) {
 }
 
 const char* oxi_version(void) { return "0.1.0"; }
+
+oxi_model_params oxi_model_default_params(void) {
+  oxi_model_params p;
+  p.n_threads = 0;
+  p.quant = nullptr;
+  p.chat_template = nullptr;
+  return p;
+}
+
+oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_model** out) {
+  if (out) *out = nullptr;
+  OXI_REQUIRE(path && out, "oxi_model_open: path and out must not be NULL");
+  OXI_REQUIRE(*path, "oxi_model_open: empty path");
+  return guarded([&] {
+    const oxi_model_params p = params ? *params : oxi_model_default_params();
+    OXI_REQUIRE(p.n_threads >= 0, "oxi_model_open: n_threads must be >= 0");
+    oxi::set_num_threads(p.n_threads);
+    auto m = std::make_unique<oxi_model>();
+    m->files = oxi::open_model_files(path);
+    oxi::LoadOptions lo;
+    lo.n_threads = p.n_threads;
+    lo.quant = p.quant ? p.quant : "";
+    m->tok = oxi::load_tokenizer(m->files);
+    if (!m->tok) return fail(OXI_ERR_FORMAT, std::string(path) + ": no tokenizer");
+    m->model = oxi::load_model(m->files, lo);
+    if (!m->model) return fail(OXI_ERR_INTERNAL, std::string(path) + ": model loader returned nothing");
+    m->text = std::make_unique<TokenizerText>(m->tok);
+    if (p.chat_template) {
+      m->chat_template_source = p.chat_template;
+    } else {
+      m->chat_template_source = m->tok->chat_template();
+      if (m->chat_template_source.empty() && m->files.hf) m->chat_template_source = m->files.hf->chat_template;
+    }
+    if (m->tok->bos_id() >= 0) m->bos_text = m->tok->token_to_piece(m->tok->bos_id());
+    if (m->tok->eos_id() >= 0) m->eos_text = m->tok->token_to_piece(m->tok->eos_id());
+    m->defaults = oxi::model_sampling_defaults(m->files, oxi::SamplingParams{});
+    *out = m.release();
+    return OXI_OK;
+  });
+}
+
+void oxi_model_free(oxi_model* model) { delete model; }
+
+oxi_status oxi_model_describe(const oxi_model* model, oxi_model_desc* out) {
+  OXI_REQUIRE(model && out, "oxi_model_describe: model and out must not be NULL");
+  return guarded([&] {
+    const oxi::ModelInfo& i = model->model->info();
+    out->arch = i.arch.c_str();
+    out->name = i.name.c_str();
+    out->n_vocab = i.n_vocab;
+    out->n_ctx_train = i.n_ctx_train;
+    out->n_params = i.n_params;
+    out->bos_id = model->tok->bos_id();
+    out->eos_id = model->tok->eos_id();
+    out->n_tokens = model->tok->n_vocab();
+    out->has_chat_template = model->chat_template_source.empty() ? 0 : 1;
+    return OXI_OK;
+  });
+}
+
+oxi_status oxi_tokenize(const oxi_model* model, const char* text, size_t text_len, int add_special,
+                        int parse_special, int32_t* ids, size_t cap, size_t* n_out) {
+  OXI_REQUIRE(model && n_out, "oxi_tokenize: model and n_out must not be NULL");
+  OXI_REQUIRE(text || text_len == 0, "oxi_tokenize: text is NULL");
+  OXI_REQUIRE(ids || cap == 0, "oxi_tokenize: ids is NULL with a non-zero capacity");
+  return guarded([&] {
+    std::vector<int32_t> v =
+        model->tok->encode(std::string_view(text ? text : "", text_len), add_special != 0, parse_special != 0);
+    // A template that writes the BOS text itself plus the tokenizer's own BOS: keep one (as
+    // llama.cpp does).
+    const int32_t bos = model->tok->bos_id();
+    if (add_special && bos >= 0 && v.size() >= 2 && v[0] == bos && v[1] == bos) v.erase(v.begin());
+    *n_out = v.size();
+    if (ids) std::copy_n(v.begin(), std::min(cap, v.size()), ids);
+    return OXI_OK;
+  });
+}
+
+oxi_status oxi_detokenize(const oxi_model* model, const int32_t* ids, size_t n_ids, char* text,
+                          size_t cap, size_t* n_out) {
+  OXI_REQUIRE(model && n_out, "oxi_detokenize: model and n_out must not be NULL");
+  OXI_REQUIRE(ids || n_ids == 0, "oxi_detokenize: ids is NULL");
+  OXI_REQUIRE(text || cap == 0, "oxi_detokenize: text is NULL with a non-zero capacity");
+  return guarded([&] {
+    const std::string s = model->tok->decode(std::vector<int32_t>(ids, ids + n_ids), false);
+    copy_out(s, text, cap, n_out);
+    return OXI_OK;
+  });
+}
+
+int oxi_token_is_eog(const oxi_model* model, int32_t id) {
+  if (!model) return 0;
+  try {
+    return model->tok->is_eog(id) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
+                           const char* options_json, char* text, size_t cap, size_t* n_out) {
+  OXI_REQUIRE(model && messages_json && n_out,
+              "oxi_chat_render: model, messages_json and n_out must not be NULL");
+  OXI_REQUIRE(text || cap == 0, "oxi_chat_render: text is NULL with a non-zero capacity");
+  return guarded([&] {
+    auto* m = const_cast<oxi_model*>(model);
+    if (m->chat_template_source.empty()) {
+      return fail(OXI_ERR_UNSUPPORTED, "the model has no chat template (pass one, or use raw prompts)");
+    }
+    std::call_once(m->tmpl_once, [&] {
+      try {
+        m->tmpl = std::make_unique<oxi::ChatTemplate>(m->chat_template_source);
+      } catch (const oxi::Error& e) {
+        m->tmpl_status = static_cast<oxi_status>(e.code());
+        m->tmpl_error = e.what();
+      }
+    });
+    if (!m->tmpl) return fail(m->tmpl_status == OXI_OK ? OXI_ERR_FORMAT : m->tmpl_status, m->tmpl_error);
+
+    nlohmann::ordered_json messages;
+    try {
+      messages = nlohmann::ordered_json::parse(messages_json);
+    } catch (const nlohmann::json::exception& e) {
+      return fail(OXI_ERR_INVALID_ARGUMENT, std::string("messages: invalid JSON: ") + e.what());
+    }
+    if (!messages.is_array()) return fail(OXI_ERR_INVALID_ARGUMENT, "messages: expected a JSON array");
+    oxi::ChatRenderOptions opt;
+    opt.bos_token = m->bos_text;
+    opt.eos_token = m->eos_text;
+    if (options_json && *options_json) {
+      nlohmann::ordered_json o;
+      try {
+        o = nlohmann::ordered_json::parse(options_json);
+      } catch (const nlohmann::json::exception& e) {
+        return fail(OXI_ERR_INVALID_ARGUMENT, std::string("options: invalid JSON: ") + e.what());
+      }
+      if (!o.is_object()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: expected a JSON object");
+      for (auto it = o.begin(); it != o.end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "add_generation_prompt") {
+          if (!it->is_boolean()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: add_generation_prompt must be a boolean");
+          opt.add_generation_prompt = it->get<bool>();
+        } else if (k == "enable_thinking") {
+          if (!it->is_boolean()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: enable_thinking must be a boolean");
+          opt.enable_thinking = it->get<bool>() ? 1 : 0;
+        } else if (k == "tools") {
+          opt.tools = *it;
+        } else {
+          opt.extra[k] = *it;  // e.g. reasoning_effort, preserve_thinking
+        }
+      }
+    }
+    const std::string s = oxi::render_chat(*m->tmpl, oxi::normalize_tool_call_arguments(messages), opt);
+    copy_out(s, text, cap, n_out);
+    return OXI_OK;
+  });
+}
+
+oxi_sampling_params oxi_sampling_default_params(void) { return to_c(oxi::SamplingParams::greedy()); }
+
+oxi_sampling_params oxi_model_sampling_defaults(const oxi_model* model) {
+  if (!model) return to_c(oxi::SamplingParams{});
+  return to_c(model->defaults);
+}
+
+oxi_status oxi_context_new(oxi_model* model, int32_t n_ctx, oxi_context** out) {
+  if (out) *out = nullptr;
+  OXI_REQUIRE(model && out, "oxi_context_new: model and out must not be NULL");
+  return guarded([&] {
+    int64_t n = n_ctx;
+    if (n <= 0) n = model->model->info().n_ctx_train;
+    if (n <= 0) n = 4096;
+    auto c = std::make_unique<oxi_context>();
+    c->model = model;
+    c->session = std::make_unique<oxi::Session>(*model->model, *model->text, n);
+    *out = c.release();
+    return OXI_OK;
+  });
+}
+
+void oxi_context_free(oxi_context* ctx) { delete ctx; }
+
+oxi_status oxi_context_reset(oxi_context* ctx) {
+  OXI_REQUIRE(ctx, "oxi_context_reset: ctx must not be NULL");
+  return guarded([&] {
+    ctx->session->reset();
+    return OXI_OK;
+  });
+}
+
+int32_t oxi_context_n_ctx(const oxi_context* ctx) {
+  return ctx ? static_cast<int32_t>(ctx->session->n_ctx()) : 0;
+}
+
+int32_t oxi_context_n_past(const oxi_context* ctx) {
+  return ctx ? static_cast<int32_t>(ctx->session->n_past()) : 0;
+}
+
+oxi_status oxi_context_prefill(oxi_context* ctx, const int32_t* ids, size_t n) {
+  OXI_REQUIRE(ctx, "oxi_context_prefill: ctx must not be NULL");
+  OXI_REQUIRE(ids || n == 0, "oxi_context_prefill: ids is NULL");
+  return guarded([&] {
+    ctx->session->prefill(std::span<const int32_t>(ids, n));
+    return OXI_OK;
+  });
+}
+
+oxi_status oxi_context_checkpoint(oxi_context* ctx) {
+  OXI_REQUIRE(ctx, "oxi_context_checkpoint: ctx must not be NULL");
+  return guarded([&] {
+    ctx->session->checkpoint();
+    return OXI_OK;
+  });
+}
+
+oxi_status oxi_context_reuse_prefix(oxi_context* ctx, const int32_t* ids, size_t n, size_t* n_kept) {
+  OXI_REQUIRE(ctx && n_kept, "oxi_context_reuse_prefix: ctx and n_kept must not be NULL");
+  OXI_REQUIRE(ids || n == 0, "oxi_context_reuse_prefix: ids is NULL");
+  return guarded([&] {
+    *n_kept = ctx->session->reuse_prefix(std::span<const int32_t>(ids, n), n > 0 ? n - 1 : 0);
+    return OXI_OK;
+  });
+}
+
+oxi_generate_params oxi_generate_default_params(void) {
+  oxi_generate_params p;
+  p.max_tokens = -1;
+  p.n_top_logprobs = 0;
+  p.sampling = oxi_sampling_default_params();
+  p.cancel = nullptr;
+  p.ignore_eog = 0;
+  p.prefill_chunk = 512;
+  return p;
+}
+
+oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt,
+                        const oxi_generate_params* params, oxi_token_callback on_token,
+                        void* user_data, oxi_generate_result* result) {
+  if (result) std::memset(result, 0, sizeof(*result));
+  OXI_REQUIRE(ctx, "oxi_generate: ctx must not be NULL");
+  OXI_REQUIRE(prompt || n_prompt == 0, "oxi_generate: prompt is NULL");
+  OXI_REQUIRE(n_prompt > 0, "oxi_generate: empty prompt");
+  return guarded([&] {
+    const oxi_generate_params p = params ? *params : oxi_generate_default_params();
+    OXI_REQUIRE(p.n_top_logprobs >= 0 && p.n_top_logprobs <= 20,
+                "oxi_generate: n_top_logprobs must be between 0 and 20");
+    oxi::GenerateOptions o;
+    o.max_tokens = p.max_tokens;
+    o.n_top_logprobs = p.n_top_logprobs;
+    o.logprobs = true;
+    o.ignore_eog = p.ignore_eog != 0;
+    o.sampling = from_c(p.sampling);
+    o.prefill_chunk = p.prefill_chunk > 0 ? p.prefill_chunk : 512;
+    o.cancel = p.cancel;
+
+    std::vector<int32_t> top_ids;
+    std::vector<float> top_lps;
+    oxi::TokenCallback cb;
+    if (on_token) {
+      cb = [&](const oxi::TokenEvent& e) {
+        top_ids.clear();
+        top_lps.clear();
+        for (const auto& t : e.top) {
+          top_ids.push_back(t.id);
+          top_lps.push_back(t.logprob);
+        }
+        const std::string text(e.text);  // NUL-terminated copy for C callers
+        oxi_token_event ev;
+        ev.id = e.id;
+        ev.text = text.c_str();
+        ev.text_len = text.size();
+        ev.logprob = e.logprob;
+        ev.n_top = static_cast<int32_t>(top_ids.size());
+        ev.top_ids = top_ids.data();
+        ev.top_logprobs = top_lps.data();
+        ev.is_eog = e.eog ? 1 : 0;
+        return on_token(&ev, user_data) == 0;
+      };
+    }
+    const oxi::GenerateResult r = ctx->session->generate(std::span<const int32_t>(prompt, n_prompt), o, cb);
+    if (result) {
+      result->n_prompt = r.n_prompt;
+      result->n_generated = r.n_generated;
+      result->prompt_seconds = r.prompt_seconds;
+      result->gen_seconds = r.gen_seconds;
+      result->stop_reason = static_cast<int32_t>(r.stop);
+    }
+    if (r.stop == oxi::StopReason::kCancelled) return fail(OXI_ERR_CANCELLED, "generation cancelled");
+    return OXI_OK;
+  });
+}
 
 }  // extern "C"

@@ -1,0 +1,19 @@
+// C++-side hooks into the C API for tests and embedders that already hold the pieces (a Model and
+// a Tokenizer built in memory). Not part of the public header.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "models/model.h"
+#include "oxinfer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace oxi {
+
+// Wraps an already-loaded model and tokenizer as an oxi_model (free with oxi_model_free).
+// chat_template: Jinja source ("" for none).
+oxi_model* wrap_model(std::unique_ptr<Model> model, TokenizerPtr tokenizer,
+                      const std::string& chat_template);
+
+}  // namespace oxi
