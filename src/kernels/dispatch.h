@@ -41,8 +41,10 @@ struct Kernels {
 };
 
 extern const Kernels kScalarKernels;
-#if defined(OXI_KERNELS_X86)
+#if defined(OXI_HAVE_AVX2)
 extern const Kernels kAvx2Kernels;
+#endif
+#if defined(OXI_HAVE_AVX512)
 extern const Kernels kAvx512Kernels;
 #endif
 

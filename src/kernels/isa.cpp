@@ -53,8 +53,10 @@ HostCaps detect() {
 
 const Kernels* table_for(std::string_view name) {
   if (name == "scalar") return &kScalarKernels;
-#if defined(OXI_KERNELS_X86)
+#if defined(OXI_HAVE_AVX2)
   if (name == "avx2") return host().avx2 ? &kAvx2Kernels : nullptr;
+#endif
+#if defined(OXI_HAVE_AVX512)
   if (name == "avx512") return host().avx512 ? &kAvx512Kernels : nullptr;
 #endif
   return nullptr;
@@ -65,8 +67,10 @@ bool known(std::string_view name) {
 }
 
 const Kernels* best() {
-#if defined(OXI_KERNELS_X86)
+#if defined(OXI_HAVE_AVX512)
   if (host().avx512) return &kAvx512Kernels;
+#endif
+#if defined(OXI_HAVE_AVX2)
   if (host().avx2) return &kAvx2Kernels;
 #endif
   return &kScalarKernels;
@@ -100,8 +104,10 @@ const char* isa_name() { return kern::active_kernels().name; }
 
 std::vector<std::string> available_isas() {
   std::vector<std::string> v{"scalar"};
-#if defined(OXI_KERNELS_X86)
+#if defined(OXI_HAVE_AVX2)
   if (kern::host().avx2) v.push_back("avx2");
+#endif
+#if defined(OXI_HAVE_AVX512)
   if (kern::host().avx512) v.push_back("avx512");
 #endif
   return v;

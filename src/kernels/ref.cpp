@@ -171,6 +171,16 @@ void ref_quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
 // Round to nearest, ties to even (ggml's nearest_int for |v| < 2^22).
 static inline int nearest_int(float v) { return static_cast<int>(std::nearbyintf(v)); }
 
+void ref_quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = f32_to_f16(amax / 127.0f);
+    for (int j = 0; j < 32; ++j) y[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+  }
+}
+
 void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
     float amax = 0.0f, max = 0.0f;

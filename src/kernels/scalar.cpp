@@ -27,7 +27,7 @@ void act_bf16(const float* x, void* dst, int64_t n) {
   uint16_t* d = static_cast<uint16_t*>(dst);
   for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(x[i]);
 }
-void act_q8_0(const float* x, void* dst, int64_t n) { ref_quantize_q8_0(x, static_cast<BlockQ8_0*>(dst), n); }
+void act_q8_0(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_0(x, static_cast<BlockQ8_0*>(dst), n); }
 void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/dispatch.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -305,4 +306,28 @@ TEST(Matmul, EveryIsaMatchesScalar) {
     }
   }
   set_num_threads(0);
+}
+
+// Activation quantisers of every ISA produce exactly the scalar bytes.
+TEST(Activations, EveryIsaBitIdentical) {
+  IsaGuard g;
+  const int64_t n = 256 * 5;
+  auto x = randn(n, 42, 3.0f);
+  for (int i = 0; i < 64; ++i) x[i] = 0.0f;  // an all-zero Q8_0 block
+  for (int i = 256; i < 512; ++i) x[i] = (i % 3 - 1) * 0.5f;  // ties
+  std::printf("ISAs:");
+  for (const auto& isa : available_isas()) std::printf(" %s", isa.c_str());
+  std::printf("\n");
+  for (int a = kAF16; a < kNumATypes; ++a) {
+    set_isa("scalar");
+    const uint64_t bytes = act_row_bytes(static_cast<AType>(a), n);
+    std::vector<uint8_t> ref(bytes), got(bytes);
+    active_kernels().act[a](x.data(), ref.data(), n);
+    for (const auto& isa : available_isas()) {
+      set_isa(isa);
+      std::fill(got.begin(), got.end(), 0xCD);
+      active_kernels().act[a](x.data(), got.data(), n);
+      EXPECT_EQ(0, std::memcmp(ref.data(), got.data(), bytes)) << isa << " activation type " << a;
+    }
+  }
 }

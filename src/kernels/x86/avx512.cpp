@@ -1,0 +1,470 @@
+// AVX-512 kernels (F/BW/VL/DQ + VNNI + BF16), 512-bit. Register-tiled R rows × T tokens; the
+// integer dot products are exact, so results differ from the scalar reference only in float
+// summation order.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+
+namespace oxi::kern {
+namespace {
+
+inline float h2f(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// [a ×8 | b ×8]
+inline __m512 pair_scale(float a, float b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
+}
+
+inline __m512i load2x256(const uint8_t* p0, const uint8_t* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+}
+inline __m512i load1x256(const uint8_t* p0) {
+  return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0)));
+}
+
+// Drives R×T register tiles over a matmul tile, with 1-wide remainders.
+template <template <int, int> class Tile, int R, int T>
+void drive(const MMArgs& a) {
+  int64_t r = a.r0;
+  for (; r + R <= a.r1; r += R) {
+    int64_t t = a.t0;
+    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t);
+    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t);
+  }
+  for (; r < a.r1; ++r) {
+    int64_t t = a.t0;
+    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t);
+    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t);
+  }
+}
+
+template <int R, int T>
+inline void store(const MMArgs& a, int64_t r, int64_t t, __m512 (&acc)[R][T]) {
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+#define OXI_ZERO_ACC(acc) \
+  for (int i = 0; i < R; ++i) \
+    for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps()
+
+// ---- F32 / F16 / BF16 -------------------------------------------------------------------------
+template <int R, int T>
+struct TileF32 {
+  static void run(const MMArgs& a, int64_t r, int64_t t) {
+    __m512 acc[R][T];
+    OXI_ZERO_ACC(acc);
+    const float* w[R];
+    const float* x[T];
+    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const float*>(a.w + (r + i) * a.w_stride);
+    for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const float*>(a.x + (t + j) * a.x_stride);
+    int64_t k = 0;
+    for (; k + 16 <= a.cols; k += 16) {
+      __m512 wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = _mm512_loadu_ps(w[i] + k);
+      for (int j = 0; j < T; ++j) {
+        const __m512 xv = _mm512_loadu_ps(x[j] + k);
+        for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+      }
+    }
+    if (k < a.cols) {
+      const __mmask16 m = static_cast<__mmask16>((1u << (a.cols - k)) - 1);
+      __m512 wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = _mm512_maskz_loadu_ps(m, w[i] + k);
+      for (int j = 0; j < T; ++j) {
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x[j] + k);
+        for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+      }
+    }
+    store<R, T>(a, r, t, acc);
+  }
+};
+
+template <int R, int T>
+struct TileF16 {
+  static void run(const MMArgs& a, int64_t r, int64_t t) {
+    __m512 acc[R][T];
+    OXI_ZERO_ACC(acc);
+    const uint16_t* w[R];
+    const uint16_t* x[T];
+    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const uint16_t*>(a.w + (r + i) * a.w_stride);
+    for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const uint16_t*>(a.x + (t + j) * a.x_stride);
+    for (int64_t k = 0; k < a.cols; k += 16) {
+      const int64_t left = a.cols - k;
+      const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
+      __m512 wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w[i] + k));
+      for (int j = 0; j < T; ++j) {
+        const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x[j] + k));
+        for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+      }
+    }
+    store<R, T>(a, r, t, acc);
+  }
+};
+
+template <int R, int T>
+struct TileBF16 {
+  static void run(const MMArgs& a, int64_t r, int64_t t) {
+    __m512 acc[R][T];
+    OXI_ZERO_ACC(acc);
+    const uint16_t* w[R];
+    const uint16_t* x[T];
+    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const uint16_t*>(a.w + (r + i) * a.w_stride);
+    for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const uint16_t*>(a.x + (t + j) * a.x_stride);
+    for (int64_t k = 0; k < a.cols; k += 32) {
+      const int64_t left = a.cols - k;
+      const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((1u << left) - 1);
+      __m512i wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = _mm512_maskz_loadu_epi16(m, w[i] + k);
+      for (int j = 0; j < T; ++j) {
+        const __m512i xv = _mm512_maskz_loadu_epi16(m, x[j] + k);
+        for (int i = 0; i < R; ++i)
+          acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], (__m512bh)xv);
+      }
+    }
+    store<R, T>(a, r, t, acc);
+  }
+};
+
+// ---- Q8_0 / Q4_0 × Q8_0 ------------------------------------------------------------------------
+// Two blocks per 512-bit step. Weights are made unsigned (Q8_0: w + 128; Q4_0: the raw nibble)
+// for vpdpbusd; the offset k·Σx is removed by starting each token's sum at -k·Σx (lane-wise).
+struct Q8_0W {
+  static constexpr int kBytes = 34;
+  static constexpr int kOffset = 128;
+  static __m512i load2(const uint8_t* p) {
+    return _mm512_xor_si512(load2x256(p + 2, p + 36), _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  static __m512i load1(const uint8_t* p) {
+    return _mm512_xor_si512(load1x256(p + 2), _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+struct Q4_0W {
+  static constexpr int kBytes = 18;
+  static constexpr int kOffset = 8;
+  static __m512i unpack(__m256i v) {  // v = [qsA | qsB] → [loA hiA loB hiB]
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_and_si256(v, m);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);  // loA loB hiA hiB
+    return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+  }
+  static __m512i load2(const uint8_t* p) {
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)), 1);
+    return unpack(v);
+  }
+  static __m512i load1(const uint8_t* p) {
+    const __m256i v = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m512i u = unpack(_mm256_zextsi128_si256(_mm256_castsi256_si128(v)));
+    return u;  // upper block: nibbles of zero bytes = 0
+  }
+};
+
+template <class W>
+struct TileQ8 {
+  template <int R, int T>
+  struct Tile {
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      __m512 acc[R][T];
+      OXI_ZERO_ACC(acc);
+      const uint8_t* w[R];
+      const uint8_t* x[T];
+      for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
+      for (int j = 0; j < T; ++j) x[j] = a.x + (t + j) * a.x_stride;
+      const int64_t nb = a.cols / 32;
+      const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
+      int64_t b = 0;
+      for (; b + 2 <= nb; b += 2) {
+        __m512i wv[R];
+        __m512 sw[R];
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = w[i] + b * W::kBytes;
+          wv[i] = W::load2(p);
+          sw[i] = pair_scale(h2f(p), h2f(p + W::kBytes));
+        }
+        for (int j = 0; j < T; ++j) {
+          const uint8_t* q = x[j] + b * 34;
+          const __m512i xv = load2x256(q + 2, q + 36);
+          const __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv));
+          const __m512 sx = pair_scale(h2f(q), h2f(q + 34));
+          for (int i = 0; i < R; ++i) {
+            const __m512i s = _mm512_dpbusd_epi32(corr, wv[i], xv);
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[i], sx), acc[i][j]);
+          }
+        }
+      }
+      if (b < nb) {
+        __m512i wv[R];
+        __m512 sw[R];
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = w[i] + b * W::kBytes;
+          wv[i] = W::load1(p);
+          sw[i] = pair_scale(h2f(p), 0.0f);
+        }
+        for (int j = 0; j < T; ++j) {
+          const uint8_t* q = x[j] + b * 34;
+          const __m512i xv = load1x256(q + 2);
+          const __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv));
+          const __m512 sx = pair_scale(h2f(q), 0.0f);
+          for (int i = 0; i < R; ++i) {
+            const __m512i s = _mm512_dpbusd_epi32(corr, wv[i], xv);
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[i], sx), acc[i][j]);
+          }
+        }
+      }
+      store<R, T>(a, r, t, acc);
+    }
+  };
+};
+
+// ---- K-quants × Q8_K -------------------------------------------------------------------------
+// 6-bit scales/mins of a Q4_K/Q5_K block as 8 bytes each.
+inline void k4_scales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t sc_lo = a & 0x3F3F3F3Fu, m_lo = b & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(mn, &m_lo, 4);
+  std::memcpy(mn + 4, &m_hi, 4);
+}
+
+// Index vectors: int16 lanes [2k ×16 | 2k+1 ×16] (Q4_K/Q5_K: 32-element sub-blocks) and
+// [4c ×8 | 4c+1 ×8 | 4c+2 ×8 | 4c+3 ×8] (Q6_K: 16-element sub-blocks).
+inline __m512i idx_pairs(int k) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<short>(2 * k))),
+                            _mm256_set1_epi16(static_cast<short>(2 * k + 1)), 1);
+}
+inline __m512i idx_quads(int c) {
+  const __m128i q0 = _mm_set1_epi16(static_cast<short>(4 * c)), q1 = _mm_set1_epi16(static_cast<short>(4 * c + 1));
+  const __m128i q2 = _mm_set1_epi16(static_cast<short>(4 * c + 2)), q3 = _mm_set1_epi16(static_cast<short>(4 * c + 3));
+  __m512i z = _mm512_castsi128_si512(q0);
+  z = _mm512_inserti32x4(z, q1, 1);
+  z = _mm512_inserti32x4(z, q2, 2);
+  return _mm512_inserti32x4(z, q3, 3);
+}
+
+// Per weight row and super-block: unpacked quants (4 × 64 unsigned bytes), int16 scale vectors
+// per 64-element chunk, and the min/offset correction inputs.
+struct KRow {
+  __m512i q[4];
+  __m512i sc[4];
+  __m256i mins16;  // Q4_K/Q5_K: per-16 mins (each m_j twice); Q6_K: per-16 scales
+  float d, dmin;
+};
+
+inline void unpack_q4k(const BlockQ4_K& b, KRow& o, const __m512i* idx) {
+  alignas(16) uint8_t sc[16], mn[16];
+  k4_scales(b.scales, sc, mn);
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+  o.mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
+    o.q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m4)),
+                                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), 1);
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+
+inline void unpack_q5k(const BlockQ5_K& b, KRow& o, const __m512i* idx) {
+  alignas(16) uint8_t sc[16], mn[16];
+  k4_scales(b.scales, sc, mn);
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+  o.mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
+    const __m256i hl = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one), 4);
+    const __m256i hh = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one), 4);
+    o.q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_or_si256(_mm256_and_si256(v, m4), hl)),
+                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hh), 1);
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+
+inline void unpack_q6k(const BlockQ6_K& b, KRow& o, const __m512i* idx) {
+  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  o.mins16 = s16;
+  const __m512i s512 = _mm512_castsi256_si512(s16);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i L = _mm512_loadu_si512(b.ql + 64 * h);
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m512i H2 = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
+    const __m512i hA = _mm512_slli_epi16(_mm512_and_si512(H2, m3), 4);
+    const __m512i hB = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H2, 4), m3), 4);
+    o.q[2 * h] = _mm512_or_si512(_mm512_and_si512(L, m4), hA);
+    o.q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), hB);
+  }
+  for (int c = 0; c < 4; ++c) o.sc[c] = _mm512_permutexvar_epi16(idx[c], s512);
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
+template <class B, int Kind>  // Kind 0: Q4_K/Q5_K (mins), 1: Q6_K (offset 32)
+struct TileK {
+  template <int R, int T>
+  struct Tile {
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      __m512 acc[R][T];
+      OXI_ZERO_ACC(acc);
+      __m512i idx[4];
+      for (int k = 0; k < 4; ++k) idx[k] = Kind == 0 ? idx_pairs(k) : idx_quads(k);
+      const int64_t nb = a.cols / 256;
+      for (int64_t b = 0; b < nb; ++b) {
+        KRow rw[R];
+        for (int i = 0; i < R; ++i) {
+          const B& blk = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b];
+          if constexpr (sizeof(B) == sizeof(BlockQ4_K)) unpack_q4k(reinterpret_cast<const BlockQ4_K&>(blk), rw[i], idx);
+          else if constexpr (sizeof(B) == sizeof(BlockQ5_K)) unpack_q5k(reinterpret_cast<const BlockQ5_K&>(blk), rw[i], idx);
+          else unpack_q6k(reinterpret_cast<const BlockQ6_K&>(blk), rw[i], idx);
+        }
+        for (int j = 0; j < T; ++j) {
+          const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(a.x + (t + j) * a.x_stride)[b];
+          __m512i xv[4];
+          for (int k = 0; k < 4; ++k) xv[k] = _mm512_loadu_si512(xb.qs + 64 * k);
+          const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+          for (int i = 0; i < R; ++i) {
+            __m512i s = _mm512_setzero_si512();
+            for (int k = 0; k < 4; ++k) s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(rw[i].q[k], xv[k]), rw[i].sc[k]);
+            const __m256i mb = _mm256_madd_epi16(rw[i].mins16, bs);
+            if constexpr (Kind == 0) {
+              acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rw[i].d * xb.d), acc[i][j]);
+              acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(mb)),
+                                           _mm512_set1_ps(rw[i].dmin * xb.d), acc[i][j]);
+            } else {
+              s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(mb, 5)));
+              acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rw[i].d * xb.d), acc[i][j]);
+            }
+          }
+        }
+      }
+      store<R, T>(a, r, t, acc);
+    }
+  };
+};
+
+template <int R, int T> using TQ8_0 = TileQ8<Q8_0W>::Tile<R, T>;
+template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
+template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 0>::Tile<R, T>;
+template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
+template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
+
+// ---- activations ------------------------------------------------------------------------------
+void act_f16(const float* x, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) d[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+void act_bf16(const float* x, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh v = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    std::memcpy(d + i, &v, 32);
+  }
+  for (; i < n; ++i) {  // round to nearest even, as vcvtneps2bf16
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      d[i] = static_cast<uint16_t>((u >> 16) | 0x40u);
+    } else {
+      u += 0x7fffu + ((u >> 16) & 1u);
+      d[i] = static_cast<uint16_t>(u >> 16);
+    }
+  }
+}
+
+inline __m128i cvt_round_epi8(__m512 v) {  // round half to even, then narrow (|v| <= 127)
+  return _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(v));
+}
+
+void act_q8_0(const float* x, void* dst, int64_t n) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, b)));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
+    const __m512 vid = _mm512_set1_ps(id);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs), cvt_round_epi8(_mm512_mul_ps(a, vid)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + 16), cvt_round_epi8(_mm512_mul_ps(b, vid)));
+  }
+}
+
+void act_q8_K(const float* x, void* dst, int64_t n) {
+  BlockQ8_K* y = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    __m512 mx = _mm512_loadu_ps(x), mn = mx;
+    for (int k = 16; k < 256; k += 16) {
+      const __m512 v = _mm512_loadu_ps(x + k);
+      mx = _mm512_max_ps(mx, v);
+      mn = _mm512_min_ps(mn, v);
+    }
+    const float vmax = _mm512_reduce_max_ps(mx), vmin = _mm512_reduce_min_ps(mn);
+    // The value of largest magnitude (either sign gives the same dot products).
+    const float max = vmax >= -vmin ? vmax : vmin;
+    if (max == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    const __m512 vs = _mm512_set1_ps(iscale);
+    const __m512i lim = _mm512_set1_epi32(127);
+    for (int k = 0; k < 256; k += 16) {
+      const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), vs)), lim);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + k), _mm512_cvtsepi32_epi8(q));
+      y[i].bsums[k / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
+void mm_f32(const MMArgs& a) { drive<TileF32, 4, 4>(a); }
+void mm_f16(const MMArgs& a) { drive<TileF16, 4, 4>(a); }
+void mm_bf16(const MMArgs& a) { drive<TileBF16, 4, 4>(a); }
+void mm_q8_0(const MMArgs& a) { drive<TQ8_0, 4, 3>(a); }
+void mm_q4_0(const MMArgs& a) { drive<TQ4_0, 4, 3>(a); }
+void mm_q4_K(const MMArgs& a) { drive<TQ4_K, 2, 4>(a); }
+void mm_q5_K(const MMArgs& a) { drive<TQ5_K, 2, 4>(a); }
+void mm_q6_K(const MMArgs& a) { drive<TQ6_K, 2, 4>(a); }
+
+}  // namespace
+
+const Kernels kAvx512Kernels = {
+    "avx512",
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+};
+
+}  // namespace oxi::kern
