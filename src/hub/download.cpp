@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -253,6 +254,7 @@ void download_blob(const BlobRequest& req, Progress* progress) {
         std::this_thread::sleep_for(std::chrono::seconds(attempt));
         continue;
       }
+      if (have == 0) ::unlink(part.c_str());  // nothing to resume from
       ErrorContext ctx = req.ctx;
       ctx.path = req.label;
       throw_http_error(resp, req.url, ctx);
@@ -339,11 +341,19 @@ void Progress::update(int64_t file_bytes) {
   std::string name = label_;
   if (name.size() > 32) name = "..." + name.substr(name.size() - 29);
   const int64_t total_now = done_before_ + cur_;
-  std::fprintf(stderr, "\r\033[K%-32s [%s] %3d%% %s/%s %s/s ETA %s | total %d/%d %s/%s", name.c_str(), bar.c_str(),
+  char line[512];
+  std::snprintf(line, sizeof line, "%-32s [%s] %3d%% %s/%s %s/s ETA %s | total %d/%d %s/%s", name.c_str(), bar.c_str(),
                pct, human_bytes(static_cast<double>(cur_)).c_str(),
                size_ >= 0 ? human_bytes(static_cast<double>(size_)).c_str() : "?", human_bytes(rate).c_str(),
                human_time(eta).c_str(), file_index_ + 1, files_, human_bytes(static_cast<double>(total_now)).c_str(),
                human_bytes(static_cast<double>(total_)).c_str());
+  // Never wider than the terminal, so '\r' keeps redrawing one line.
+  struct winsize ws {};
+  size_t cols = 80;
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) cols = ws.ws_col;
+  std::string text = line;
+  if (text.size() >= cols) text.resize(cols > 1 ? cols - 1 : 0);
+  std::fprintf(stderr, "\r\033[K%s", text.c_str());
   std::fflush(stderr);
 }
 

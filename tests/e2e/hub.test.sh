@@ -57,6 +57,7 @@ R=$REPOS/test/notree; mk $R/n-Q4_K_M.gguf 3000; echo '{"a":1}' > $R/n.json
 echo '{"no_tree": true}' > $REPOS/test/notree.json
 R=$REPOS/test/slow; mk $R/s-Q4_K_M.gguf 200000
 echo '{"slow": {"s-Q4_K_M.gguf": 200000}}' > $REPOS/test/slow.json
+R=$REPOS/test/big; mk $R/b-Q4_K_M.gguf 300000
 R=$REPOS/other/made; mk $R/made-Q4_K_M.gguf 4000
 
 # ---- server ----
@@ -165,6 +166,14 @@ check "drop: next run resumes with Range and verifies" '[ "$(rc)" = 0 ] && cmp -
 pull test/corrupt
 check "corrupt: rejected with checksum mismatch" '[ "$(rc)" = 1 ] && err_has "checksum mismatch"'
 check "corrupt: nothing left in blobs/ or snapshots/" '[ -z "$(find $HF_HUB_CACHE/models--test--corrupt -type f -path "*blobs*")" ] && [ -z "$(find $HF_HUB_CACHE/models--test--corrupt -path "*snapshots*" -name "*.gguf")" ]'
+
+# 10b. a write failure (here a file size limit, as a full disk would) keeps the partial, no blob
+( trap '' XFSZ; ulimit -f 100; pull test/big )
+INC=$(find "$HF_HUB_CACHE/models--test--big" -name "*.incomplete" 2>/dev/null | head -1)
+check "write error: clear error, partial kept, no blob" '[ "$(rc)" = 1 ] && err_has "write error" && [ -n "$INC" ] && [ "$(ls $HF_HUB_CACHE/models--test--big/blobs | grep -vc incomplete)" = 0 ]'
+reset
+pull test/big
+check "write error: next run resumes" '[ "$(rc)" = 0 ] && cmp -s "$(out)" $REPOS/test/big/b-Q4_K_M.gguf && [ "$(stat_of range:b-Q4_K_M.gguf)" = 1 ]'
 
 # 11. disk space checked before transfer
 pull test/huge
