@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "args.h"
 #include "commands.h"
 #include "core/byte_source.h"
@@ -30,7 +32,8 @@ const char* kHelp =
     "  --no-parse-special  treat special-token text as plain text\n"
     "  --json              print {\"ids\":[...]}\n"
     "  --file F            tokenize the bytes of file F\n"
-    "  --decode IDS        print the text of comma-separated ids\n";
+    "  --decode IDS        print the text of comma-separated ids\n"
+    "  --batch F           F holds one JSON string per line; prints one {\"ids\":[...]} line each\n";
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -62,15 +65,16 @@ int cmd_tokenize(int argc, char** argv) {
       std::fputs(kHelp, stdout);
       return 0;
     }
-    args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--file", "-f", "--decode"});
+    args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--file", "-f", "--decode", "--batch"});
     const bool decode = args.has("--decode");
     const auto file = args.get({"--file", "-f"});
+    const auto batch = args.get({"--batch"});
     const auto& pos = args.positional();
-    if (!decode && !file && pos.size() != 1) {
+    if (!decode && !file && !batch && pos.size() != 1) {
       std::fprintf(stderr, "error: give exactly one TEXT argument, --file F or --decode IDS\n\n%s", kHelp);
       return 2;
     }
-    if ((decode || file) && !pos.empty()) {
+    if ((decode || file || batch) && !pos.empty()) {
       std::fprintf(stderr, "error: unexpected argument '%s'\n\n%s", pos[0].c_str(), kHelp);
       return 2;
     }
@@ -81,10 +85,40 @@ int cmd_tokenize(int argc, char** argv) {
       if (!args.flag({"--json"})) std::fputc('\n', stdout);
       return 0;
     }
-    const std::string text = file ? read_text_file(*file) : pos[0];
     const bool no_special = args.flag({"--no-special"});
     const bool add_special = !no_special && !args.flag({"--no-bos"});
     const bool parse_special = !no_special && !args.flag({"--no-parse-special"});
+    if (batch) {
+      const std::string all = read_text_file(*batch);
+      std::string out;
+      size_t i = 0, line_no = 0;
+      while (i < all.size()) {
+        size_t j = all.find('\n', i);
+        if (j == std::string::npos) j = all.size();
+        ++line_no;
+        const std::string line = all.substr(i, j - i);
+        i = j + 1;
+        if (line.empty()) continue;
+        nlohmann::json v;
+        try {
+          v = nlohmann::json::parse(line);
+        } catch (const std::exception&) {
+          throw_error(ErrorCode::kInvalidArgument, *batch + ":" + std::to_string(line_no) + ": not a JSON string");
+        }
+        if (!v.is_string())
+          throw_error(ErrorCode::kInvalidArgument, *batch + ":" + std::to_string(line_no) + ": not a JSON string");
+        out += "{\"ids\":[";
+        const std::vector<int32_t> ids = tok->encode(v.get<std::string>(), add_special, parse_special);
+        for (size_t k = 0; k < ids.size(); ++k) {
+          if (k) out += ',';
+          out += std::to_string(ids[k]);
+        }
+        out += "]}\n";
+      }
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      return 0;
+    }
+    const std::string text = file ? read_text_file(*file) : pos[0];
     const std::vector<int32_t> ids = tok->encode(text, add_special, parse_special);
     std::string out;
     out.reserve(ids.size() * 7 + 16);
