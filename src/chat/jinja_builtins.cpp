@@ -456,7 +456,7 @@ Value Interp::apply_filter(const std::string& name, const Value& v, CallArgs& a)
     const double x = v.as_double();
     const double scale = std::pow(10.0, double(p));
     double r;
-    if (m == "common") r = std::round(x * scale) / scale;
+    if (m == "common") r = std::nearbyint(x * scale) / scale;  // Python round(): half to even
     else if (m == "ceil") r = std::ceil(x * scale) / scale;
     else if (m == "floor") r = std::floor(x * scale) / scale;
     else rt_error("method must be common, ceil or floor");
@@ -466,6 +466,9 @@ Value Interp::apply_filter(const std::string& name, const Value& v, CallArgs& a)
   if (name == "attr") {
     const Value* n = arg(a, 0, "name");
     if (!n) rt_error("attr: missing name");
+    if (v.is_undefined()) rt_error("attr of an undefined value");
+    if (v.is_dict() && v.d()->kind != DictData::Kind::kDict) return get_attr(v, py_str(*n));
+    if (v.is_dict()) return method(v, py_str(*n));  // methods only, never keys
     return get_attr(v, py_str(*n));
   }
   if (name == "indent") {

@@ -350,14 +350,16 @@ Interp::Flow Interp::exec_stmt(const Stmt& s, Frame& f, std::string& out) {
     }
     case SK::kMacro: f.vars[s.name] = make_macro(s, f); return Flow::kNormal;
     case SK::kCallBlock: {
-      Stmt caller_def;  // not used for storage; caller built from s directly
-      (void)caller_def;
       Value caller = make_caller(s, f);
-      Frame inner(&f);
-      inner.vars["caller"] = caller;
-      Value r = eval(*s.expr, inner);
-      emit(out, py_str(r));
+      const Expr& ce = *s.expr;
+      Value callee = eval(*ce.args[0], f);
+      CallArgs a;
+      for (size_t k = 1; k < ce.args.size(); ++k) a.pos.push_back(eval(*ce.args[k], f));
+      for (auto& [k, v] : ce.kwargs) a.kw.emplace_back(k, eval(*v, f));
+      a.kw.emplace_back("caller", caller);
+      Value r = call(callee, a);
       *caller.fn()->alive = false;
+      emit(out, py_str(r));
       return Flow::kNormal;
     }
     case SK::kFilterBlock: {

@@ -39,6 +39,7 @@ class Interp {
   Value get_attr(const Value& obj, const std::string& name);
   Value get_item(const Value& obj, const Value& key);
   std::vector<Value> iterate(const Value& v);
+  Value method(const Value& obj, const std::string& name);  // built-in methods (or undefined)
   bool contains(const Value& container, const Value& item);
   int order(const Value& l, const Value& r, int depth = 0);
   Value apply_filter(const std::string& name, const Value& v, CallArgs& a);
@@ -69,7 +70,6 @@ class Interp {
   Value slice(const Value& obj, const Value* a, const Value* b, const Value* c);
   Value binop(const std::string& op, const Value& l, const Value& r);
   bool compare(const std::string& op, const Value& l, const Value& r);
-  Value method(const Value& obj, const std::string& name);
 
   JinjaLimits limits_;
   uint64_t steps_ = 0;

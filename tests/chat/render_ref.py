@@ -58,7 +58,22 @@ def batch(tmpl_path, cases_path):
     return 0
 
 
+def snippets(path):
+    """Renders each {template, context} of a JSON list; prints a JSON list of {output | error}."""
+    env = make_env()
+    results = []
+    for case in json.load(open(path, encoding="utf-8")):
+        try:
+            results.append({"output": env.from_string(case["template"]).render(**case.get("context", {}))})
+        except Exception as e:  # noqa: BLE001
+            results.append({"error": "%s: %s" % (type(e).__name__, e)})
+    sys.stdout.write(json.dumps(results, ensure_ascii=True))
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "--snippets":
+        return snippets(argv[1])
     if argv and argv[0] == "--batch":
         return batch(argv[1], argv[2])
     tmpl_path, msgs_path = argv[0], argv[1]
