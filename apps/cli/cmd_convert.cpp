@@ -1,13 +1,67 @@
-// oxinfer convert: not implemented yet. It says so and exits 2 rather than printing anything fake.
+// oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0]
+// Writes a GGUF that llama.cpp loads: per-architecture converters in models/<arch>/convert.cpp.
 #include <cstdio>
+#include <string>
 
+#include "args.h"
 #include "commands.h"
+#include "core/error.h"
+#include "format/hf.h"
+#include "models/convert.h"
 
 namespace oxi::cli {
 
-int cmd_convert(int, char**) {
-  std::fprintf(stderr, "error: 'oxinfer convert' is not implemented yet\n");
-  return 2;
+namespace {
+const char* kHelp =
+    "usage: oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0]\n"
+    "  HF_DIR may also be given as -m DIR or -hf org/name (a checkpoint in the HF cache).\n"
+    "  --type: type of the 2-D weight matrices (default f32 where the checkpoint is f32,\n"
+    "          else f16 for f16 checkpoints and bf16 for bf16 ones); norms stay f32.\n";
+}
+
+int cmd_convert(int argc, char** argv) {
+  try {
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline"});
+    if (args.flag({"-h", "--help"})) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    args.check_known({"-o", "--outfile", "--type", "--outtype", "-m", "--model", "-hf", "--hf-repo",
+                      "--hf-token"});
+    std::string dir;
+    if (!args.positional().empty()) {
+      if (args.positional().size() > 1) throw_error(ErrorCode::kInvalidArgument, "convert takes one HF_DIR");
+      dir = args.positional()[0];
+    } else {
+      dir = resolve_model_path(args);
+    }
+    const auto out = args.get({"-o", "--outfile"});
+    if (!out) throw_error(ErrorCode::kInvalidArgument, "convert needs -o OUT.gguf");
+
+    HfCheckpoint hf = read_hf_checkpoint(dir);
+    ConvertOptions opt;
+    if (auto t = args.get({"--type", "--outtype"})) {
+      auto dt = dtype_from_name(*t);
+      if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16 && *dt != DType::Q8_0)) {
+        throw_error(ErrorCode::kInvalidArgument, "--type must be f32, f16, bf16 or q8_0 (got '" + *t + "')");
+      }
+      opt.out_type = *dt;
+    } else {
+      // Keep the checkpoint's float width: the type of the first 2-D tensor.
+      opt.out_type = DType::F32;
+      for (const auto& [name, t] : hf.tensors.all()) {
+        if (t.shape.size() == 2 && (t.dtype == DType::BF16 || t.dtype == DType::F16)) {
+          opt.out_type = t.dtype;
+          break;
+        }
+      }
+    }
+    convert_hf_to_gguf(hf, *out, opt);
+    std::fprintf(stderr, "wrote %s (%s)\n", out->c_str(), dtype_name(opt.out_type).c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
 }
 
 }  // namespace oxi::cli
