@@ -15,7 +15,7 @@ if(NOT OXI_WASM)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
   find_package(CURL)
-  find_package(httplib CONFIG QUIET)
+  pkg_check_modules(HTTPLIB IMPORTED_TARGET cpp-httplib)
   find_package(CLI11 CONFIG QUIET)
 endif()
 
