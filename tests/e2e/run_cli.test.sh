@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# End-to-end tests of `oxinfer run`: the --json contract, --tokens vs -p (chat template), greedy and
+# seeded determinism, context refusal / context-full stop, flag errors and exit codes. Uses a
+# synthetic Qwen 3.5 checkpoint (oxi-gen, random weights) with the real Qwen tokenizer.
+set -u
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+OXINFER="${OXINFER:-$SRC/build/release/apps/cli/oxinfer}"
+OXI_GEN="${OXI_GEN:-$SRC/build/release/tools/gen/oxi-gen}"
+export NLC_DIR="${NLC_DIR:-$SRC/tools/node}"
+SHARED="${OXI_SHARED_DIR:-$SRC/../shared}"
+WORK="${OXI_WORK_DIR:-$(mktemp -d)}/run_cli"
+rm -rf "$WORK" && mkdir -p "$WORK"
+
+fails=0
+ok() { echo "ok   - $1"; }
+bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+# ---- model ----
+node "$SRC/tools/gen/extract_tokenizer.mjs" "$WORK/tok" >/dev/null || { echo "FAIL - tokenizer extraction"; exit 1; }
+"$OXI_GEN" qwen35 --out "$WORK/q35" --seed 11 --tokenizer-dir "$WORK/tok" \
+  --chat-template "$SHARED/testdata/templates/Qwen3.5-4B.jinja" >/dev/null || { echo "FAIL - oxi-gen"; exit 1; }
+M="$WORK/q35"
+run() { "$OXINFER" run -m "$M" "$@"; }
+
+# Validates a --json stdout: N token lines then the summary line. Prints the generated ids.
+cat > "$WORK/check_json.py" <<'EOF'
+import json, math, sys
+path, n_expected, k, prompt, greedy = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
+lines = open(path, encoding="utf-8").read().split("\n")
+assert lines[-1] == "", "stdout must end with a newline"
+lines = lines[:-1]
+objs = [json.loads(l) for l in lines]
+toks, last = objs[:-1], objs[-1]
+if n_expected >= 0:
+    assert len(toks) == n_expected, f"{len(toks)} token lines, expected {n_expected}"
+for t in toks:
+    assert list(t.keys()) == ["id", "text", "logprob", "top_logprobs"], t.keys()
+    assert isinstance(t["id"], int) and isinstance(t["text"], str)
+    assert isinstance(t["logprob"], float) and t["logprob"] <= 0.0
+    top = t["top_logprobs"]
+    assert len(top) == k, f"{len(top)} top entries, expected {k}"
+    for e in top:
+        assert list(e.keys()) == ["id", "logprob"], e.keys()
+        assert isinstance(e["id"], int) and isinstance(e["logprob"], float) and e["logprob"] <= 0.0
+    lps = [e["logprob"] for e in top]
+    assert lps == sorted(lps, reverse=True), "top_logprobs not sorted"
+    assert sum(math.exp(x) for x in lps) <= 1.0 + 1e-5
+    assert len({e["id"] for e in top}) == len(top), "duplicate ids in top_logprobs"
+    if greedy and k > 0:
+        assert t["id"] == top[0]["id"] and t["logprob"] == top[0]["logprob"], "greedy token is not the top one"
+    for e in top:
+        if e["id"] == t["id"]:
+            assert e["logprob"] == t["logprob"]
+assert list(last.keys()) == ["prompt_ids", "timings"], last.keys()
+assert list(last["timings"].keys()) == ["prompt_tok_s", "gen_tok_s"]
+assert all(isinstance(v, (int, float)) and v >= 0 for v in last["timings"].values())
+if prompt != "-":
+    assert last["prompt_ids"] == [int(x) for x in prompt.split(",")], last["prompt_ids"]
+print(",".join(str(t["id"]) for t in toks))
+EOF
+cj() { python3 "$WORK/check_json.py" "$@"; }
+
+# 1. The contract the model tests rely on.
+run --tokens 1,2,3 -n 6 --json --top-logprobs 5 --temp 0 > "$WORK/g1.out" 2> "$WORK/g1.err"
+rc=$?
+check "json: exit 0" "[ $rc -eq 0 ]"
+G1=$(cj "$WORK/g1.out" 6 5 1,2,3 1 2>"$WORK/g1.py") || true
+check "json: shape, sorted top-5, greedy = top-1, summary line" "[ -n '$G1' ]" || cat "$WORK/g1.py"
+check "json: logs stay on stderr" "grep -q 'prompt:' '$WORK/g1.err' && ! grep -q 'prompt:' '$WORK/g1.out'"
+
+# 2. Greedy is deterministic (ids and logprobs byte for byte).
+run --tokens 1,2,3 -n 6 --json --top-logprobs 5 --temp 0 > "$WORK/g2.out" 2>/dev/null
+check "greedy: same output twice" "head -n 6 '$WORK/g1.out' | cmp -s - <(head -n 6 '$WORK/g2.out')"
+
+# 3. Seeded sampling: same seed → same ids; another seed → different ids.
+S1=$(run --tokens 1,2,3 -n 16 --json --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 7 2>/dev/null > "$WORK/s1.out"; cj "$WORK/s1.out" 16 0 1,2,3 0)
+S2=$(run --tokens 1,2,3 -n 16 --json --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 7 2>/dev/null > "$WORK/s2.out"; cj "$WORK/s2.out" 16 0 1,2,3 0)
+S3=$(run --tokens 1,2,3 -n 16 --json --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 8 2>/dev/null > "$WORK/s3.out"; cj "$WORK/s3.out" 16 0 1,2,3 0)
+check "seed: same seed, same tokens" "[ -n '$S1' ] && [ '$S1' = '$S2' ]"
+check "seed: another seed, other tokens" "[ -n '$S3' ] && [ '$S1' != '$S3' ]"
+check "seed: sampling differs from greedy" "[ '$S1' != '$G1' ]"
+
+# 4. -p goes through the Qwen 3.5 template: <|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n
+#    (ids of the public Qwen vocabulary: 151644 <|im_start|>, 872 user, 198 \n, 9707 Hello,
+#    151645 <|im_end|>, 77091 assistant, 151667 <think>, 271 \n\n, 151668 </think>).
+CHAT_IDS=151644,872,198,9707,151645,198,151644,77091,198,151667,198
+NOTHINK_IDS=151644,872,198,9707,151645,198,151644,77091,198,151667,271,151668,271
+run -p Hello -n 4 --json --temp 0 > "$WORK/p1.out" 2>/dev/null
+P1=$(cj "$WORK/p1.out" 4 0 $CHAT_IDS 1 2>&1)
+rc=$?
+check "-p: chat template applied (prompt_ids)" "[ $rc -eq 0 ]" || echo "$P1"
+run --tokens $CHAT_IDS -n 4 --json --temp 0 > "$WORK/t1.out" 2>/dev/null
+T1=$(cj "$WORK/t1.out" 4 0 $CHAT_IDS 1 2>&1)
+check "--tokens with the same ids: same continuation as -p" "[ -n '$T1' ] && [ '$P1' = '$T1' ]"
+run -p Hello -n 1 --json --temp 0 --no-think > "$WORK/p2.out" 2>/dev/null
+check "--no-think: empty think block in the prompt" "cj '$WORK/p2.out' 1 0 $NOTHINK_IDS 1 >/dev/null"
+run -p Hello -n 1 --json --temp 0 --no-chat > "$WORK/p3.out" 2>/dev/null
+check "--no-chat: raw prompt ids" "cj '$WORK/p3.out' 1 0 9707 1 >/dev/null"
+run -p Hello -n 1 --json --temp 0 --system 'Be brief.' > "$WORK/p4.out" 2>/dev/null
+check "--system: a system turn first" "python3 -c \"import json,sys; l=open('$WORK/p4.out').read().split(chr(10))[-2]; p=json.loads(l)['prompt_ids']; sys.exit(0 if p[:3]==[151644,8948,198] and p[-11:]==[int(x) for x in '$CHAT_IDS'.split(',')] else 1)\""
+
+# 5. Text mode streams the same text as the JSON pieces.
+run --tokens 1,2,3 -n 6 --temp 0 > "$WORK/txt.out" 2>/dev/null
+python3 - "$WORK/g1.out" > "$WORK/txt.expected" <<'EOF'
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")[:-2]
+s = "".join(json.loads(l)["text"] for l in lines)
+sys.stdout.write(s if s.endswith("\n") else s + "\n")
+EOF
+check "text mode: stdout is the streamed text" "cmp -s '$WORK/txt.out' '$WORK/txt.expected'"
+
+# 6. Context: a prompt longer than -c is refused; a full context stops generation.
+IDS20=$(seq -s, 1 20)
+run --tokens $IDS20 -c 8 --json > "$WORK/c1.out" 2> "$WORK/c1.err"
+rc=$?
+check "-c overflow: exit 1" "[ $rc -eq 1 ]"
+check "-c overflow: clear message" "grep -q '^error: .*20 tokens.*context' '$WORK/c1.err'" || cat "$WORK/c1.err"
+check "-c overflow: nothing on stdout" "[ ! -s '$WORK/c1.out' ]"
+run --tokens 1,2,3 -c 6 -n 50 --json --temp 0 --ignore-eos > "$WORK/c2.out" 2> "$WORK/c2.err"
+check "context full: 6 - 3 + 1 = 4 tokens" "cj '$WORK/c2.out' 4 0 1,2,3 1 >/dev/null && grep -q 'context full' '$WORK/c2.err'"
+run --tokens 1,2,3 -n 0 --json > "$WORK/n0.out" 2>/dev/null
+check "-n 0: only the summary line" "cj '$WORK/n0.out' 0 0 1,2,3 1 >/dev/null"
+
+# 7. Flag errors: usage mistakes exit 2, run-time errors exit 1, nothing on stdout.
+expect_rc() {  # NAME RC ARGS...
+  local name=$1 want=$2; shift 2
+  "$OXINFER" run "$@" > "$WORK/e.out" 2> "$WORK/e.err"
+  local got=$?
+  if [ $got -eq $want ] && [ ! -s "$WORK/e.out" ] && grep -q '^error: ' "$WORK/e.err"; then ok "$name"; else
+    bad "$name (rc $got, want $want)"; cat "$WORK/e.err"; fi
+}
+expect_rc "no prompt → 2" 2 -m "$M"
+expect_rc "no model → 2" 2 -p hi
+expect_rc "-p and --tokens → 2" 2 -m "$M" -p hi --tokens 1
+expect_rc "unknown option → 2" 2 -m "$M" -p hi --frobnicate 3
+expect_rc "bad --tokens → 2" 2 -m "$M" --tokens 1,x
+expect_rc "bad --temp → 2" 2 -m "$M" -p hi --temp abc
+expect_rc "--top-logprobs 21 → 2" 2 -m "$M" -p hi --top-logprobs 21
+expect_rc "negative -n below -1 → 2" 2 -m "$M" -p hi -n -5
+expect_rc "missing model file → 1" 1 -m "$WORK/nope.gguf" -p hi
+expect_rc "token id out of range → 1" 1 -m "$M" --tokens 999999999
+"$OXINFER" run --help > "$WORK/h.out" 2>&1
+rc=$?
+check "--help → 0 with usage" "[ $rc -eq 0 ] && grep -q 'usage: oxinfer run' '$WORK/h.out'"
+
+echo "run_cli: $fails failure(s)"
+[ $fails -eq 0 ]
