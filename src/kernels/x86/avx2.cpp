@@ -1,0 +1,335 @@
+// AVX2 + FMA + F16C kernels, 256-bit. Same tiling as the AVX-512 set; integer dot products use
+// vpmaddubsw/vpmaddwd (the sign trick for signed × signed), exact, so results differ from the
+// scalar reference only in float summation order.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "core/half.h"
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+
+namespace oxi::kern {
+namespace {
+
+inline float h2f(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+template <template <int, int> class Tile, int R, int T>
+void drive(const MMArgs& a) {
+  int64_t r = a.r0;
+  for (; r + R <= a.r1; r += R) {
+    int64_t t = a.t0;
+    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t);
+    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t);
+  }
+  for (; r < a.r1; ++r) {
+    int64_t t = a.t0;
+    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t);
+    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t);
+  }
+}
+
+template <int R, int T>
+inline void store(const MMArgs& a, int64_t r, int64_t t, __m256 (&acc)[R][T]) {
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = hsum(acc[i][j]);
+}
+
+#define OXI_ZERO_ACC(acc) \
+  for (int i = 0; i < R; ++i) \
+    for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps()
+
+// ---- F32 / F16 / BF16: 8 elements per step, a zero-padded copy for the tail -------------------
+struct F32L {
+  using E = float;
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+};
+struct F16L {
+  using E = uint16_t;
+  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+struct BF16L {
+  using E = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  }
+};
+
+template <class L>
+struct TileFloat {
+  template <int R, int T>
+  struct Tile {
+    using E = typename L::E;
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      __m256 acc[R][T];
+      OXI_ZERO_ACC(acc);
+      const E* w[R];
+      const E* x[T];
+      for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const E*>(a.w + (r + i) * a.w_stride);
+      for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const E*>(a.x + (t + j) * a.x_stride);
+      int64_t k = 0;
+      for (; k + 8 <= a.cols; k += 8) {
+        __m256 wv[R];
+        for (int i = 0; i < R; ++i) wv[i] = L::load(w[i] + k);
+        for (int j = 0; j < T; ++j) {
+          const __m256 xv = L::load(x[j] + k);
+          for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+      }
+      if (k < a.cols) {
+        const int64_t left = a.cols - k;
+        E wb[R][8] = {}, xb[T][8] = {};
+        for (int i = 0; i < R; ++i) std::memcpy(wb[i], w[i] + k, left * sizeof(E));
+        for (int j = 0; j < T; ++j) std::memcpy(xb[j], x[j] + k, left * sizeof(E));
+        for (int j = 0; j < T; ++j) {
+          const __m256 xv = L::load(xb[j]);
+          for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(L::load(wb[i]), xv, acc[i][j]);
+        }
+      }
+      store<R, T>(a, r, t, acc);
+    }
+  };
+};
+
+// ---- Q8_0 / Q4_0 × Q8_0: one block per step --------------------------------------------------
+inline __m256i sdot(__m256i w, __m256i x) {  // signed × signed, 8 int32 lanes
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+struct Q8_0W {
+  static constexpr int kBytes = 34;
+  static __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)); }
+};
+struct Q4_0W {
+  static constexpr int kBytes = 18;
+  static __m256i load(const uint8_t* p) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+  }
+};
+
+template <class W>
+struct TileQ8 {
+  template <int R, int T>
+  struct Tile {
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      __m256 acc[R][T];
+      OXI_ZERO_ACC(acc);
+      const uint8_t* w[R];
+      const uint8_t* x[T];
+      for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
+      for (int j = 0; j < T; ++j) x[j] = a.x + (t + j) * a.x_stride;
+      const int64_t nb = a.cols / 32;
+      for (int64_t b = 0; b < nb; ++b) {
+        __m256i wv[R];
+        float dw[R];
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = w[i] + b * W::kBytes;
+          wv[i] = W::load(p);
+          dw[i] = h2f(p);
+        }
+        for (int j = 0; j < T; ++j) {
+          const uint8_t* q = x[j] + b * 34;
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 2));
+          const float dx = h2f(q);
+          for (int i = 0; i < R; ++i)
+            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sdot(wv[i], xv)), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
+        }
+      }
+      store<R, T>(a, r, t, acc);
+    }
+  };
+};
+
+// ---- K-quants × Q8_K ----------------------------------------------------------------------------
+inline void k4_scales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t v[4] = {a & 0x3F3F3F3Fu, (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u),
+                         b & 0x3F3F3F3Fu, ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u)};
+  std::memcpy(sc, v, 8);
+  std::memcpy(mn, v + 2, 8);
+}
+
+// A weight row's super-block: 8 chunks of 32 unsigned quants, int16 scale vectors per chunk,
+// and per-16 mins (Q4_K/Q5_K) or scales (Q6_K) for the bsums correction.
+struct KRow {
+  __m256i q[8];
+  __m256i sc[8];
+  __m256i mins16;
+  float d, dmin;
+};
+
+inline __m256i split16(int a, int b) {  // int16 [a ×8 | b ×8]
+  return _mm256_set_m128i(_mm_set1_epi16(static_cast<short>(b)), _mm_set1_epi16(static_cast<short>(a)));
+}
+
+inline void unpack_q45k(const uint8_t* scales, const uint8_t* qs, const uint8_t* qh, KRow& o) {
+  uint8_t sc[8], mn[8];
+  k4_scales(scales, sc, mn);
+  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
+  o.mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i h = qh ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh)) : _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (qh) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * k), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2 * k + 1), one), 4));
+    }
+    o.q[2 * k] = lo;
+    o.q[2 * k + 1] = hi;
+    o.sc[2 * k] = _mm256_set1_epi16(sc[2 * k]);
+    o.sc[2 * k + 1] = _mm256_set1_epi16(sc[2 * k + 1]);
+  }
+}
+
+inline void unpack(const BlockQ4_K& b, KRow& o) {
+  unpack_q45k(b.scales, b.qs, nullptr, o);
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+inline void unpack(const BlockQ5_K& b, KRow& o) {
+  unpack_q45k(b.scales, b.qs, b.qh, o);
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+inline void unpack(const BlockQ6_K& b, KRow& o) {
+  o.mins16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i lows[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                             _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+    for (int g = 0; g < 4; ++g) {
+      const __m256i hb = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2 * g), m3), 4);
+      o.q[4 * h + g] = _mm256_or_si256(lows[g], hb);
+      const int s = 8 * h + 2 * g;  // 32 elements = sub-blocks s, s+1
+      o.sc[4 * h + g] = split16(b.scales[s], b.scales[s + 1]);
+    }
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
+template <class B, int Kind>  // Kind 0: mins (Q4_K/Q5_K); 1: offset 32 (Q6_K)
+struct TileK {
+  template <int R, int T>
+  struct Tile {
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      __m256 acc[R][T];
+      OXI_ZERO_ACC(acc);
+      const int64_t nb = a.cols / 256;
+      for (int64_t b = 0; b < nb; ++b) {
+        KRow rw[R];
+        for (int i = 0; i < R; ++i) unpack(reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b], rw[i]);
+        for (int j = 0; j < T; ++j) {
+          const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(a.x + (t + j) * a.x_stride)[b];
+          const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+          for (int i = 0; i < R; ++i) {
+            __m256i s = _mm256_setzero_si256();
+            for (int k = 0; k < 8; ++k) {
+              const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 32 * k));
+              s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(rw[i].q[k], xv), rw[i].sc[k]));
+            }
+            const __m256i mb = _mm256_madd_epi16(rw[i].mins16, bs);
+            if constexpr (Kind == 0) {
+              acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(rw[i].d * xb.d), acc[i][j]);
+              acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mb), _mm256_set1_ps(rw[i].dmin * xb.d), acc[i][j]);
+            } else {
+              s = _mm256_sub_epi32(s, _mm256_slli_epi32(mb, 5));
+              acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(rw[i].d * xb.d), acc[i][j]);
+            }
+          }
+        }
+      }
+      store<R, T>(a, r, t, acc);
+    }
+  };
+};
+
+template <int R, int T> using TF32 = TileFloat<F32L>::Tile<R, T>;
+template <int R, int T> using TF16 = TileFloat<F16L>::Tile<R, T>;
+template <int R, int T> using TBF16 = TileFloat<BF16L>::Tile<R, T>;
+template <int R, int T> using TQ8_0 = TileQ8<Q8_0W>::Tile<R, T>;
+template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
+template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 0>::Tile<R, T>;
+template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
+template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
+
+// ---- activations --------------------------------------------------------------------------------
+void act_f16(const float* x, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) d[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+void act_bf16(const float* x, void* dst, int64_t n) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(x[i]);
+}
+void act_q8_0(const float* x, void* dst, int64_t n) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(x + 8 * k);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = _cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT);
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid));  // half to even
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs), p);
+  }
+}
+void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
+
+void mm_f32(const MMArgs& a) { drive<TF32, 4, 3>(a); }
+void mm_f16(const MMArgs& a) { drive<TF16, 4, 3>(a); }
+void mm_bf16(const MMArgs& a) { drive<TBF16, 4, 3>(a); }
+void mm_q8_0(const MMArgs& a) { drive<TQ8_0, 4, 2>(a); }
+void mm_q4_0(const MMArgs& a) { drive<TQ4_0, 4, 2>(a); }
+void mm_q4_K(const MMArgs& a) { drive<TQ4_K, 1, 4>(a); }
+void mm_q5_K(const MMArgs& a) { drive<TQ5_K, 1, 4>(a); }
+void mm_q6_K(const MMArgs& a) { drive<TQ6_K, 1, 4>(a); }
+
+}  // namespace
+
+const Kernels kAvx2Kernels = {
+    "avx2",
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+};
+
+}  // namespace oxi::kern
