@@ -172,7 +172,8 @@ std::map<std::string, FileMeta> fetch_tree(const std::string& endpoint, const Hu
     const json j = parse_json(r.body, url);
     if (!j.is_array()) return {};
     for (const auto& e : j) {
-      if (!e.is_object() || e.value("type", "") != "file" || !e.contains("path") || !e["path"].is_string())
+      if (!e.is_object() || !e.contains("type") || e["type"] != "file" || !e.contains("path") ||
+          !e["path"].is_string())
         continue;
       FileMeta m;
       if (e.contains("size") && e["size"].is_number_integer()) m.size = e["size"].get<int64_t>();
@@ -337,7 +338,7 @@ std::string resolve_online(const std::string& cache_dir, const HubSpec& spec, co
     std::string target;
     for (size_t i = 0, depth = std::count(j.path.begin(), j.path.end(), '/'); i < depth + 2; ++i) target += "../";
     target += "blobs/" + j.m.blob;
-    if (fs::is_symlink(link, ec)) fs::remove(link, ec);  // dangling
+    if (fs::is_symlink(link, ec) && !fs::exists(link, ec)) fs::remove(link, ec);  // dangling
     fs::create_symlink(target, link, ec);
     if (ec && !fs::is_regular_file(link)) {
       throw_error(ErrorCode::kIo, "cannot create " + link.string() + ": " + ec.message());
@@ -366,6 +367,11 @@ std::string hub_resolve_model(const std::string& spec_text, const HubOptions& op
   if (token.empty()) token = read_token_file();
   try {
     return resolve_online(cache_dir, spec, options, endpoint, token);
+  } catch (const json::exception& e) {
+    // Only reachable through an unexpected shape of a Hub answer.
+    throw_error(ErrorCode::kFormat, endpoint + ": unexpected answer from the Hub for " + spec.repo + ": " + e.what());
+  } catch (const fs::filesystem_error& e) {
+    throw_error(ErrorCode::kIo, std::string("cache ") + cache_dir + ": " + e.what());
   } catch (const NetworkError& e) {
     // The Hub cannot be reached: a complete cached copy still answers.
     std::string cached;

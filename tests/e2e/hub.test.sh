@@ -58,6 +58,12 @@ echo '{"no_tree": true}' > $REPOS/test/notree.json
 R=$REPOS/test/slow; mk $R/s-Q4_K_M.gguf 200000
 echo '{"slow": {"s-Q4_K_M.gguf": 200000}}' > $REPOS/test/slow.json
 R=$REPOS/test/big; mk $R/b-Q4_K_M.gguf 300000
+for i in 1 2 3 4 5; do mkdir -p $REPOS/bad/b$i; mk $REPOS/bad/b$i/x-Q4_K_M.gguf 100; done
+echo '{"revision_body": "not json {"}' > $REPOS/bad/b1.json
+echo '{"revision_body": "{\"sha\": 5, \"siblings\": 7}"}' > $REPOS/bad/b2.json
+echo '{"revision_body": "{\"sha\": \"../../etc\", \"siblings\": [{\"rfilename\": \"../x-Q4_K_M.gguf\"}]}"}' > $REPOS/bad/b3.json
+echo '{"tree_body": "[{\"type\": 1, \"path\": []}, 5, {\"type\": \"file\", \"path\": \"x-Q4_K_M.gguf\", \"oid\": \"../../x\", \"size\": \"big\"}]"}' > $REPOS/bad/b4.json
+echo '{"tree_body": "[{\"type\": \"file\", \"path\": \"x-Q4_K_M.gguf\", \"lfs\": {\"oid\": \"zz\", \"size\": -3}}]"}' > $REPOS/bad/b5.json
 R=$REPOS/other/made; mk $R/made-Q4_K_M.gguf 4000
 
 # ---- server ----
@@ -227,6 +233,11 @@ pull "not a spec"
 check "bad spec: usage error" '[ "$(rc)" = 1 ] && err_has "org/name"'
 pull
 check "no spec: usage" '[ "$(rc)" = 2 ]'
+for i in 1 2 3 4 5; do
+  pull bad/b$i
+  check "malformed Hub answer $i: clean error" '[ "$(rc)" = 1 ] && grep -q "^error: " "$WORK/err"'
+done
+check "malformed Hub answers: nothing written outside the cache" '[ ! -e "$HF_HUB_CACHE/../etc" -a ! -e "$HF_HUB_CACHE/x" ]'
 
 $FAKE get "$PORT" __shutdown > /dev/null 2>&1
 wait $SERVER_PID 2>/dev/null

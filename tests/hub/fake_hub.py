@@ -4,7 +4,8 @@
 Serves repos from a directory: ROOT/<org>/<name>/<files...>, with optional ROOT/<org>/<name>.json:
   {"sha": "<40 hex>", "revisions": {"v1": "<40 hex>"}, "gated_token": "secret",
    "drop": {"path": "once"|"always"}, "corrupt": ["path"], "tree_page": 2,
-   "fake_size": {"path": 123}, "slow": {"path": bytes_per_second}, "no_tree": false}
+   "fake_size": {"path": 123}, "slow": {"path": bytes_per_second}, "no_tree": false,
+   "revision_body": "<raw body of the revision API>", "tree_body": "<raw body of the tree API>"}
 URL layout (as the Hub's): /api/models/{repo}/revision/{rev}, /api/models/{repo}/tree/{rev}?recursive=true
 (paginated with Link: rel="next"), /{repo}/resolve/{rev}/{path} (LFS files: 302 to /__lfs/<sha256>
 with X-Linked-Etag / X-Linked-Size; others: 200 with ETag = git blob oid), Range requests (206).
@@ -142,6 +143,10 @@ class Handler(BaseHTTPRequestHandler):
                 if rev not in repo.revisions:
                     return self.error(404, "RevisionNotFound", "Invalid rev id: " + rev)
                 sha = repo.revisions[rev]
+                if kind == "revision" and "revision_body" in repo.cfg:
+                    return self.send(200, repo.cfg["revision_body"])
+                if kind == "tree" and "tree_body" in repo.cfg:
+                    return self.send(200, repo.cfg["tree_body"])
                 if kind == "revision":
                     return self.send(200, json.dumps({"id": repo.id, "sha": sha,
                                                       "siblings": [{"rfilename": p} for p in sorted(repo.files)]}))
