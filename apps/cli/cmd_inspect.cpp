@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -30,7 +31,8 @@ const char* kHelp =
     "       oxinfer inspect -m PATH | -hf org/name[:quant] [--json] [--tensors]\n"
     "\n"
     "Shows a model file's format, architecture, parameter count, tensors by type and metadata.\n"
-    "PATH is a .gguf file (first part of a split), or a Hugging Face checkpoint directory.\n"
+    "PATH is a .gguf file (first part of a split), a Hugging Face checkpoint directory, or one\n"
+    ".safetensors file.\n"
     "  --json      one JSON object on stdout (fields: see README, 'oxinfer inspect')\n"
     "  --tensors   also list every tensor (name, type, shape, bytes); always in --json\n";
 
@@ -126,6 +128,65 @@ struct TypeStats {
   uint64_t tensors = 0, bytes = 0, params = 0;
 };
 
+// One .safetensors file on its own (a shard, or a file outside any checkpoint).
+int inspect_safetensors(const std::string& path, bool as_json, bool list_tensors) {
+  SafetensorsFile f = read_safetensors(path);
+  uint64_t params = 0, bytes = 0;
+  std::map<std::string, TypeStats> by_type;
+  json tensors = json::array();
+  for (const auto& [name, t] : f.tensors.all()) {
+    const uint64_t n = static_cast<uint64_t>(t.n_elements());
+    params += n;
+    bytes += t.nbytes;
+    auto& s = by_type[dtype_name(t.dtype)];
+    s.tensors += 1;
+    s.bytes += t.nbytes;
+    s.params += n;
+    tensors.push_back({{"name", name}, {"type", dtype_name(t.dtype)}, {"shape", t.shape},
+                       {"offset", t.offset}, {"bytes", t.nbytes}, {"file", path}});
+  }
+  json out;
+  out["path"] = path;
+  out["format"] = "safetensors";
+  out["architecture"] = nullptr;
+  out["files"] = json::array({path});
+  out["metadata"] = f.metadata;
+  out["parameters"] = params;
+  out["tensor_count"] = f.tensors.size();
+  out["tensor_bytes"] = bytes;
+  json types = json::object();
+  for (const auto& [tn, s] : by_type) types[tn] = {{"tensors", s.tensors}, {"bytes", s.bytes}, {"parameters", s.params}};
+  out["types"] = types;
+  out["tensors"] = tensors;
+  if (as_json) {
+    const std::string s = out.dump(2, ' ', false, json::error_handler_t::replace);
+    std::printf("%s\n", s.c_str());
+    return 0;
+  }
+  std::string text;
+  text += "file:          " + path + "\n";
+  text += "format:        safetensors\n";
+  text += "parameters:    " + human_count(params) + " (" + std::to_string(params) + ")\n";
+  text += "tensors:       " + std::to_string(f.tensors.size()) + ", " + human_bytes(bytes) + "\n";
+  for (const auto& [tn, s] : by_type) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %-8s %6" PRIu64 " tensors  %12s  %s params\n", tn.c_str(), s.tensors,
+                  human_bytes(s.bytes).c_str(), human_count(s.params).c_str());
+    text += buf;
+  }
+  text += "metadata (" + std::to_string(f.metadata.size()) + " keys):\n";
+  for (const auto& [k, v] : f.metadata) text += "  " + cut(k) + " = " + cut(v) + "\n";
+  if (list_tensors) {
+    text += "tensor list:\n";
+    for (const auto& [name, t] : f.tensors.all()) {
+      text += "  " + cut(name) + "  " + dtype_name(t.dtype) + "  " + t.shape_string() + "  " + std::to_string(t.nbytes) +
+              " bytes\n";
+    }
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -151,14 +212,21 @@ int cmd_inspect(int argc, char** argv) {
     const bool as_json = args.flag({"--json"});
     const bool list_tensors = args.flag({"--tensors"});
 
+    if (path.size() > 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) {
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(path, ec)) return inspect_safetensors(path, as_json, list_tensors);
+    }
     ModelFiles mf = open_model_files(path);
     json out;
     out["path"] = mf.path;
+    // A file without any architecture key is still inspectable; a malformed one is an error.
     std::string arch;
-    try {
-      arch = mf.architecture();
-    } catch (const Error&) {
-      arch.clear();  // a file without an architecture is still inspectable
+    if (!mf.gguf || mf.gguf->metadata.contains("general.architecture")) {
+      try {
+        arch = mf.architecture();
+      } catch (const Error&) {
+        if (mf.gguf) throw;
+      }
     }
     out["architecture"] = arch.empty() ? json(nullptr) : json(arch);
 

@@ -636,7 +636,7 @@ GgufFile read_gguf(const std::string& path) {
   if (!sc) return first;
   int64_t count = 0, no = 0;
   try {
-    count = sc->as_int();
+    count = first.metadata.get_int("split.count");
     no = first.metadata.get_int("split.no", 0);
   } catch (const Error& e) {
     format_error(path, e.what());
@@ -659,7 +659,14 @@ GgufFile read_gguf(const std::string& path) {
   }
   for (int i = 2; i <= count; ++i) {
     const std::string p = split_name(prefix, i, static_cast<int>(count));
-    GgufFile part_file = read_gguf(open_file_source(p));
+    ByteSourcePtr part_src;
+    try {
+      part_src = open_file_source(p);
+    } catch (const Error& e) {
+      throw_error(e.code(), path + ": split part " + std::to_string(i) + " of " + std::to_string(count) +
+                                ": " + e.what());
+    }
+    GgufFile part_file = read_gguf(std::move(part_src));
     int64_t pno = -1, pcount = -1;
     try {
       pno = part_file.metadata.get_int("split.no", -1);

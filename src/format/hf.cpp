@@ -27,6 +27,7 @@ nlohmann::json parse_json_file(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     std::string m = e.what();
     if (auto p = m.find("] "); p != std::string::npos) m = m.substr(p + 2);
+    if (auto p = m.find("; last read"); p != std::string::npos) m = m.substr(0, p);  // echoes raw bytes
     format_error(path, "bad JSON: " + m);
   }
 }

@@ -86,6 +86,7 @@ SafetensorsFile read_safetensors(ByteSourcePtr source) {
     // nlohmann messages are one line; keep only the part after the "[json.exception...]" tag.
     std::string m = e.what();
     if (auto p = m.find("] "); p != std::string::npos) m = m.substr(p + 2);
+    if (auto p = m.find("; last read"); p != std::string::npos) m = m.substr(0, p);  // echoes raw bytes
     format_error(file, "bad safetensors header JSON: " + m);
   } catch (const Error& e) {
     format_error(file, e.what());
