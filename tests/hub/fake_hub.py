@@ -7,7 +7,7 @@ Serves repos from a directory: ROOT/<org>/<name>/<files...>, with optional ROOT/
    "fake_size": {"path": 123}, "slow": {"path": bytes_per_second}, "no_tree": false,
    "revision_body": "<raw body of the revision API>", "tree_body": "<raw body of the tree API>"}
 URL layout (as the Hub's): /api/models/{repo}/revision/{rev}, /api/models/{repo}/tree/{rev}?recursive=true
-(paginated with Link: rel="next"), /{repo}/resolve/{rev}/{path} (LFS files: 302 to /__lfs/<sha256>
+(paginated with Link: rel="next"), POST /api/models/{repo}/paths-info/{rev} (used by huggingface.js), /{repo}/resolve/{rev}/{path} (LFS files: 302 to /__lfs/<sha256>
 with X-Linked-Etag / X-Linked-Size; others: 200 with ETag = git blob oid), Range requests (206).
 Errors carry X-Error-Code like the Hub: RepoNotFound (401), RevisionNotFound (404), GatedRepo (401),
 EntryNotFound (404). Control: /__stats, /__reset, /__drop?path=org/name/file&mode=off|once|always,
@@ -57,6 +57,15 @@ class Repo:
                 }
 
 
+    def entry(self, p):
+        f = self.files[p]
+        size = self.cfg.get("fake_size", {}).get(p, len(f["data"]))
+        e = {"type": "file", "oid": f["oid"], "size": size, "path": p}
+        if f["lfs"]:
+            e["lfs"] = {"oid": f["sha256"], "size": size, "pointerSize": 130}
+        return e
+
+
 class State:
     def __init__(self, root):
         self.root = root
@@ -104,6 +113,34 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self.handle_any()
 
+    def do_POST(self):
+        # POST /api/models/{repo}/paths-info/{rev} {"paths": [...], "expand": bool}
+        st = self.state
+        st.last = time.time()
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        body = self.rfile.read(min(n, 1 << 20)) if n > 0 else b""
+        parts = [urllib.parse.unquote(p) for p in urllib.parse.urlsplit(self.path).path.split("/")[1:]]
+        st.count("api")
+        if len(parts) < 6 or parts[:2] != ["api", "models"] or parts[4] != "paths-info":
+            return self.error(404, "EntryNotFound", "not found")
+        repo = st.repo(parts[2], parts[3])
+        if repo is None:
+            return self.error(401, "RepoNotFound", "Repository not found")
+        rev = "/".join(parts[5:])
+        if rev not in repo.revisions:
+            return self.error(404, "RevisionNotFound", "Invalid rev id: " + rev)
+        try:
+            paths = json.loads(body or b"{}").get("paths", [])
+        except ValueError:
+            return self.error(400, "BadRequest", "bad json")
+        out = []
+        for p in paths:
+            if p in repo.files:
+                e = repo.entry(p)
+                e["lastCommit"] = {"id": repo.revisions[rev], "title": "c", "date": "2026-01-01T00:00:00.000Z"}
+                out.append(e)
+        return self.send(200, json.dumps(out))
+
     def handle_any(self):
         st = self.state
         st.last = time.time()
@@ -133,7 +170,7 @@ class Handler(BaseHTTPRequestHandler):
                 repo = st.repo(org, name)
                 if repo is None or path not in repo.files:
                     return self.error(404, "EntryNotFound", "no such LFS object")
-                return self.serve_content(repo, path)
+                return self.serve_content(repo, path, {"ETag": '"%s"' % repo.files[path]["sha256"]})
             if parts[0] == "api" and len(parts) >= 5 and parts[1] == "models":
                 org, name, kind, rev = parts[2], parts[3], parts[4], "/".join(parts[5:])
                 st.count("api")
@@ -154,14 +191,7 @@ class Handler(BaseHTTPRequestHandler):
                     st.count("tree")
                     if repo.cfg.get("no_tree"):
                         return self.error(404, "EntryNotFound", "no tree here")
-                    entries = []
-                    for p in sorted(repo.files):
-                        f = repo.files[p]
-                        size = repo.cfg.get("fake_size", {}).get(p, len(f["data"]))
-                        e = {"type": "file", "oid": f["oid"], "size": size, "path": p}
-                        if f["lfs"]:
-                            e["lfs"] = {"oid": f["sha256"], "size": size, "pointerSize": 130}
-                        entries.append(e)
+                    entries = [repo.entry(p) for p in sorted(repo.files)]
                     page = int(repo.cfg.get("tree_page", 0)) or len(entries) or 1
                     start = int(q.get("cursor", ["0"])[0])
                     headers = {}
@@ -205,21 +235,27 @@ class Handler(BaseHTTPRequestHandler):
         data = f["data"]
         if path in repo.cfg.get("corrupt", []):
             data = bytes([data[0] ^ 0xFF]) + data[1:]
-        start = 0
+        start, end = 0, len(data) - 1
         rng = self.headers.get("Range")
-        if rng and rng.startswith("bytes=") and rng.endswith("-"):
-            start = int(rng[6:-1])
+        partial = False
+        if rng and rng.startswith("bytes=") and "-" in rng and "," not in rng:
+            a, b = rng[6:].split("-", 1)
+            start = int(a or 0)
+            if b:
+                end = min(int(b), len(data) - 1)
+            partial = True
             st.count("range")
             st.count("range:" + path)
-            if start >= len(data):
+            if start >= len(data) or end < start:
                 return self.send(416, b"", {"Content-Range": f"bytes */{len(data)}"})
-        st.count("content:" + path)
-        body = data[start:]
-        self.send_response(206 if start else 200)
+        if not (partial and start == 0 and end == 0):  # a 1-byte probe (huggingface.js) is not a transfer
+            st.count("content:" + path)
+        body = data[start:end + 1]
+        self.send_response(206 if partial else 200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(len(body)))
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        if partial:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
