@@ -155,7 +155,8 @@ void dequantize(DType t, const void* src, float* dst, int64_t n) {
 }
 
 bool quantize_supports(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
+         t == DType::Q4_K;
 }
 
 void quantize_row(DType t, const float* x, int64_t n, void* dst) {
@@ -178,6 +179,7 @@ void quantize_row(DType t, const float* x, int64_t n, void* dst) {
     }
     case DType::Q8_0: return kern::ref_quantize_q8_0(x, static_cast<kern::BlockQ8_0*>(dst), n);
     case DType::Q4_0: return kern::ref_quantize_q4_0(x, static_cast<kern::BlockQ4_0*>(dst), n);
+    case DType::Q4_K: return kern::ref_quantize_q4_K(x, static_cast<kern::BlockQ4_K*>(dst), n);
     default: unsupported(t, "no quantiser");
   }
 }

@@ -43,8 +43,9 @@ bool matmul_supports(DType t);
 void dequantize(DType t, const void* src, float* dst, int64_t n);
 
 // Quantise n floats (a multiple of the block size) to type t at dst (dtype_row_bytes(t, n) bytes).
-// F32, F16, BF16 (round to nearest even), Q8_0 and Q4_0 (bit-identical to ggml's reference
-// quantisers, as llama-quantize / convert_hf_to_gguf produce). Else kUnsupported.
+// F32, F16, BF16 (round to nearest even), Q8_0, Q4_0 and Q4_K (bit-identical to ggml's reference
+// quantisers without importance matrix, as llama-quantize / convert_hf_to_gguf produce).
+// Else kUnsupported.
 void quantize_row(DType t, const float* x, int64_t n, void* dst);
 bool quantize_supports(DType t);
 

@@ -84,6 +84,8 @@ void ref_quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n);
 // Activation flavour of Q8_0 (as ggml's SIMD quantize_row_q8_0): id = 127/amax, round half to
 // even. Every ISA's activation quantiser produces exactly these bytes.
 void ref_quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+// Q4_K as ggml's quantize_row_q4_K_ref (no importance matrix): bit-identical to llama-quantize.
+void ref_quantize_q4_K(const float* x, BlockQ4_K* y, int64_t n);
 void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n);
 
 // Dot products of one weight row with one prepared activation row (n elements).

@@ -205,6 +205,122 @@ void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
   }
 }
 
+namespace {
+
+// Fits x ≈ scale·L + min (L in 0..nmax, min <= 0) minimising Σ w·(scale·L + min − x)², trying
+// nstep+1 candidate inverse scales around nmax/(max − min) (ggml's make_qkx2_quants, same
+// arithmetic order so the chosen L are identical). Returns scale; *neg_min = −min.
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
+                    float rmin, float rdelta, int nstep) {
+  float lo = x[0], hi = x[0];
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (lo > 0) lo = 0;
+  if (hi == lo) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *neg_min = -lo;
+    return 0.0f;
+  }
+  float iscale = nmax / (hi - lo);
+  float scale = 1 / iscale;
+  float best = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - lo))));
+    L[i] = static_cast<uint8_t>(l);
+    const float diff = scale * L[i] + lo - x[i];
+    best += w[i] * (diff * diff);
+  }
+  uint8_t cand[32];
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (hi - lo);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::max(0, std::min(nmax, nearest_int(iscale * (x[i] - lo))));
+      cand[i] = static_cast<uint8_t>(l);
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float s = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float m = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (m > 0) {
+        m = 0;
+        s = sum_xl / sum_l2;
+      }
+      float err = 0;
+      for (int i = 0; i < n; ++i) {
+        const float diff = s * cand[i] + m - x[i];
+        err += w[i] * (diff * diff);
+      }
+      if (err < best) {
+        std::memcpy(L, cand, n);
+        best = err;
+        scale = s;
+        lo = m;
+      }
+    }
+  }
+  *neg_min = -lo;
+  return scale;
+}
+
+}  // namespace
+
+void ref_quantize_q4_K(const float* x, BlockQ4_K* y, int64_t n) {
+  uint8_t L[256];
+  float w[32], scales[8], mins[8];
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(x[32 * j + l]);
+      scales[j] = fit_scale_min(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    BlockQ4_K& b = y[i];
+    std::memset(b.scales, 0, sizeof b.scales);
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+      if (j < 4) {
+        b.scales[j] = ls;
+        b.scales[j + 4] = lm;
+      } else {
+        b.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+        b.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+        b.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+      }
+    }
+    b.d = f32_to_f16(max_scale / 63.0f);
+    b.dmin = f32_to_f16(max_min / 63.0f);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      get_scale_min_k4(j, b.scales, &sc, &m);
+      const float d = f16_to_f32(b.d) * sc;
+      if (d == 0.0f) continue;
+      const float dm = f16_to_f32(b.dmin) * m;
+      for (int l = 0; l < 32; ++l)
+        L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + l] + dm) / d))));
+    }
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; ++l)
+        b.qs[32 * k + l] = static_cast<uint8_t>(L[64 * k + l] | (L[64 * k + 32 + l] << 4));
+  }
+}
+
 float ref_dot_f32(const float* w, const float* x, int64_t n) {
   double s = 0.0;  // reference: accurate
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(w[i]) * x[i];
