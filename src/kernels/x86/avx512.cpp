@@ -4,7 +4,9 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
@@ -231,6 +233,104 @@ struct TileQ8 {
   };
 };
 
+// GEMM path for Q8_0 / Q4_0 (4+ tokens): both operands are first unpacked into a SIMD-ready
+// layout (weights per 4-row group, activations per token tile) so the inner loop is loads plus
+// vpdpbusd/cvt/mul/fma; the unpacking is amortised over the other operand's tile.
+// Per 64-element block pair: weights {u8 q[64], f32 scale[16]}, activations
+// {i8 x[64], i32 corr[16], f32 scale[16]}.
+constexpr int kWPair = 128, kXPair = 192;
+
+template <class W>
+inline void prep_w_row(const uint8_t* row, int64_t nb, uint8_t* out) {
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2, out += kWPair) {
+    const uint8_t* p = row + b * W::kBytes;
+    _mm512_storeu_si512(out, W::load2(p));
+    _mm512_storeu_ps(out + 64, pair_scale(h2f(p), h2f(p + W::kBytes)));
+  }
+  if (b < nb) {
+    const uint8_t* p = row + b * W::kBytes;
+    _mm512_storeu_si512(out, W::load1(p));
+    _mm512_storeu_ps(out + 64, pair_scale(h2f(p), 0.0f));
+  }
+}
+
+template <class W>
+inline void prep_x_row(const uint8_t* row, int64_t nb, uint8_t* out) {
+  const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
+  int64_t b = 0;
+  for (; b < nb; b += 2, out += kXPair) {
+    const uint8_t* q = row + b * 34;
+    const bool two = b + 2 <= nb;
+    const __m512i xv = two ? load2x256(q + 2, q + 36) : load1x256(q + 2);
+    _mm512_storeu_si512(out, xv);
+    _mm512_storeu_si512(out + 64, _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                  _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv)));
+    _mm512_storeu_ps(out + 128, pair_scale(h2f(q), two ? h2f(q + 34) : 0.0f));
+  }
+}
+
+template <int R, int T>
+inline void gemm_q8_packed(const uint8_t* wp, uint64_t wp_stride, const uint8_t* xp, uint64_t xp_stride,
+                           int64_t npairs, __m512 (&acc)[R][T]) {
+  for (int64_t bp = 0; bp < npairs; ++bp) {
+    __m512i wv[R];
+    __m512 sw[R];
+    for (int i = 0; i < R; ++i) {
+      wv[i] = _mm512_loadu_si512(wp + i * wp_stride + bp * kWPair);
+      sw[i] = _mm512_loadu_ps(wp + i * wp_stride + bp * kWPair + 64);
+    }
+    for (int j = 0; j < T; ++j) {
+      const uint8_t* q = xp + j * xp_stride + bp * kXPair;
+      const __m512i xv = _mm512_loadu_si512(q);
+      const __m512i corr = _mm512_loadu_si512(q + 64);
+      const __m512 sx = _mm512_loadu_ps(q + 128);
+      for (int i = 0; i < R; ++i) {
+        const __m512i s = _mm512_dpbusd_epi32(corr, wv[i], xv);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[i], sx), acc[i][j]);
+      }
+    }
+  }
+}
+
+template <int R, int T>
+inline void gemm_q8_tile(const MMArgs& a, const uint8_t* wp, uint64_t wps, const uint8_t* xp, uint64_t xps,
+                         int64_t npairs, int64_t r, int64_t t) {
+  __m512 acc[R][T];
+  OXI_ZERO_ACC(acc);
+  gemm_q8_packed<R, T>(wp, wps, xp, xps, npairs, acc);
+  store<R, T>(a, r, t, acc);
+}
+
+template <class W, int R, int T>
+void mm_q8_gemm(const MMArgs& a) {
+  const int64_t nb = a.cols / 32, npairs = (nb + 1) / 2;
+  const int64_t ntok = a.t1 - a.t0;
+  thread_local std::vector<uint8_t> xbuf, wbuf;
+  const uint64_t xps = static_cast<uint64_t>(npairs) * kXPair, wps = static_cast<uint64_t>(npairs) * kWPair;
+  if (xbuf.size() < xps * ntok) xbuf.resize(xps * ntok);
+  if (wbuf.size() < wps * R) wbuf.resize(wps * R);
+  for (int64_t j = 0; j < ntok; ++j) prep_x_row<W>(a.x + (a.t0 + j) * a.x_stride, nb, xbuf.data() + j * xps);
+  int64_t r = a.r0;
+  for (; r < a.r1; r += R) {
+    const int64_t nr = std::min<int64_t>(R, a.r1 - r);
+    for (int64_t i = 0; i < nr; ++i) prep_w_row<W>(a.w + (r + i) * a.w_stride, nb, wbuf.data() + i * wps);
+    int64_t t = 0;
+    if (nr == R) {
+      for (; t + T <= ntok; t += T) gemm_q8_tile<R, T>(a, wbuf.data(), wps, xbuf.data() + t * xps, xps, npairs, r, a.t0 + t);
+      for (; t < ntok; ++t) gemm_q8_tile<R, 1>(a, wbuf.data(), wps, xbuf.data() + t * xps, xps, npairs, r, a.t0 + t);
+    } else {
+      for (int64_t i = 0; i < nr; ++i) {
+        int64_t tt = 0;
+        for (; tt + T <= ntok; tt += T)
+          gemm_q8_tile<1, T>(a, wbuf.data() + i * wps, wps, xbuf.data() + tt * xps, xps, npairs, r + i, a.t0 + tt);
+        for (; tt < ntok; ++tt)
+          gemm_q8_tile<1, 1>(a, wbuf.data() + i * wps, wps, xbuf.data() + tt * xps, xps, npairs, r + i, a.t0 + tt);
+      }
+    }
+  }
+}
+
 // ---- K-quants × Q8_K -------------------------------------------------------------------------
 // 6-bit scales/mins of a Q4_K/Q5_K block as 8 bytes each.
 inline void k4_scales(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
@@ -453,8 +553,14 @@ void act_q8_K(const float* x, void* dst, int64_t n) {
 void mm_f32(const MMArgs& a) { drive<TileF32, 4, 4>(a); }
 void mm_f16(const MMArgs& a) { drive<TileF16, 4, 4>(a); }
 void mm_bf16(const MMArgs& a) { drive<TileBF16, 4, 4>(a); }
-void mm_q8_0(const MMArgs& a) { drive<TQ8_0, 4, 3>(a); }
-void mm_q4_0(const MMArgs& a) { drive<TQ4_0, 4, 3>(a); }
+void mm_q8_0(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q8_0W, 4, 4>(a);
+  drive<TQ8_0, 4, 3>(a);
+}
+void mm_q4_0(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q4_0W, 4, 4>(a);
+  drive<TQ4_0, 4, 3>(a);
+}
 void mm_q4_K(const MMArgs& a) { drive<TQ4_K, 2, 4>(a); }
 void mm_q5_K(const MMArgs& a) { drive<TQ5_K, 2, 4>(a); }
 void mm_q6_K(const MMArgs& a) { drive<TQ6_K, 2, 4>(a); }
