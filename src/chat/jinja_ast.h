@@ -27,6 +27,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprP>> kwargs;  // kCall/kFilter/kTest keyword args
   std::vector<std::string> ops;    // kCmp operators
   bool negate = false;             // kTest: `is not`
+  int height = 1;                  // tree height (bounded by the parser: recursion-safe)
 };
 
 // Assignment target: a name, a tuple of names, or `ns.attr`.

@@ -414,29 +414,35 @@ Interp::Flow Interp::exec_for(const Stmt& s, Frame& f, std::string& out) {
     int& d;
     ~Dec() { --d; }
   } dec{loop_depth_};
+  // The loop object is filled once and updated in place (entries by position, see order below).
+  static const char* const kKeys[] = {"index0", "index", "revindex0", "revindex", "first", "last", "length",
+                                      "depth", "depth0", "previtem", "nextitem", "cycle"};
+  for (const char* key : kKeys) loop->set(key, Value());
+  auto pos = std::make_shared<int64_t>(0);
+  {
+    auto fn = std::make_shared<Function>();
+    fn->name = "cycle";
+    fn->call = [pos](Interp&, CallArgs& a) -> Value {
+      if (a.pos.empty()) rt_error("no items for cycling given");
+      return a.pos[size_t(*pos % int64_t(a.pos.size()))];
+    };
+    loop->items[11].second = Value(fn);
+  }
+  loop->items[6].second = Value(int64_t(n));
+  loop->items[7].second = Value(int64_t(1));
+  loop->items[8].second = Value(int64_t(0));
   for (size_t k = 0; k < n; ++k) {
     step();
-    loop->set("index0", Value(int64_t(k)));
-    loop->set("index", Value(int64_t(k + 1)));
-    loop->set("revindex0", Value(int64_t(n - k - 1)));
-    loop->set("revindex", Value(int64_t(n - k)));
-    loop->set("first", Value(k == 0));
-    loop->set("last", Value(k + 1 == n));
-    loop->set("length", Value(int64_t(n)));
-    loop->set("depth", Value(int64_t(1)));
-    loop->set("depth0", Value(int64_t(0)));
-    loop->set("previtem", k > 0 ? items[k - 1] : Value());
-    loop->set("nextitem", k + 1 < n ? items[k + 1] : Value());
-    {
-      auto fn = std::make_shared<Function>();
-      fn->name = "cycle";
-      const int64_t idx = int64_t(k);
-      fn->call = [idx](Interp&, CallArgs& a) -> Value {
-        if (a.pos.empty()) rt_error("no items for cycling given");
-        return a.pos[size_t(idx % int64_t(a.pos.size()))];
-      };
-      loop->set("cycle", Value(fn));
-    }
+    *pos = int64_t(k);
+    auto& it = loop->items;
+    it[0].second = Value(int64_t(k));
+    it[1].second = Value(int64_t(k + 1));
+    it[2].second = Value(int64_t(n - k - 1));
+    it[3].second = Value(int64_t(n - k));
+    it[4].second = Value(k == 0);
+    it[5].second = Value(k + 1 == n);
+    it[9].second = k > 0 ? items[k - 1] : Value();
+    it[10].second = k + 1 < n ? items[k + 1] : Value();
     Frame inner(&f);
     inner.vars["loop"] = loopv;
     assign(s.target, items[k], inner);

@@ -1,5 +1,6 @@
 // Lexer and parser for the Jinja subset used by chat templates (jinja2 3.x syntax, with
 // trim_blocks + lstrip_blocks as transformers configures them).
+#include <algorithm>
 #include <cstring>
 
 #include "chat/jinja_ast.h"
@@ -676,6 +677,22 @@ class Parser {
     return e;
   }
 
+  // Children go through add(): the tree height stays bounded, so evaluating, checking and
+  // destroying a tree can never overflow the stack (left-associative chains like a+b+c+… and
+  // filter chains are built iteratively, not by parser recursion).
+  void add(Expr& e, ExprP c) {
+    if (c) {
+      e.height = std::max(e.height, c->height + 1);
+      if (size_t(e.height) > max_depth_ * 4) syntax(e.line, "expression nested too deeply");
+    }
+    e.args.push_back(std::move(c));
+  }
+  void add_kw(Expr& e, std::string k, ExprP c) {
+    e.height = std::max(e.height, c->height + 1);
+    if (size_t(e.height) > max_depth_ * 4) syntax(e.line, "expression nested too deeply");
+    e.kwargs.emplace_back(std::move(k), std::move(c));
+  }
+
   ExprP mk(EK k, int line) {
     auto e = std::make_unique<Expr>();
     e->k = k;
@@ -690,11 +707,11 @@ class Parser {
     ExprP first = parse_expression(with_condexpr);
     if (!is_op(",")) return first;
     auto t = mk(EK::kTuple, line);
-    t->args.push_back(std::move(first));
+    add(*t, std::move(first));
     while (is_op(",")) {
       next();
       if (tuple_end()) break;
-      t->args.push_back(parse_expression(with_condexpr));
+      add(*t, parse_expression(with_condexpr));
     }
     return t;
   }
@@ -720,9 +737,9 @@ class Parser {
         next();
         other = parse_condexpr();
       }
-      c->args.push_back(std::move(e));
-      c->args.push_back(std::move(cond));
-      c->args.push_back(std::move(other));
+      add(*c, std::move(e));
+      add(*c, std::move(cond));
+      add(*c, std::move(other));
       e = std::move(c);
     }
     return e;
@@ -733,8 +750,8 @@ class Parser {
     while (is_name("or")) {
       auto e = mk(EK::kOr, cur().line);
       next();
-      e->args.push_back(std::move(l));
-      e->args.push_back(parse_and());
+      add(*e, std::move(l));
+      add(*e, parse_and());
       l = std::move(e);
     }
     return l;
@@ -744,8 +761,8 @@ class Parser {
     while (is_name("and")) {
       auto e = mk(EK::kAnd, cur().line);
       next();
-      e->args.push_back(std::move(l));
-      e->args.push_back(parse_not());
+      add(*e, std::move(l));
+      add(*e, parse_not());
       l = std::move(e);
     }
     return l;
@@ -755,7 +772,7 @@ class Parser {
     if (is_name("not")) {
       auto e = mk(EK::kNot, cur().line);
       next();
-      e->args.push_back(parse_not());
+      add(*e, parse_not());
       return e;
     }
     return parse_compare();
@@ -782,18 +799,18 @@ class Parser {
       }
       if (!cmp) {
         cmp = mk(EK::kCmp, line);
-        cmp->args.push_back(std::move(first));
+        add(*cmp, std::move(first));
       }
       cmp->ops.push_back(op);
-      cmp->args.push_back(parse_math1());
+      add(*cmp, parse_math1());
     }
     return cmp ? std::move(cmp) : std::move(first);
   }
   ExprP bin(const std::string& op, ExprP l, ExprP r, int line) {
     auto e = mk(EK::kBin, line);
     e->name = op;
-    e->args.push_back(std::move(l));
-    e->args.push_back(std::move(r));
+    add(*e, std::move(l));
+    add(*e, std::move(r));
     return e;
   }
   ExprP parse_math1() {
@@ -842,7 +859,7 @@ class Parser {
       const bool neg = cur().s == "-";
       next();
       node = mk(neg ? EK::kNeg : EK::kPos, line);
-      node->args.push_back(parse_unary(false));
+      add(*node, parse_unary(false));
     } else {
       node = parse_primary();
     }
@@ -888,11 +905,11 @@ class Parser {
       ExprP e = parse_expression(true);
       if (is_op(",")) {
         auto tup = mk(EK::kTuple, line);
-        tup->args.push_back(std::move(e));
+        add(*tup, std::move(e));
         while (is_op(",")) {
           next();
           if (is_op(")")) break;
-          tup->args.push_back(parse_expression(true));
+          add(*tup, parse_expression(true));
         }
         e = std::move(tup);
       }
@@ -907,7 +924,7 @@ class Parser {
           expect_op(",");
           if (is_op("]")) break;
         }
-        e->args.push_back(parse_expression(true));
+        add(*e, parse_expression(true));
       }
       expect_op("]");
       return e;
@@ -920,9 +937,9 @@ class Parser {
           expect_op(",");
           if (is_op("}")) break;
         }
-        e->args.push_back(parse_expression(true));
+        add(*e, parse_expression(true));
         expect_op(":");
-        e->args.push_back(parse_expression(true));
+        add(*e, parse_expression(true));
       }
       expect_op("}");
       return e;
@@ -946,12 +963,12 @@ class Parser {
           auto e = mk(EK::kAttr, line);
           e->name = cur().s;
           next();
-          e->args.push_back(std::move(node));
+          add(*e, std::move(node));
           node = std::move(e);
         } else if (cur().t == TT::kInt) {
           auto e = mk(EK::kItem, line);
-          e->args.push_back(std::move(node));
-          e->args.push_back(konst(cur().num, line));
+          add(*e, std::move(node));
+          add(*e, konst(cur().num, line));
           next();
           node = std::move(e);
         } else {
@@ -983,13 +1000,13 @@ class Parser {
     expect_op("]");
     if (!is_slice) {
       auto e = mk(EK::kItem, line);
-      e->args.push_back(std::move(obj));
-      e->args.push_back(std::move(parts[0]));
+      add(*e, std::move(obj));
+      add(*e, std::move(parts[0]));
       return e;
     }
     auto e = mk(EK::kSlice, line);
-    e->args.push_back(std::move(obj));
-    for (auto& p : parts) e->args.push_back(std::move(p));
+    add(*e, std::move(obj));
+    for (auto& p : parts) add(*e, std::move(p));
     return e;
   }
 
@@ -1006,10 +1023,10 @@ class Parser {
         std::string k = cur().s;
         next();
         next();
-        e.kwargs.emplace_back(std::move(k), parse_expression(true));
+        add_kw(e, std::move(k), parse_expression(true));
       } else {
         if (!e.kwargs.empty()) syntax(cur().line, "positional argument after keyword argument");
-        e.args.push_back(parse_expression(true));
+        add(e, parse_expression(true));
       }
     }
     expect_op(")");
@@ -1017,7 +1034,7 @@ class Parser {
 
   ExprP parse_call(ExprP callee) {
     auto e = mk(EK::kCall, cur().line);
-    e->args.push_back(std::move(callee));
+    add(*e, std::move(callee));
     parse_call_args(*e);
     return e;
   }
@@ -1031,7 +1048,7 @@ class Parser {
     }
     auto e = mk(EK::kFilter, line);
     e->name = name;
-    e->args.push_back(std::move(value));
+    add(*e, std::move(value));
     if (is_op("(")) parse_call_args(*e);
     return e;
   }
@@ -1056,7 +1073,7 @@ class Parser {
           name += "." + expect_name();
         }
         e->name = name;
-        e->args.push_back(std::move(node));
+        add(*e, std::move(node));
         if (is_op("(")) {
           parse_call_args(*e);
         } else if ((cur().t == TT::kName || cur().t == TT::kString || cur().t == TT::kInt ||
@@ -1064,7 +1081,7 @@ class Parser {
                    !(is_name("else") || is_name("or") || is_name("and"))) {
           ExprP arg = parse_primary();
           arg = parse_postfix(std::move(arg));
-          e->args.push_back(std::move(arg));
+          add(*e, std::move(arg));
         }
         node = std::move(e);
       } else if (is_op("(")) {
