@@ -81,7 +81,10 @@ struct TileFloat {
       int64_t k = 0;
       for (; k + 8 <= a.cols; k += 8) {
         __m256 wv[R];
-        for (int i = 0; i < R; ++i) wv[i] = L::load(w[i] + k);
+        for (int i = 0; i < R; ++i) {
+          if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+          wv[i] = L::load(w[i] + k);
+        }
         for (int j = 0; j < T; ++j) {
           const __m256 xv = L::load(x[j] + k);
           for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
@@ -138,6 +141,10 @@ struct TileQ8 {
         float dw[R];
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = w[i] + b * W::kBytes;
+          if constexpr (T == 1) {
+            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride + 32), _MM_HINT_T0);
+          }
           wv[i] = W::load(p);
           dw[i] = h2f(p);
         }
@@ -241,7 +248,13 @@ struct TileK {
       const int64_t nb = a.cols / 256;
       for (int64_t b = 0; b < nb; ++b) {
         KRow rw[R];
-        for (int i = 0; i < R; ++i) unpack(reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b], rw[i]);
+        for (int i = 0; i < R; ++i) {
+          const B& blk = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b];
+          if constexpr (T == 1)
+            for (unsigned off = 0; off < sizeof(B); off += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(&blk) + R * a.w_stride + off, _MM_HINT_T0);
+          unpack(blk, rw[i]);
+        }
         for (int j = 0; j < T; ++j) {
           const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(a.x + (t + j) * a.x_stride)[b];
           const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));

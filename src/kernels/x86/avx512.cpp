@@ -72,7 +72,10 @@ struct TileF32 {
     int64_t k = 0;
     for (; k + 16 <= a.cols; k += 16) {
       __m512 wv[R];
-      for (int i = 0; i < R; ++i) wv[i] = _mm512_loadu_ps(w[i] + k);
+      for (int i = 0; i < R; ++i) {
+        if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+        wv[i] = _mm512_loadu_ps(w[i] + k);
+      }
       for (int j = 0; j < T; ++j) {
         const __m512 xv = _mm512_loadu_ps(x[j] + k);
         for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
@@ -104,7 +107,10 @@ struct TileF16 {
       const int64_t left = a.cols - k;
       const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
       __m512 wv[R];
-      for (int i = 0; i < R; ++i) wv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w[i] + k));
+      for (int i = 0; i < R; ++i) {
+        if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+        wv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w[i] + k));
+      }
       for (int j = 0; j < T; ++j) {
         const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x[j] + k));
         for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
@@ -127,7 +133,10 @@ struct TileBF16 {
       const int64_t left = a.cols - k;
       const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((1u << left) - 1);
       __m512i wv[R];
-      for (int i = 0; i < R; ++i) wv[i] = _mm512_maskz_loadu_epi16(m, w[i] + k);
+      for (int i = 0; i < R; ++i) {
+        if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+        wv[i] = _mm512_maskz_loadu_epi16(m, w[i] + k);
+      }
       for (int j = 0; j < T; ++j) {
         const __m512i xv = _mm512_maskz_loadu_epi16(m, x[j] + k);
         for (int i = 0; i < R; ++i)
@@ -193,6 +202,10 @@ struct TileQ8 {
         __m512 sw[R];
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = w[i] + b * W::kBytes;
+          if constexpr (T == 1) {  // GEMV: stream the next row group in (rows are R apart)
+            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride + 64), _MM_HINT_T0);
+          }
           wv[i] = W::load2(p);
           sw[i] = pair_scale(h2f(p), h2f(p + W::kBytes));
         }
@@ -441,6 +454,9 @@ struct TileK {
         KRow rw[R];
         for (int i = 0; i < R; ++i) {
           const B& blk = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b];
+          if constexpr (T == 1)
+            for (unsigned off = 0; off < sizeof(B); off += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(&blk) + R * a.w_stride + off, _MM_HINT_T0);
           if constexpr (sizeof(B) == sizeof(BlockQ4_K)) unpack_q4k(reinterpret_cast<const BlockQ4_K&>(blk), rw[i], idx);
           else if constexpr (sizeof(B) == sizeof(BlockQ5_K)) unpack_q5k(reinterpret_cast<const BlockQ5_K&>(blk), rw[i], idx);
           else unpack_q6k(reinterpret_cast<const BlockQ6_K&>(blk), rw[i], idx);
