@@ -109,7 +109,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
     xa = buf;
   }
 
-  // 2. Tiles of rows (× all tokens, in token tiles), shared dynamically among the threads.
+  // 2. The tiles, shared among the threads.
   MMArgs base{};
   base.w = w.data;
   base.w_stride = w.row_bytes;
@@ -121,6 +121,9 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   const int nth = in_parallel_region() ? 1 : num_threads();
   const MMFn fn = K.mm[wt];
   const int64_t rows = w.rows;
+  // Work units: row chunks × token tiles (row-chunk-major), shared dynamically.
+  constexpr int64_t kTokTile = 64;
+  const int64_t n_tt = (n_tokens + kTokTile - 1) / kTokTile;
   int64_t row_chunk;
   if (n_tokens <= 4) {
     // GEMV-like: a handful of chunks per thread for balance; multiples of 16 rows.
@@ -128,18 +131,17 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
     row_chunk = std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
   } else {
     row_chunk = 64;
-    while (row_chunk > 16 && (rows + row_chunk - 1) / row_chunk < nth * 4) row_chunk /= 2;
+    while (row_chunk > 16 && ((rows + row_chunk - 1) / row_chunk) * n_tt < nth * 4) row_chunk /= 2;
   }
-  constexpr int64_t kTokTile = 64;
-  parallel_for_chunked(rows, row_chunk, [&](int64_t r0, int64_t r1) {
+  const int64_t n_rc = (rows + row_chunk - 1) / row_chunk;
+  parallel_for(n_rc * n_tt, [&](int64_t u) {
     MMArgs a = base;
-    a.r0 = r0;
-    a.r1 = r1;
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokTile) {
-      a.t0 = t0;
-      a.t1 = std::min(n_tokens, t0 + kTokTile);
-      fn(a);
-    }
+    const int64_t rc = u / n_tt, tt = u % n_tt;
+    a.r0 = rc * row_chunk;
+    a.r1 = std::min(rows, a.r0 + row_chunk);
+    a.t0 = tt * kTokTile;
+    a.t1 = std::min(n_tokens, a.t0 + kTokTile);
+    fn(a);
   });
 }
 
