@@ -134,9 +134,10 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir_in) {
     for (const auto& shard : shards) {
       const std::string sp = fmt::join_path(dir, shard);
       if (!is_file(sp)) throw_error(ErrorCode::kIo, index_path + ": shard " + shard + " is missing");
-      SafetensorsFile sf = read_safetensors(open_file_source(sp));
+      ByteSourcePtr src = open_file_source(sp);
+      SafetensorsFile sf = read_safetensors(src);
       for (const auto& [name, info] : sf.tensors.all()) ck.tensors.add(info, sp);
-      if (!sf.tensors.all().empty()) ck.sources.push_back(sf.tensors.all().begin()->second.source);
+      ck.sources.push_back(std::move(src));
     }
     for (auto it = wm->begin(); it != wm->end(); ++it) {
       const TensorInfo* t = ck.tensors.find(it.key());
@@ -151,9 +152,10 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir_in) {
       }
     }
   } else if (is_file(single)) {
-    SafetensorsFile sf = read_safetensors(open_file_source(single));
+    ByteSourcePtr src = open_file_source(single);
+    SafetensorsFile sf = read_safetensors(src);
     ck.tensors = std::move(sf.tensors);
-    if (ck.tensors.size()) ck.sources.push_back(ck.tensors.all().begin()->second.source);
+    ck.sources.push_back(std::move(src));
   } else {
     throw_error(ErrorCode::kIo, dir + ": no model.safetensors or model.safetensors.index.json");
   }
