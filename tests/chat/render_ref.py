@@ -4,7 +4,7 @@ configures it (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopco
 raise_exception, a tojson that keeps non-ASCII). Used by the chat tests to produce expected
 output at test time.
 
-usage: render_ref.py TEMPLATE MESSAGES.json [--tools T.json] [--no-generation-prompt]
+usage: render_ref.py TEMPLATE (MESSAGES.json | --messages MESSAGES.json) [--tools T.json] [--no-generation-prompt]
                      [--enable-thinking true|false] [--bos-token S] [--eos-token S]
 Prints the prompt exactly; on a template error prints "ERROR: msg" to stderr and exits 3.
 """
@@ -76,8 +76,15 @@ def main(argv):
         return snippets(argv[1])
     if argv and argv[0] == "--batch":
         return batch(argv[1], argv[2])
-    tmpl_path, msgs_path = argv[0], argv[1]
-    rest = argv[2:]
+    # Positional TEMPLATE MESSAGES, or TEMPLATE --messages MESSAGES (the CLI's spelling).
+    tmpl_path = argv[0]
+    rest = argv[1:]
+    if "--messages" in rest:
+        k = rest.index("--messages")
+        msgs_path = rest[k + 1]
+        rest = rest[:k] + rest[k + 2:]
+    else:
+        msgs_path, rest = rest[0], rest[1:]
     tools = None
     add_gen = True
     kwargs = {}
