@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/half.h"
+
 namespace oxi::ops {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -69,7 +71,12 @@ void rope_neox(float* x, int64_t n_rot, const float* cs) {
 }
 
 void attend_one(const float* q, const float* K, const float* V, int64_t stride, int64_t kv_off,
-                int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out) {
+                int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out, bool f16_like) {
+  float qr[1024];
+  if (f16_like && hd <= 1024) {
+    for (int64_t i = 0; i < hd; ++i) qr[i] = f16_to_f32(f32_to_f16(q[i]));
+    q = qr;
+  }
   float mx = -INFINITY;
   for (int64_t p = 0; p < n_kv_pos; ++p) {
     const float* k = K + p * stride + kv_off;
@@ -87,7 +94,8 @@ void attend_one(const float* q, const float* K, const float* V, int64_t stride, 
   const float inv = static_cast<float>(1.0 / sum);
   std::memset(out, 0, sizeof(float) * static_cast<size_t>(hd));
   for (int64_t p = 0; p < n_kv_pos; ++p) {
-    const float w = scores[p] * inv;
+    float w = scores[p] * inv;
+    if (f16_like) w = f16_to_f32(f32_to_f16(w));
     const float* v = V + p * stride + kv_off;
     for (int64_t i = 0; i < hd; ++i) out[i] += w * v[i];
   }

@@ -34,7 +34,9 @@ void rope_table(const float* slot_pos, int64_t n_rot, float theta, float* cs);
 // Causal attention of one query head against cached keys/values of its KV head.
 // q [hd], K/V rows [n_kv_pos, stride] starting at offset `kv_off` in each row, scale applied to
 // q·k; writes out [hd]. scores: scratch of n_kv_pos floats.
+// f16_like: mimic llama.cpp's default CPU path (f16 KV cache, no flash attention): q and the softmax
+// weights are rounded to f16 before their products with the (f16-valued) K and V.
 void attend_one(const float* q, const float* K, const float* V, int64_t stride, int64_t kv_off,
-                int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out);
+                int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out, bool f16_like = false);
 
 }  // namespace oxi::ops

@@ -4,11 +4,13 @@
 // See docs/qwen35.md for the decisions and measured agreement with llama.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "core/log.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
@@ -145,6 +147,10 @@ class Qwen35Model final : public Model {
   ModelInfo info_;
   bool tiled_ = false;  // V-head order: GGUF tiled (k head = h % Hk) vs HF grouped (h / (Hv/Hk))
   std::string quant_;   // LoadOptions::quant for HF loads
+  // K and V are kept as f16 values and q / softmax weights rounded to f16 in their products, as
+  // llama.cpp's default CPU attention does (f16 KV cache). OXI_KV_F32=1 in the environment keeps
+  // everything f32 (debugging, exactness tests).
+  bool kv_f16_ = true;
   wt::Arena arena_;
   std::vector<std::unique_ptr<uint8_t[]>> owned_bytes_;
   MatrixView embd_, output_;
@@ -176,6 +182,7 @@ MatrixView Qwen35Model::mat(const TensorIndex& idx, const std::string& name, int
 
 Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) : quant_(opt.quant) {
   if (opt.n_threads > 0) set_num_threads(opt.n_threads);
+  if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f16_ = false;
   if (files.gguf) {
     c_ = config_from_gguf(*files.gguf, files.path);
     tiled_ = true;
@@ -514,8 +521,11 @@ void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_
   std::vector<float>& Vc = st.v_[static_cast<size_t>(L.cache)];
   Kc.resize(static_cast<size_t>((pos0 + n) * KW));
   Vc.resize(Kc.size());
-  std::copy(k.begin(), k.end(), Kc.begin() + pos0 * KW);
-  std::copy(v.begin(), v.end(), Vc.begin() + pos0 * KW);
+  const bool kv_f16 = kv_f16_;
+  for (size_t i = 0; i < k.size(); ++i) {
+    Kc[static_cast<size_t>(pos0 * KW) + i] = kv_f16 ? f16_to_f32(f32_to_f16(k[i])) : k[i];
+    Vc[static_cast<size_t>(pos0 * KW) + i] = kv_f16 ? f16_to_f32(f32_to_f16(v[i])) : v[i];
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t grp = H / Hkv;
   parallel_for(n * H, [&](int64_t job) {
@@ -523,7 +533,7 @@ void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_
     std::vector<float> scores(static_cast<size_t>(pos0 + t + 1));
     const float* q = qg.data() + t * QW + hh * 2 * hd;
     float* o = att.data() + t * H * hd + hh * hd;
-    ops::attend_one(q, Kc.data(), Vc.data(), KW, (hh / grp) * hd, pos0 + t + 1, hd, scale, scores.data(), o);
+    ops::attend_one(q, Kc.data(), Vc.data(), KW, (hh / grp) * hd, pos0 + t + 1, hd, scale, scores.data(), o, kv_f16);
     const float* gate = q + hd;
     for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
   });

@@ -1,0 +1,140 @@
+// Tiny Qwen 3.5 HF checkpoints written from the tests (small vocab so they run in milliseconds).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/byte_source.h"
+#include "core/half.h"
+#include "format/safetensors.h"
+
+namespace q35test {
+
+struct Shape {
+  int64_t d = 64, layers = 5, n_head = 4, n_kv = 2, hd = 32, hk = 2, hv = 4, dk = 16, dv = 16, ffn = 96, vocab = 300;
+  bool moe = false, tied = true;
+  int64_t experts = 8, top_k = 2, eff = 32, sff = 32;
+};
+
+inline std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Writes config.json + model.safetensors (f32) + a minimal byte-level tokenizer into dir.
+inline void write_model(const std::string& dir, const Shape& s, uint32_t seed = 7) {
+  namespace fs = std::filesystem;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  oxi::SafetensorsWriter w;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float std_, float mean = 0.0f) {
+    int64_t n = 1;
+    for (auto x : shape) n *= x;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = mean + std_ * nd(rng);
+    w.add_tensor(name, oxi::DType::F32, shape, f32_bytes(v));
+  };
+  auto mat = [&](const std::string& name, int64_t o, int64_t i, float g = 1.0f) {
+    add(name, {o, i}, g / std::sqrt(static_cast<float>(i)));
+  };
+  const std::string lm = "model.language_model.";
+  const int64_t KD = s.hk * s.dk, VD = s.hv * s.dv, C = 2 * KD + VD;
+  add(lm + "embed_tokens.weight", {s.vocab, s.d}, 2.5f / std::sqrt(static_cast<float>(s.d)));
+  nlohmann::json types = nlohmann::json::array();
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = lm + "layers." + std::to_string(i) + ".";
+    const bool full = (i + 1) % 4 == 0;
+    types.push_back(full ? "full_attention" : "linear_attention");
+    add(p + "input_layernorm.weight", {s.d}, 0.1f);
+    add(p + "post_attention_layernorm.weight", {s.d}, 0.1f);
+    if (full) {
+      mat(p + "self_attn.q_proj.weight", 2 * s.n_head * s.hd, s.d);
+      mat(p + "self_attn.k_proj.weight", s.n_kv * s.hd, s.d);
+      mat(p + "self_attn.v_proj.weight", s.n_kv * s.hd, s.d);
+      mat(p + "self_attn.o_proj.weight", s.d, s.n_head * s.hd, 0.7f);
+      add(p + "self_attn.q_norm.weight", {s.hd}, 0.1f);
+      add(p + "self_attn.k_norm.weight", {s.hd}, 0.1f);
+    } else {
+      mat(p + "linear_attn.in_proj_qkv.weight", C, s.d);
+      mat(p + "linear_attn.in_proj_z.weight", VD, s.d);
+      mat(p + "linear_attn.in_proj_b.weight", s.hv, s.d);
+      mat(p + "linear_attn.in_proj_a.weight", s.hv, s.d, 0.5f);
+      add(p + "linear_attn.conv1d.weight", {C, 1, 4}, 0.5f);
+      add(p + "linear_attn.A_log", {s.hv}, 0.5f, -0.5f);
+      add(p + "linear_attn.dt_bias", {s.hv}, 0.5f, -2.0f);
+      add(p + "linear_attn.norm.weight", {s.dv}, 0.1f, 1.0f);
+      mat(p + "linear_attn.out_proj.weight", s.d, VD, 0.7f);
+    }
+    if (!s.moe) {
+      mat(p + "mlp.gate_proj.weight", s.ffn, s.d);
+      mat(p + "mlp.up_proj.weight", s.ffn, s.d);
+      mat(p + "mlp.down_proj.weight", s.d, s.ffn, 0.7f);
+    } else {
+      mat(p + "mlp.gate.weight", s.experts, s.d, 2.0f);
+      add(p + "mlp.experts.gate_up_proj", {s.experts, 2 * s.eff, s.d}, 1.0f / std::sqrt(static_cast<float>(s.d)));
+      add(p + "mlp.experts.down_proj", {s.experts, s.d, s.eff}, 0.7f / std::sqrt(static_cast<float>(s.eff)));
+      mat(p + "mlp.shared_expert.gate_proj.weight", s.sff, s.d);
+      mat(p + "mlp.shared_expert.up_proj.weight", s.sff, s.d);
+      mat(p + "mlp.shared_expert.down_proj.weight", s.d, s.sff, 0.7f);
+      mat(p + "mlp.shared_expert_gate.weight", 1, s.d);
+    }
+  }
+  add(lm + "norm.weight", {s.d}, 0.1f);
+  if (!s.tied) add("lm_head.weight", {s.vocab, s.d}, 2.5f / std::sqrt(static_cast<float>(s.d)));
+  w.write(dir + "/model.safetensors");
+
+  nlohmann::json tc = {{"model_type", s.moe ? "qwen3_5_moe_text" : "qwen3_5_text"},
+                       {"hidden_size", s.d},
+                       {"num_hidden_layers", s.layers},
+                       {"num_attention_heads", s.n_head},
+                       {"num_key_value_heads", s.n_kv},
+                       {"head_dim", s.hd},
+                       {"linear_num_key_heads", s.hk},
+                       {"linear_num_value_heads", s.hv},
+                       {"linear_key_head_dim", s.dk},
+                       {"linear_value_head_dim", s.dv},
+                       {"linear_conv_kernel_dim", 4},
+                       {"full_attention_interval", 4},
+                       {"layer_types", types},
+                       {"rms_norm_eps", 1e-6},
+                       {"vocab_size", s.vocab},
+                       {"max_position_embeddings", 4096},
+                       {"tie_word_embeddings", s.tied},
+                       {"rope_parameters", {{"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}, {"mrope_section", {2, 1, 1}}}}};
+  if (s.moe) {
+    tc["num_experts"] = s.experts;
+    tc["num_experts_per_tok"] = s.top_k;
+    tc["moe_intermediate_size"] = s.eff;
+    tc["shared_expert_intermediate_size"] = s.sff;
+  } else {
+    tc["intermediate_size"] = s.ffn;
+  }
+  nlohmann::json cfg = {{"model_type", s.moe ? "qwen3_5_moe" : "qwen3_5"}, {"text_config", tc}, {"tie_word_embeddings", s.tied}};
+  std::string cs = cfg.dump(1);
+  oxi::write_file_atomic(dir + "/config.json", cs.data(), cs.size());
+  // Byte-level-ish vocabulary: "t0".."tN" plus one special token, a couple of merges.
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int64_t i = 0; i < s.vocab - 40; ++i) vocab["t" + std::to_string(i)] = i;
+  nlohmann::json tok = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({nlohmann::json::array({"t", "1"})})}}},
+                        {"added_tokens", nlohmann::json::array({{{"id", s.vocab - 40}, {"content", "<|im_end|>"}, {"special", true}}})}};
+  std::string ts = tok.dump();
+  oxi::write_file_atomic(dir + "/tokenizer.json", ts.data(), ts.size());
+  std::string tcs = R"({"eos_token": "<|im_end|>"})";
+  oxi::write_file_atomic(dir + "/tokenizer_config.json", tcs.data(), tcs.size());
+}
+
+inline std::string tmp_dir(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("oxi_q35_" + name + "_" + std::to_string(::getpid()))).string();
+}
+
+}  // namespace q35test
