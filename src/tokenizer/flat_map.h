@@ -39,83 +39,105 @@ inline size_t table_size_for(size_t n) {
   return cap;
 }
 
+inline void prefetch(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p);
+#else
+  (void)p;
+#endif
+}
+
 // uint64 key -> uint64 value. Key ~0 is reserved (empty).
 class U64Map {
  public:
   void reserve(size_t n) {
     const size_t cap = table_size_for(n);
-    keys_.assign(cap, kEmpty);
-    vals_.assign(cap, 0);
+    slots_.assign(cap, Slot{kEmpty, 0});
     mask_ = cap - 1;
   }
+  void prefetch_key(uint64_t key) const { prefetch(&slots_[mix64(key) & mask_]); }
   // Inserts if absent; returns false when the key existed (value kept).
   bool insert(uint64_t key, uint64_t val) {
     size_t i = mix64(key) & mask_;
-    while (keys_[i] != kEmpty) {
-      if (keys_[i] == key) return false;
+    while (slots_[i].key != kEmpty) {
+      if (slots_[i].key == key) return false;
       i = (i + 1) & mask_;
     }
-    keys_[i] = key;
-    vals_[i] = val;
+    slots_[i] = Slot{key, val};
     return true;
   }
   const uint64_t* find(uint64_t key) const {
-    if (keys_.empty()) return nullptr;
+    if (slots_.empty()) return nullptr;
     size_t i = mix64(key) & mask_;
-    while (keys_[i] != kEmpty) {
-      if (keys_[i] == key) return &vals_[i];
+    while (slots_[i].key != kEmpty) {
+      if (slots_[i].key == key) return &slots_[i].val;
       i = (i + 1) & mask_;
     }
     return nullptr;
   }
 
  private:
+  struct Slot { uint64_t key, val; };
   static constexpr uint64_t kEmpty = ~0ULL;
-  std::vector<uint64_t> keys_;
-  std::vector<uint64_t> vals_;
+  std::vector<Slot> slots_;
   size_t mask_ = 0;
 };
 
 // string -> int32 id, where the strings are owned elsewhere (looked up through `text(id)`).
+// Each slot keeps the full 64-bit hash: find() still compares the text; find_hashed() trusts the
+// hash (used only at load time to resolve merges, see docs/tokenizer.md).
 template <class TextOf>
 class StrIdMap {
  public:
   explicit StrIdMap(TextOf text_of) : text_of_(text_of) {}
   void reserve(size_t n) {
     const size_t cap = table_size_for(n);
-    ids_.assign(cap, -1);
-    tags_.assign(cap, 0);
+    slots_.assign(cap, Slot{0, -1});
     mask_ = cap - 1;
   }
+  static uint64_t hash(std::string_view s) { return hash_bytes(s.data(), s.size()); }
+  void prefetch_hash(uint64_t h) const { prefetch(&slots_[h & mask_]); }
   // First id wins for duplicate texts.
   void insert(std::string_view s, int32_t id) {
-    const uint64_t h = hash_bytes(s.data(), s.size());
+    const uint64_t h = hash(s);
     size_t i = h & mask_;
-    const auto tag = static_cast<uint32_t>(h >> 32);
-    while (ids_[i] >= 0) {
-      if (tags_[i] == tag && text_of_(ids_[i]) == s) return;
+    while (slots_[i].id >= 0) {
+      if (slots_[i].hash == h) {
+        if (text_of_(slots_[i].id) == s) return;
+        collisions_ = true;
+      }
       i = (i + 1) & mask_;
     }
-    ids_[i] = id;
-    tags_[i] = tag;
+    slots_[i] = Slot{h, id};
   }
-  int32_t find(std::string_view s) const {
-    if (ids_.empty()) return -1;
-    const uint64_t h = hash_bytes(s.data(), s.size());
+  int32_t find(std::string_view s) const { return find(s, hash(s)); }
+  int32_t find(std::string_view s, uint64_t h) const {
+    if (slots_.empty()) return -1;
     size_t i = h & mask_;
-    const auto tag = static_cast<uint32_t>(h >> 32);
-    while (ids_[i] >= 0) {
-      if (tags_[i] == tag && text_of_(ids_[i]) == s) return ids_[i];
+    while (slots_[i].id >= 0) {
+      if (slots_[i].hash == h && text_of_(slots_[i].id) == s) return slots_[i].id;
+      i = (i + 1) & mask_;
+    }
+    return -1;
+  }
+  // Lookup by hash alone; falls back to comparing text when two vocabulary entries share a hash.
+  int32_t find_hashed(std::string_view s, uint64_t h) const {
+    if (collisions_) return find(s, h);
+    if (slots_.empty()) return -1;
+    size_t i = h & mask_;
+    while (slots_[i].id >= 0) {
+      if (slots_[i].hash == h) return slots_[i].id;
       i = (i + 1) & mask_;
     }
     return -1;
   }
 
  private:
+  struct Slot { uint64_t hash; int32_t id; };
   TextOf text_of_;
-  std::vector<int32_t> ids_;
-  std::vector<uint32_t> tags_;
+  std::vector<Slot> slots_;
   size_t mask_ = 0;
+  bool collisions_ = false;
 };
 
 }  // namespace oxi::tok

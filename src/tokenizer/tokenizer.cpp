@@ -192,18 +192,41 @@ void Tokenizer::Impl::build() {
     before_spm.erase(std::unique(before_spm.begin(), before_spm.end()), before_spm.end());
   }
 
-  // Merges by rank.
-  merges.reserve(d.merges.size());
-  std::string cat;
-  for (size_t r = 0; r < d.merges.size(); ++r) {
-    const auto& m = d.merges[r];
-    const int32_t a = vocab.find(m.first);
-    const int32_t b = vocab.find(m.second);
-    cat.assign(m.first);
-    cat.append(m.second);
-    const int32_t c = vocab.find(cat);
-    if (a < 0 || b < 0 || c < 0) continue;  // as HF/llama.cpp: such merges can never apply
-    merges.insert(pair_key(a, b), (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(c));
+  // Merges by rank. Memory-latency bound (3 lookups per merge in a 262k table), so lookups are
+  // done in batches with the table slots prefetched.
+  {
+    const size_t nm = d.merges.size();
+    merges.reserve(nm);
+    constexpr size_t kBatch = 32;
+    uint64_t h[kBatch][3];
+    int32_t ids[kBatch][3];
+    std::string cat[kBatch];
+    using Map = decltype(vocab);
+    for (size_t base = 0; base < nm; base += kBatch) {
+      const size_t cnt = std::min(kBatch, nm - base);
+      for (size_t k = 0; k < cnt; ++k) {
+        const auto& m = d.merges[base + k];
+        cat[k].assign(m.first);
+        cat[k].append(m.second);
+        h[k][0] = Map::hash(m.first);
+        h[k][1] = Map::hash(m.second);
+        h[k][2] = Map::hash(cat[k]);
+        for (int j = 0; j < 3; ++j) vocab.prefetch_hash(h[k][j]);
+      }
+      for (size_t k = 0; k < cnt; ++k) {
+        const auto& m = d.merges[base + k];
+        ids[k][0] = vocab.find_hashed(m.first, h[k][0]);
+        ids[k][1] = vocab.find_hashed(m.second, h[k][1]);
+        ids[k][2] = vocab.find_hashed(cat[k], h[k][2]);
+        if (ids[k][0] >= 0 && ids[k][1] >= 0) merges.prefetch_key(pair_key(ids[k][0], ids[k][1]));
+      }
+      for (size_t k = 0; k < cnt; ++k) {
+        // As HF/llama.cpp: a merge whose parts or result are not tokens can never apply.
+        if (ids[k][0] < 0 || ids[k][1] < 0 || ids[k][2] < 0) continue;
+        merges.insert(pair_key(ids[k][0], ids[k][1]),
+                      (static_cast<uint64_t>(base + k) << 32) | static_cast<uint32_t>(ids[k][2]));
+      }
+    }
   }
 
   // Added tokens.
