@@ -1,7 +1,7 @@
 #include "chat/jinja_value.h"
 
 #include <algorithm>
-#include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 
@@ -137,9 +137,15 @@ std::string py_float_repr(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
   if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
+  // Shortest round-trip digits (what Python's repr uses): the fewest significant digits whose
+  // correctly rounded value reads back as d. (Portable: libc++ 13 in the wasm build lacks
+  // floating-point to_chars.)
   char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  std::string sci(buf, r.ptr);
+  for (int prec = 0; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  std::string sci(buf);
   // sci: [-]D[.DDD]e[+-]XX
   bool neg = sci[0] == '-';
   if (neg) sci.erase(0, 1);
