@@ -235,6 +235,15 @@ Selection select_model_files(const std::vector<std::string>& paths, const std::s
       if (p.rfind("model", 0) == 0) shards.push_back(p);
     }
   }
+  // With an index, the split shards are the weights (a stray single model.safetensors beside them
+  // is not fetched too).
+  if (all.count("model.safetensors.index.json")) {
+    std::vector<std::string> split;
+    for (const auto& p : shards) {
+      if (p.find("-of-") != std::string::npos) split.push_back(p);
+    }
+    if (!split.empty()) shards = split;
+  }
   if (shards.empty()) shards = any_st;
 
   Selection sel;

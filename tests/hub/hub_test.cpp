@@ -119,6 +119,25 @@ TEST(HubSelect, HfCheckpoint) {
   EXPECT_EQ(sel.files, want);
 }
 
+TEST(HubSelect, SafetensorsVariants) {
+  // Index + shards: only the shards, even with a stray model.safetensors.
+  auto sel = select_model_files({"config.json", "model.safetensors", "model.safetensors.index.json",
+                                 "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"},
+                                "", "a/b");
+  EXPECT_EQ(sel.files, (std::vector<std::string>{"config.json", "model.safetensors.index.json",
+                                                 "model-00001-of-00002.safetensors",
+                                                 "model-00002-of-00002.safetensors"}));
+  // A single file.
+  sel = select_model_files({"config.json", "model.safetensors", "consolidated.safetensors"}, "", "a/b");
+  EXPECT_EQ(sel.files, (std::vector<std::string>{"config.json", "model.safetensors"}));
+  // Only differently named weights: all root-level safetensors.
+  sel = select_model_files({"config.json", "weights.safetensors", "sub/x.safetensors"}, "", "a/b");
+  EXPECT_EQ(sel.files, (std::vector<std::string>{"config.json", "weights.safetensors"}));
+  // A checkpoint and GGUFs in one repo: no quant → checkpoint, a quant → GGUF.
+  EXPECT_FALSE(select_model_files({"config.json", "model.safetensors", "m-Q4_K_M.gguf"}, "", "a/b").gguf);
+  EXPECT_TRUE(select_model_files({"config.json", "model.safetensors", "m-Q4_K_M.gguf"}, "Q4_K_M", "a/b").gguf);
+}
+
 TEST(HubSelect, GgufDefaultAndExplicitQuant) {
   const std::vector<std::string> files = {"README.md", "m-Q8_0.gguf", "m-Q4_K_M.gguf", "m-Q4_K_S.gguf",
                                           "mmproj-m-F16.gguf", "m-BF16.gguf"};
