@@ -255,3 +255,78 @@ TEST(HubOnline, UnreachableEndpointIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("cannot reach"), std::string::npos) << e.what();
   }
 }
+
+// ---- against tests/hub/fake_hub.py (python3, 127.0.0.1): the download path inside this binary,
+// so sanitizer builds cover it too. Skipped when python3 is missing.
+namespace {
+
+struct FakeHub {
+  FILE* pipe = nullptr;
+  int port = 0;
+  explicit FakeHub(const fs::path& repos) {
+    const std::string cmd = "python3 " OXI_SOURCE_DIR "/tests/hub/fake_hub.py serve '" + repos.string() +
+                            "' --idle 30 2>/dev/null";
+    pipe = ::popen(cmd.c_str(), "r");
+    char line[64] = {0};
+    if (pipe && std::fgets(line, sizeof line, pipe)) std::sscanf(line, "PORT %d", &port);
+  }
+  ~FakeHub() {
+    if (port) {
+      try {
+        http_fetch(endpoint() + "/__shutdown", "", false, false);
+      } catch (const std::exception&) {
+      }
+    }
+    if (pipe) ::pclose(pipe);
+  }
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+std::string random_bytes(size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    s[i] = static_cast<char>(seed >> 16);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(HubFake, DownloadResumeVerify) {
+  if (std::system("python3 -c 1 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  TempDir t;
+  const std::string data = random_bytes(300000, 7);
+  write(t.path / "repos/o/flaky/m-Q4_K_M.gguf", data);
+  write(t.path / "repos/o/flaky.json", R"({"drop": {"m-Q4_K_M.gguf": "once"}})");
+  write(t.path / "repos/o/bad/m-Q4_K_M.gguf", data);
+  write(t.path / "repos/o/bad.json", R"({"corrupt": ["m-Q4_K_M.gguf"]})");
+  FakeHub hub(t.path / "repos");
+  ASSERT_NE(hub.port, 0);
+  HubOptions opt;
+  opt.cache_dir = (t.path / "cache").string();
+  opt.endpoint = hub.endpoint();
+  opt.progress = false;
+  const std::string p = hub_resolve_model("o/flaky", opt);
+  std::ifstream in(p, std::ios::binary);
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(got == data);
+  EXPECT_EQ(fs::read_symlink(p).string(), "../../blobs/" + sha256_hex(data));
+  const auto stats = http_fetch(hub.endpoint() + "/__stats", "", false, false).body;
+  EXPECT_NE(stats.find("\"range:m-Q4_K_M.gguf\": 1"), std::string::npos) << stats;
+  try {
+    hub_resolve_model("o/bad", opt);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kFormat);
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(t.path / "cache/models--o--bad/blobs" / sha256_hex(data)));
+  EXPECT_FALSE(fs::exists(t.path / "cache/models--o--bad/blobs" / (sha256_hex(data) + ".incomplete")));
+  try {
+    hub_resolve_model("o/flaky:Q8_0", opt);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("available: Q4_K_M"), std::string::npos) << e.what();
+  }
+}
