@@ -1,0 +1,309 @@
+// HF Gemma 4 checkpoint → GGUF (arch "gemma4") with llama.cpp's metadata keys, tensor names and
+// value transforms (spec B.8): plain norms (no +1 shift), generated rope_freqs for proportional
+// RoPE, router scales renamed, fused experts kept fused, per-layer arrays for KV heads / FFN size.
+#include <cmath>
+#include <cstring>
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "core/byte_source.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "format/gguf.h"
+#include "models/convert.h"
+#include "models/gemma4/gemma4.h"
+
+namespace oxi {
+
+namespace {
+
+using nlohmann::json;
+
+float read_elem(const TensorInfo& t, uint64_t i) {
+  const uint8_t* p = t.data();
+  switch (t.dtype) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case DType::F16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return f16_to_f32(h);
+    }
+    case DType::BF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16_to_f32(h);
+    }
+    default:
+      throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot convert from " + dtype_name(t.dtype));
+  }
+}
+
+// ggml's reference Q8_0: blocks of 32, d = amax/127 stored as f16, q = round(x/d).
+void quantize_q8_0(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = f32_to_f16(d);
+    uint8_t* ob = out + b * 34;
+    std::memcpy(ob, &dh, 2);
+    for (int i = 0; i < 32; ++i) {
+      const float v = std::round(xb[i] * id);
+      ob[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(v));
+    }
+  }
+}
+
+// Writes `n` floats from `t` (any float dtype) as `type` into dst.
+void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst, uint64_t nbytes) {
+  const uint64_t n = static_cast<uint64_t>(t.n_elements());
+  if (type == DType::F32) {
+    if (t.dtype == DType::F32) {
+      std::memcpy(dst, t.data(), n * 4);
+    } else {
+      for (uint64_t i = 0; i < n; ++i) {
+        const float f = read_elem(t, i);
+        std::memcpy(dst + 4 * i, &f, 4);
+      }
+    }
+  } else if (type == DType::F16 || type == DType::BF16) {
+    if (t.dtype == type) {
+      std::memcpy(dst, t.data(), n * 2);
+    } else {
+      for (uint64_t i = 0; i < n; ++i) {
+        const float f = read_elem(t, i);
+        const uint16_t h = type == DType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+    }
+  } else if (type == DType::Q8_0) {
+    std::vector<float> row(static_cast<size_t>(row_len));
+    const uint64_t rows = n / static_cast<uint64_t>(row_len);
+    const uint64_t rb = static_cast<uint64_t>(row_len / 32) * 34;
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < row_len; ++i) row[static_cast<size_t>(i)] = read_elem(t, r * static_cast<uint64_t>(row_len) + static_cast<uint64_t>(i));
+      quantize_q8_0(row.data(), row_len, dst + r * rb);
+    }
+  } else {
+    throw_error(ErrorCode::kUnsupported, "convert: unsupported output type " + dtype_name(type));
+  }
+  (void)nbytes;
+}
+
+uint32_t file_type_of(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q8_0: return 7;
+    case DType::BF16: return 32;
+    default: return 0;
+  }
+}
+
+// tokenizer.ggml.* for the "gemma4" tokenizer model from tokenizer.json (llama.cpp's converter:
+// BPE pieces, merges, scores, token types; the seven chat-syntax tokens stay visible).
+void write_tokenizer(const HfCheckpoint& hf, int64_t n_vocab, GgufWriter& w) {
+  if (hf.tokenizer_json_path.empty()) format_error(hf.dir, "missing tokenizer.json");
+  json tj;
+  try {
+    tj = json::parse(read_text_file(hf.tokenizer_json_path, 1ull << 30));
+  } catch (const json::exception& e) {
+    format_error(hf.tokenizer_json_path, std::string("bad JSON: ") + e.what());
+  }
+  const json* model = tj.contains("model") ? &tj["model"] : nullptr;
+  if (!model || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
+    format_error(hf.tokenizer_json_path, "model.vocab missing or not an object");
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<uint8_t> seen;
+  const json& vocab = (*model)["vocab"];
+  int64_t n = 0;
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    if (!it.value().is_number_integer()) format_error(hf.tokenizer_json_path, "vocab id of '" + it.key() + "' is not an integer");
+    n = std::max<int64_t>(n, it.value().get<int64_t>() + 1);
+  }
+  std::map<int64_t, std::pair<std::string, bool>> added;
+  if (tj.contains("added_tokens") && tj["added_tokens"].is_array()) {
+    for (const json& a : tj["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a.contains("content")) continue;
+      const int64_t id = a["id"].get<int64_t>();
+      added[id] = {a["content"].get<std::string>(), a.value("special", false)};
+      n = std::max<int64_t>(n, id + 1);
+    }
+  }
+  if (n <= 0 || n > (1 << 24)) format_error(hf.tokenizer_json_path, "bad vocabulary size");
+  n = std::max<int64_t>(n, n_vocab);
+  tokens.assign(static_cast<size_t>(n), std::string());
+  seen.assign(static_cast<size_t>(n), 0);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const int64_t id = it.value().get<int64_t>();
+    if (id < 0) format_error(hf.tokenizer_json_path, "negative token id");
+    tokens[static_cast<size_t>(id)] = it.key();
+    seen[static_cast<size_t>(id)] = 1;
+  }
+  for (const auto& [id, ts] : added) {
+    if (id < 0) format_error(hf.tokenizer_json_path, "negative token id");
+    tokens[static_cast<size_t>(id)] = ts.first;
+    seen[static_cast<size_t>(id)] = 1;
+  }
+  static const std::set<std::string> kVisible = {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
+                                                 "<|tool_response>", "<tool_response|>", "<|\"|>"};
+  types.assign(static_cast<size_t>(n), 1);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string& s = tokens[static_cast<size_t>(i)];
+    if (!seen[static_cast<size_t>(i)]) {
+      tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
+      types[static_cast<size_t>(i)] = 5;  // UNUSED
+      continue;
+    }
+    auto a = added.find(i);
+    if (kVisible.count(s)) types[static_cast<size_t>(i)] = 4;       // USER_DEFINED
+    else if (a != added.end() && a->second.second) types[static_cast<size_t>(i)] = 3;  // CONTROL
+    else if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && s[5] == '>') types[static_cast<size_t>(i)] = 6;  // BYTE
+  }
+  std::vector<std::string> merges;
+  if (model->contains("merges") && (*model)["merges"].is_array()) {
+    for (const json& m : (*model)["merges"]) {
+      if (m.is_string()) merges.push_back(m.get<std::string>());
+      else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      else format_error(hf.tokenizer_json_path, "bad merge entry");
+    }
+  }
+  w.set_string("tokenizer.ggml.model", "gemma4");
+  w.set_array_string("tokenizer.ggml.tokens", tokens);
+  w.set_array_f32("tokenizer.ggml.scores", std::vector<float>(static_cast<size_t>(n), -1000.0f));
+  w.set_array_i32("tokenizer.ggml.token_type", types);
+  w.set_array_string("tokenizer.ggml.merges", merges);
+  auto id_of = [&](const char* key, int64_t def) -> int64_t {
+    const json& tc = hf.tokenizer_config;
+    if (tc.is_object() && tc.contains(key)) {
+      const json& v = tc[key];
+      std::string s = v.is_string() ? v.get<std::string>() : (v.is_object() ? v.value("content", std::string()) : std::string());
+      for (int64_t i = 0; i < n; ++i)
+        if (!s.empty() && tokens[static_cast<size_t>(i)] == s) return i;
+    }
+    return def;
+  };
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(id_of("bos_token", 2)));
+  // llama.cpp's converter takes eos from the model config (<eos> = 1); the chat stop token
+  // <turn|> comes from the template/EOG list.
+  int64_t eos = 1;
+  if (hf.text_config.contains("eos_token_id") && hf.text_config["eos_token_id"].is_number_integer())
+    eos = hf.text_config["eos_token_id"].get<int64_t>();
+  else if (hf.config.contains("eos_token_id") && hf.config["eos_token_id"].is_number_integer())
+    eos = hf.config["eos_token_id"].get<int64_t>();
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
+  w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(id_of("unk_token", 3)));
+  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(id_of("pad_token", 0)));
+  w.set_u32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(id_of("mask_token", 4)));
+  w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  w.set_bool("tokenizer.ggml.add_bos_token", true);
+  if (!hf.chat_template.empty()) w.set_string("tokenizer.chat_template", hf.chat_template);
+}
+
+}  // namespace
+
+void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt) {
+  const gemma4::Config c = gemma4::config_from_hf(hf);
+  const std::string prefix = gemma4::hf_prefix(hf);
+  const DType out = opt.out_type;
+  if (out != DType::F32 && out != DType::F16 && out != DType::BF16 && out != DType::Q8_0)
+    throw_error(ErrorCode::kInvalidArgument, "convert: --type must be f32, f16, bf16 or q8_0");
+
+  GgufWriter w;
+  const std::string a = "gemma4.";
+  w.set_string("general.architecture", "gemma4");
+  w.set_string("general.type", "model");
+  {
+    std::string name = c.name;
+    if (name.empty()) {
+      std::string p = hf.dir;
+      while (!p.empty() && p.back() == '/') p.pop_back();
+      name = p.substr(p.find_last_of('/') + 1);
+    }
+    w.set_string("general.name", name);
+  }
+  w.set_u32("general.file_type", file_type_of(out));
+  w.set_u32("general.quantization_version", 2);
+  const size_t L = static_cast<size_t>(c.n_layer);
+  w.set_u32(a + "block_count", static_cast<uint32_t>(c.n_layer));
+  w.set_u32(a + "context_length", static_cast<uint32_t>(c.n_ctx_train));
+  w.set_u32(a + "embedding_length", static_cast<uint32_t>(c.n_embd));
+  bool ff_same = true, kv_same = true;
+  for (size_t l = 0; l < L; ++l) {
+    ff_same &= c.n_ff[l] == c.n_ff[0];
+    kv_same &= c.n_head_kv[l] == c.n_head_kv[0];
+  }
+  if (ff_same) w.set_u32(a + "feed_forward_length", static_cast<uint32_t>(c.n_ff[0]));
+  else w.set_array_i32(a + "feed_forward_length", std::vector<int32_t>(c.n_ff.begin(), c.n_ff.end()));
+  w.set_u32(a + "attention.head_count", static_cast<uint32_t>(c.n_head));
+  if (kv_same) w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(c.n_head_kv[0]));
+  else w.set_array_i32(a + "attention.head_count_kv", std::vector<int32_t>(c.n_head_kv.begin(), c.n_head_kv.end()));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", c.eps);
+  w.set_u32(a + "attention.key_length", static_cast<uint32_t>(c.head_dim_full));
+  w.set_u32(a + "attention.value_length", static_cast<uint32_t>(c.head_dim_full));
+  w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(c.window));
+  w.set_u32(a + "attention.shared_kv_layers", static_cast<uint32_t>(c.n_kv_shared));
+  {
+    std::vector<bool> pat(L);
+    for (size_t l = 0; l < L; ++l) pat[l] = c.is_swa[l] != 0;
+    w.set_array_bool(a + "attention.sliding_window_pattern", pat);
+  }
+  w.set_u32(a + "attention.key_length_swa", static_cast<uint32_t>(c.head_dim_swa));
+  w.set_u32(a + "attention.value_length_swa", static_cast<uint32_t>(c.head_dim_swa));
+  w.set_f32(a + "rope.freq_base", c.rope_base_full);
+  w.set_f32(a + "rope.freq_base_swa", c.rope_base_swa);
+  w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(c.n_rot_full));
+  w.set_u32(a + "rope.dimension_count_swa", static_cast<uint32_t>(c.n_rot_swa));
+  if (c.n_expert > 0) {
+    w.set_u32(a + "expert_count", static_cast<uint32_t>(c.n_expert));
+    w.set_u32(a + "expert_used_count", static_cast<uint32_t>(c.n_expert_used));
+  }
+  if (c.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", c.final_softcap);
+  w.set_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(c.n_embd_per_layer));
+  if (c.n_expert > 0) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_exp));
+
+  write_tokenizer(hf, c.n_vocab, w);
+
+  // rope_freqs for proportional RoPE (full layers only), f32.
+  auto rope_freqs = std::make_shared<std::vector<float>>(c.rope_freqs_full);
+  if (!rope_freqs->empty())
+    w.add_tensor("rope_freqs.weight", DType::F32, {static_cast<int64_t>(rope_freqs->size())}, rope_freqs->data(),
+                 rope_freqs->size() * sizeof(float));
+
+  for (const auto& [name, t] : hf.tensors.all()) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;  // vision / audio towers
+    const std::string rel = name.substr(prefix.size());
+    const std::string g = gemma4::hf_to_gguf_name(rel);
+    if (g.empty()) {
+      if (rel == "lm_head.weight") continue;
+      format_error(hf.dir, "convert: unknown gemma4 tensor " + name);
+    }
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      throw_error(ErrorCode::kUnsupported, hf.dir + ": convert: tensor " + name + " has type " + dtype_name(t.dtype));
+    // Matrices (2-D / 3-D) take the requested type; vectors and scalars stay F32.
+    DType type = t.shape.size() >= 2 ? out : DType::F32;
+    const int64_t row_len = t.shape.empty() ? 1 : t.shape.back();
+    if (type == DType::Q8_0 && row_len % 32 != 0) type = DType::F16;
+    std::vector<int64_t> shape = t.shape;
+    if (shape.empty()) shape = {1};
+    auto nb = dtype_row_bytes(type, static_cast<uint64_t>(row_len));
+    if (!nb) format_error(hf.dir, "convert: tensor " + name + " has a bad row size");
+    const uint64_t nbytes = *nb * static_cast<uint64_t>(t.n_elements() / std::max<int64_t>(row_len, 1));
+    const TensorInfo ti = t;
+    w.add_tensor(g, type, shape, nbytes,
+                 [ti, type, row_len](uint8_t* dst, uint64_t n) { encode(ti, type, row_len, dst, n); });
+  }
+  w.write(out_path);
+}
+
+}  // namespace oxi

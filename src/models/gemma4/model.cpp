@@ -1,0 +1,824 @@
+// Gemma 4 text decoder on the CPU: sliding + global attention with per-type head size, KV heads
+// and RoPE; per-layer embeddings; KV sharing; dense GeGLU and the MoE block. Weights stay in the
+// file mapping (HF safetensors or GGUF) and every matmul goes through oxi::matmul.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "models/gemma4/gemma4.h"
+
+namespace oxi {
+
+namespace gemma4 {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// numerics
+
+constexpr float kGeluCoefA = 0.044715f;
+constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+
+float gelu_f32(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x))); }
+
+struct GeluTable {
+  std::vector<float> t;
+  GeluTable() : t(65536) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const float x = f16_to_f32(static_cast<uint16_t>(h));
+      t[h] = f16_to_f32(f32_to_f16(gelu_f32(x)));
+    }
+  }
+};
+
+const GeluTable& gelu_table() {
+  static const GeluTable table;
+  return table;
+}
+
+// y = x / sqrt(mean(x^2) + eps), sum in double (as ggml); then optional weight.
+void rms_norm(const float* x, int64_t n, float eps, const float* w, float* y) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// weights
+
+struct Expert3D {  // a stack of E matrices [E, rows, cols] in one tensor
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  const uint8_t* data = nullptr;
+  uint64_t row_bytes = 0;
+  MatrixView slice(int64_t e, int64_t row0, int64_t nrows) const {
+    MatrixView m;
+    m.dtype = dtype;
+    m.rows = nrows;
+    m.cols = cols;
+    m.row_bytes = row_bytes;
+    m.data = data + (static_cast<uint64_t>(e) * static_cast<uint64_t>(rows) + static_cast<uint64_t>(row0)) * row_bytes;
+    return m;
+  }
+};
+
+struct Layer {
+  std::vector<float> attn_norm, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
+  MatrixView wq, wk, wv, wo, gate, up, down;
+  bool has_v = false;
+  bool owns_kv = false;
+  // MoE
+  bool moe = false;
+  std::vector<float> pre_ffn_norm2, post_ffn_norm1, post_ffn_norm2, router_scale, expert_scale;
+  MatrixView router;
+  Expert3D gate_exps, up_exps, down_exps;
+  int64_t gate_row0 = 0, up_row0 = 0;  // row offsets inside the fused gate_up stack
+  // per-layer embedding
+  MatrixView ple_gate, ple_proj;
+  std::vector<float> ple_post_norm;
+  float out_scale = 1.0f;
+};
+
+class Gemma4Model;
+
+// ---------------------------------------------------------------------------------------------
+// per-sequence state
+
+struct LayerCache {
+  int64_t width = 0;     // Hkv * hd floats per position
+  bool ring = false;     // sliding: ring of `cap` slots indexed by pos % cap
+  int64_t cap = 0;       // ring: window; full: grown on demand up to n_ctx
+  std::vector<uint16_t> k, v;  // f16, [cap, width]
+};
+
+class Gemma4State final : public SequenceState {
+ public:
+  Gemma4State(const Config& c, int64_t n_ctx) : n_ctx_(n_ctx) {
+    caches_.resize(static_cast<size_t>(c.n_layer));
+    for (int64_t l = 0; l < c.n_layer_kv(); ++l) {
+      LayerCache& lc = caches_[static_cast<size_t>(l)];
+      lc.width = c.n_head_kv[static_cast<size_t>(l)] * c.head_dim(l);
+      lc.ring = c.swa(l);
+      lc.cap = lc.ring ? std::min(c.window, n_ctx) : 0;
+      if (lc.ring) {
+        lc.k.assign(static_cast<size_t>(lc.cap * lc.width), 0);
+        lc.v.assign(static_cast<size_t>(lc.cap * lc.width), 0);
+      }
+    }
+  }
+  int64_t n_past() const override { return n_past_; }
+  int64_t n_ctx() const override { return n_ctx_; }
+  void clear() override {
+    n_past_ = 0;
+    for (auto& lc : caches_) {
+      if (!lc.ring) {
+        lc.k.clear();
+        lc.k.shrink_to_fit();
+        lc.v.clear();
+        lc.v.shrink_to_fit();
+        lc.cap = 0;
+      } else {
+        std::fill(lc.k.begin(), lc.k.end(), uint16_t{0});
+        std::fill(lc.v.begin(), lc.v.end(), uint16_t{0});
+      }
+    }
+  }
+
+  std::vector<uint8_t> snapshot() const override {
+    std::vector<uint8_t> out;
+    auto put = [&](const void* p, size_t n) {
+      const uint8_t* b = static_cast<const uint8_t*>(p);
+      out.insert(out.end(), b, b + n);
+    };
+    const uint32_t magic = 0x34474d47u;  // "GMG4"
+    put(&magic, 4);
+    put(&n_ctx_, 8);
+    put(&n_past_, 8);
+    const uint64_t nl = caches_.size();
+    put(&nl, 8);
+    for (const auto& lc : caches_) {
+      put(&lc.width, 8);
+      const uint8_t ring = lc.ring ? 1 : 0;
+      put(&ring, 1);
+      const int64_t rows = lc.ring ? lc.cap : n_past_;
+      put(&rows, 8);
+      put(lc.k.data(), static_cast<size_t>(rows * lc.width) * sizeof(uint16_t));
+      put(lc.v.data(), static_cast<size_t>(rows * lc.width) * sizeof(uint16_t));
+    }
+    return out;
+  }
+
+  void restore(std::span<const uint8_t> bytes) override {
+    size_t off = 0;
+    auto get = [&](void* p, size_t n) {
+      if (bytes.size() - off < n) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot is truncated");
+      std::memcpy(p, bytes.data() + off, n);
+      off += n;
+    };
+    uint32_t magic = 0;
+    get(&magic, 4);
+    if (magic != 0x34474d47u) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: not a gemma4 snapshot");
+    int64_t n_ctx = 0, n_past = 0;
+    uint64_t nl = 0;
+    get(&n_ctx, 8);
+    get(&n_past, 8);
+    get(&nl, 8);
+    if (n_ctx != n_ctx_ || nl != caches_.size() || n_past < 0 || n_past > n_ctx_)
+      throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot is for a different model or context size");
+    std::vector<LayerCache> fresh = caches_;
+    for (auto& lc : fresh) {
+      int64_t width = 0, rows = 0;
+      uint8_t ring = 0;
+      get(&width, 8);
+      get(&ring, 1);
+      get(&rows, 8);
+      if (width != lc.width || (ring != 0) != lc.ring || rows != (lc.ring ? lc.cap : n_past))
+        throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot layout does not match this model");
+      const size_t n = static_cast<size_t>(rows * width);
+      if (!lc.ring) {
+        lc.cap = rows;
+        lc.k.resize(n);
+        lc.v.resize(n);
+      }
+      get(lc.k.data(), n * sizeof(uint16_t));
+      get(lc.v.data(), n * sizeof(uint16_t));
+    }
+    if (off != bytes.size()) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: trailing bytes in snapshot");
+    caches_ = std::move(fresh);
+    n_past_ = n_past;
+  }
+
+  // Makes room for positions < need in the full caches.
+  void reserve_full(int64_t need) {
+    for (auto& lc : caches_) {
+      if (lc.ring || lc.width == 0 || lc.cap >= need) continue;
+      int64_t cap = std::max<int64_t>(need, std::min<int64_t>(n_ctx_, std::max<int64_t>(64, lc.cap * 2)));
+      lc.k.resize(static_cast<size_t>(cap * lc.width));
+      lc.v.resize(static_cast<size_t>(cap * lc.width));
+      lc.cap = cap;
+    }
+  }
+
+  int64_t n_ctx_ = 0;
+  int64_t n_past_ = 0;
+  std::vector<LayerCache> caches_;  // indexed by layer; KV-shared layers have width 0
+};
+
+// ---------------------------------------------------------------------------------------------
+// the model
+
+class Gemma4Model final : public Model {
+ public:
+  Gemma4Model(const ModelFiles& files, Config cfg);
+  const ModelInfo& info() const override { return info_; }
+  std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const override {
+    if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
+      throw_error(ErrorCode::kInvalidArgument, "gemma4: bad context size " + std::to_string(n_ctx));
+    return std::make_unique<Gemma4State>(cfg_, n_ctx);
+  }
+  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits,
+               bool all_logits) const override;
+
+ private:
+  const TensorInfo* find(const std::string& gguf_name) const;
+  const TensorInfo& need(const std::string& gguf_name) const;
+  MatrixView matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  std::vector<float> vec(const std::string& name, int64_t n) const;
+  Expert3D experts(const std::string& name, int64_t e, int64_t rows, int64_t cols) const;
+  void rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const;
+  void ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t n_ff) const;
+  void ffn_moe(const Layer& ly, const float* x_norm, const float* x_resid, int64_t T, float* out) const;
+  float gelu(float x) const { return exact_gelu_ ? gelu_f32(x) : gelu_ggml(x); }
+
+  ModelFiles files_;
+  bool is_hf_ = false;
+  std::string prefix_;
+  Config cfg_;
+  ModelInfo info_;
+  MatrixView tok_embd_, output_;
+  std::vector<float> output_norm_;
+  MatrixView ple_tok_, ple_model_proj_;
+  std::vector<float> ple_proj_norm_;
+  std::vector<Layer> layers_;
+  bool exact_gelu_ = false;
+  int fma_mode_ = 0;
+  int attn_mode_ = 0;  // 0: as llama.cpp (vector path under 64 tokens); 1: always vector; 2: always f32
+};
+
+const TensorInfo* Gemma4Model::find(const std::string& g) const {
+  if (!is_hf_) return files_.tensors().find(g);
+  const std::string h = gguf_to_hf_name(g);
+  if (h.empty()) return nullptr;
+  return files_.tensors().find(prefix_ + h);
+}
+
+const TensorInfo& Gemma4Model::need(const std::string& g) const {
+  const TensorInfo* t = find(g);
+  if (!t) {
+    const std::string shown = is_hf_ ? prefix_ + gguf_to_hf_name(g) : g;
+    format_error(files_.path, "missing tensor " + shown);
+  }
+  return *t;
+}
+
+MatrixView Gemma4Model::matrix(const std::string& g, int64_t rows, int64_t cols) const {
+  const TensorInfo& t = need(g);
+  if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
+    format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want [" +
+                                  std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  if (!matmul_supports(t.dtype))
+    throw_error(ErrorCode::kUnsupported, files_.path + ": tensor " + t.name + ": unsupported tensor type " + dtype_name(t.dtype));
+  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
+  if (!rb || *rb * static_cast<uint64_t>(rows) != t.nbytes)
+    format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
+  MatrixView m;
+  m.dtype = t.dtype;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = t.data();
+  m.row_bytes = *rb;
+  return m;
+}
+
+std::vector<float> Gemma4Model::vec(const std::string& g, int64_t n) const {
+  const TensorInfo& t = need(g);
+  if (t.n_elements() != n)
+    format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want " + std::to_string(n) + " elements");
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    throw_error(ErrorCode::kUnsupported, files_.path + ": tensor " + t.name + ": unsupported type " + dtype_name(t.dtype) + " for a vector");
+  std::vector<float> out(static_cast<size_t>(n));
+  const uint8_t* p = t.data();
+  for (int64_t i = 0; i < n; ++i) {
+    if (t.dtype == DType::F32) std::memcpy(&out[static_cast<size_t>(i)], p + 4 * i, 4);
+    else {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[static_cast<size_t>(i)] = t.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  for (float v : out)
+    if (!std::isfinite(v)) format_error(files_.path, "tensor " + t.name + " holds a non-finite value");
+  return out;
+}
+
+Expert3D Gemma4Model::experts(const std::string& g, int64_t e, int64_t rows, int64_t cols) const {
+  const TensorInfo& t = need(g);
+  if (t.shape.size() != 3 || t.shape[0] != e || t.shape[1] != rows || t.shape[2] != cols)
+    format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want [" + std::to_string(e) +
+                                  ", " + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  if (!matmul_supports(t.dtype))
+    throw_error(ErrorCode::kUnsupported, files_.path + ": tensor " + t.name + ": unsupported tensor type " + dtype_name(t.dtype));
+  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
+  if (!rb || *rb * static_cast<uint64_t>(rows) * static_cast<uint64_t>(e) != t.nbytes)
+    format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
+  Expert3D x;
+  x.dtype = t.dtype;
+  x.rows = rows;
+  x.cols = cols;
+  x.data = t.data();
+  x.row_bytes = *rb;
+  return x;
+}
+
+Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg) : files_(files), cfg_(std::move(cfg)) {
+  is_hf_ = files_.kind == ModelFileKind::kHf;
+  if (is_hf_) prefix_ = hf_prefix(*files_.hf);
+  if (const char* e = std::getenv("OXI_GEMMA4_EXACT_GELU")) exact_gelu_ = (e[0] == '1');
+  if (const char* e = std::getenv("OXI_GEMMA4_ATTN")) attn_mode_ = std::atoi(e);
+  if (const char* e = std::getenv("OXI_GEMMA4_FMA")) fma_mode_ = std::atoi(e);
+  const Config& c = cfg_;
+  const int64_t d = c.n_embd;
+
+  tok_embd_ = matrix("token_embd.weight", c.n_vocab, d);
+  output_ = tok_embd_;
+  if (!is_hf_ && find("output.weight")) output_ = matrix("output.weight", c.n_vocab, d);
+  if (is_hf_ && files_.tensors().find("lm_head.weight") &&
+      !files_.hf->text_config.value("tie_word_embeddings", files_.hf->config.value("tie_word_embeddings", true))) {
+    const TensorInfo& t = files_.tensors().get("lm_head.weight");
+    (void)t;
+    // untied head: read it through the GGUF-name mapper's bypass
+    MatrixView m;
+    auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(d));
+    if (t.shape.size() != 2 || t.shape[0] != c.n_vocab || t.shape[1] != d || !rb || !matmul_supports(t.dtype))
+      format_error(files_.path, "tensor lm_head.weight has shape " + t.shape_string() + " or an unsupported type");
+    m.dtype = t.dtype; m.rows = c.n_vocab; m.cols = d; m.data = t.data(); m.row_bytes = *rb;
+    output_ = m;
+  }
+  output_norm_ = vec("output_norm.weight", d);
+
+  const int64_t P = c.n_embd_per_layer, L = c.n_layer;
+  if (P > 0) {
+    ple_tok_ = matrix("per_layer_token_embd.weight", c.n_vocab, L * P);
+    ple_model_proj_ = matrix("per_layer_model_proj.weight", L * P, d);
+    ple_proj_norm_ = vec("per_layer_proj_norm.weight", P);
+  }
+
+  layers_.resize(static_cast<size_t>(L));
+  for (int64_t l = 0; l < L; ++l) {
+    Layer& ly = layers_[static_cast<size_t>(l)];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const int64_t hd = c.head_dim(l), hkv = c.n_head_kv[static_cast<size_t>(l)];
+    ly.owns_kv = l < c.n_layer_kv();
+    ly.attn_norm = vec(b + "attn_norm.weight", d);
+    ly.wq = matrix(b + "attn_q.weight", c.n_head * hd, d);
+    ly.q_norm = vec(b + "attn_q_norm.weight", hd);
+    ly.wo = matrix(b + "attn_output.weight", d, c.n_head * hd);
+    if (ly.owns_kv) {
+      ly.wk = matrix(b + "attn_k.weight", hkv * hd, d);
+      ly.k_norm = vec(b + "attn_k_norm.weight", hd);
+      const bool skip_v = is_hf_ && c.k_eq_v && !c.swa(l);
+      ly.has_v = !skip_v && find(b + "attn_v.weight") != nullptr;
+      if (ly.has_v) ly.wv = matrix(b + "attn_v.weight", hkv * hd, d);
+      else if (is_hf_ && !(c.k_eq_v && !c.swa(l)))
+        format_error(files_.path, "missing tensor " + prefix_ + gguf_to_hf_name(b + "attn_v.weight"));
+    }
+    ly.post_attn_norm = vec(b + "post_attention_norm.weight", d);
+    const int64_t ff = c.n_ff[static_cast<size_t>(l)];
+    ly.ffn_norm = vec(b + "ffn_norm.weight", d);
+    ly.gate = matrix(b + "ffn_gate.weight", ff, d);
+    ly.up = matrix(b + "ffn_up.weight", ff, d);
+    ly.down = matrix(b + "ffn_down.weight", d, ff);
+    ly.post_ffn_norm = vec(b + "post_ffw_norm.weight", d);
+    ly.moe = c.n_expert > 0 && find(b + "ffn_gate_inp.weight") != nullptr;
+    if (c.n_expert > 0 && !ly.moe) format_error(files_.path, "missing tensor " + (is_hf_ ? prefix_ + gguf_to_hf_name(b + "ffn_gate_inp.weight") : b + "ffn_gate_inp.weight"));
+    if (ly.moe) {
+      const int64_t E = c.n_expert, I = c.n_ff_exp;
+      ly.router = matrix(b + "ffn_gate_inp.weight", E, d);
+      ly.router_scale = vec(b + "ffn_gate_inp.scale", d);
+      ly.expert_scale = find(b + "ffn_down_exps.scale") ? vec(b + "ffn_down_exps.scale", E) : std::vector<float>(static_cast<size_t>(E), 1.0f);
+      ly.pre_ffn_norm2 = vec(b + "pre_ffw_norm_2.weight", d);
+      ly.post_ffn_norm1 = vec(b + "post_ffw_norm_1.weight", d);
+      ly.post_ffn_norm2 = vec(b + "post_ffw_norm_2.weight", d);
+      if (find(b + "ffn_gate_up_exps.weight")) {
+        ly.gate_exps = experts(b + "ffn_gate_up_exps.weight", E, 2 * I, d);
+        ly.up_exps = ly.gate_exps;
+        ly.gate_row0 = 0;
+        ly.up_row0 = I;
+      } else if (!is_hf_) {
+        ly.gate_exps = experts(b + "ffn_gate_exps.weight", E, I, d);
+        ly.up_exps = experts(b + "ffn_up_exps.weight", E, I, d);
+      } else {
+        need(b + "ffn_gate_up_exps.weight");
+      }
+      ly.down_exps = experts(b + "ffn_down_exps.weight", E, d, I);
+    }
+    if (P > 0) {
+      ly.ple_gate = matrix(b + "inp_gate.weight", P, d);
+      ly.ple_proj = matrix(b + "proj.weight", d, P);
+      ly.ple_post_norm = vec(b + "post_norm.weight", d);
+    }
+    if (find(b + "layer_output_scale.weight")) ly.out_scale = vec(b + "layer_output_scale.weight", 1)[0];
+  }
+
+  info_.arch = "gemma4";
+  info_.name = c.name;
+  if (info_.name.empty()) {
+    std::string p = files_.path;
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    info_.name = p.substr(p.find_last_of('/') + 1);
+  }
+  info_.n_vocab = c.n_vocab;
+  info_.n_embd = d;
+  info_.n_layer = L;
+  info_.n_ctx_train = c.n_ctx_train;
+  for (const auto& [name, t] : files_.tensors().all()) {
+    if (is_hf_ && name.compare(0, prefix_.size(), prefix_) != 0) continue;
+    info_.n_params += static_cast<uint64_t>(t.n_elements());
+    info_.weight_bytes += t.nbytes;
+  }
+}
+
+// NeoX RoPE over `n_heads` heads of size hd at position `pos`, ggml's recurrence for the angles
+// (theta_i = pos · base^(-2i/n_dims) / freq_factor_i, built by repeated multiplication in f32).
+void Gemma4Model::rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const {
+  const int64_t n_dims = swa ? cfg_.n_rot_swa : cfg_.n_rot_full;
+  const float base = swa ? cfg_.rope_base_swa : cfg_.rope_base_full;
+  const float* ff = (!swa && !cfg_.rope_freqs_full.empty()) ? cfg_.rope_freqs_full.data() : nullptr;
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_dims));
+  const int64_t half = n_dims / 2;
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < half; ++i) {
+    const float f = ff ? ff[i] : 1.0f;
+    const float t = theta / f;
+    cs[static_cast<size_t>(i)] = std::cos(t);
+    sn[static_cast<size_t>(i)] = std::sin(t);
+    theta *= theta_scale;
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * hd;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = v[i], x1 = v[i + half];
+      v[i] = x0 * cs[static_cast<size_t>(i)] - x1 * sn[static_cast<size_t>(i)];
+      v[i + half] = x0 * sn[static_cast<size_t>(i)] + x1 * cs[static_cast<size_t>(i)];
+    }
+  }
+}
+
+void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t ff) const {
+  std::vector<float> g(static_cast<size_t>(T * ff)), u(static_cast<size_t>(T * ff));
+  matmul(ly.gate, x, T, g.data());
+  matmul(ly.up, x, T, u.data());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
+  matmul(ly.down, g.data(), T, out);
+}
+
+void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int64_t T, float* out) const {
+  const int64_t d = cfg_.n_embd, E = cfg_.n_expert, K = cfg_.n_expert_used, I = cfg_.n_ff_exp;
+  // router on the residual stream: no-scale RMSNorm, · d^-1/2, · router.scale
+  std::vector<float> h(static_cast<size_t>(T * d)), logits(static_cast<size_t>(T * E));
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int64_t t = 0; t < T; ++t) {
+    float* ht = h.data() + t * d;
+    rms_norm(xr + t * d, d, cfg_.eps, nullptr, ht);
+    for (int64_t i = 0; i < d; ++i) ht[i] = (ht[i] * inv_sqrt_d) * ly.router_scale[static_cast<size_t>(i)];
+  }
+  matmul(ly.router, h.data(), T, logits.data());
+  // top-k of the softmax, renormalised
+  std::vector<std::vector<std::pair<int64_t, float>>> chosen(static_cast<size_t>(E));  // expert → (token, weight)
+  std::vector<float> p(static_cast<size_t>(E));
+  std::vector<int64_t> idx(static_cast<size_t>(E));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* lg = logits.data() + t * E;
+    float mx = -INFINITY;
+    for (int64_t e = 0; e < E; ++e) mx = std::max(mx, lg[e]);
+    double sum = 0.0;
+    for (int64_t e = 0; e < E; ++e) {
+      p[static_cast<size_t>(e)] = std::exp(lg[e] - mx);
+      sum += p[static_cast<size_t>(e)];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < E; ++e) p[static_cast<size_t>(e)] *= inv;
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int64_t a, int64_t b) {
+      const float pa = p[static_cast<size_t>(a)], pb = p[static_cast<size_t>(b)];
+      return pa > pb || (pa == pb && a < b);
+    });
+    float wsum = 0.0f;
+    for (int64_t k = 0; k < K; ++k) wsum += p[static_cast<size_t>(idx[static_cast<size_t>(k)])];
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = idx[static_cast<size_t>(k)];
+      chosen[static_cast<size_t>(e)].push_back({t, p[static_cast<size_t>(e)] / wsum});
+    }
+  }
+  std::fill(out, out + T * d, 0.0f);
+  std::vector<float> xin, g, u, y;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& toks = chosen[static_cast<size_t>(e)];
+    if (toks.empty()) continue;
+    const int64_t n = static_cast<int64_t>(toks.size());
+    xin.resize(static_cast<size_t>(n * d));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(xin.data() + i * d, xn + toks[static_cast<size_t>(i)].first * d, static_cast<size_t>(d) * sizeof(float));
+    g.resize(static_cast<size_t>(n * I));
+    u.resize(static_cast<size_t>(n * I));
+    y.resize(static_cast<size_t>(n * d));
+    matmul(ly.gate_exps.slice(e, ly.gate_row0, I), xin.data(), n, g.data());
+    matmul(ly.up_exps.slice(e, ly.up_row0, I), xin.data(), n, u.data());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
+    matmul(ly.down_exps.slice(e, 0, d), g.data(), n, y.data());
+    const float es = ly.expert_scale[static_cast<size_t>(e)];
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& [t, w] = toks[static_cast<size_t>(i)];
+      float* o = out + t * d;
+      const float* yi = y.data() + i * d;
+      for (int64_t j = 0; j < d; ++j) o[j] += (yi[j] * es) * w;
+    }
+  }
+}
+
+void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> tokens, float* logits,
+                          bool all_logits) const {
+  auto* st = dynamic_cast<Gemma4State*>(&state_base);
+  if (!st) throw_error(ErrorCode::kInvalidArgument, "gemma4: state belongs to another model");
+  const Config& c = cfg_;
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (T == 0) return;
+  const int64_t n_past = st->n_past_;
+  if (T > st->n_ctx_ - n_past)
+    throw_error(ErrorCode::kInvalidArgument, "gemma4: context overflow: " + std::to_string(n_past) + " + " +
+                                                 std::to_string(T) + " tokens > n_ctx " + std::to_string(st->n_ctx_));
+  for (int32_t tok : tokens)
+    if (tok < 0 || tok >= c.n_vocab)
+      throw_error(ErrorCode::kInvalidArgument, "gemma4: token id " + std::to_string(tok) + " out of range [0, " +
+                                                   std::to_string(c.n_vocab) + ")");
+  const int64_t d = c.n_embd, L = c.n_layer, P = c.n_embd_per_layer, H = c.n_head;
+
+  // embeddings · sqrt(d)
+  std::vector<float> x(static_cast<size_t>(T * d));
+  const float emb_scale = std::sqrt(static_cast<float>(d));
+  for (int64_t t = 0; t < T; ++t) {
+    float* xt = x.data() + t * d;
+    dequantize_row(tok_embd_, tokens[static_cast<size_t>(t)], xt);
+    for (int64_t i = 0; i < d; ++i) xt[i] *= emb_scale;
+  }
+
+  // per-layer inputs [T, L, P]
+  std::vector<float> ple;
+  if (P > 0) {
+    ple.resize(static_cast<size_t>(T * L * P));
+    std::vector<float> tokp(static_cast<size_t>(L * P));
+    matmul(ple_model_proj_, x.data(), T, ple.data());
+    const float proj_scale = 1.0f / std::sqrt(static_cast<float>(d));
+    const float tok_scale = std::sqrt(static_cast<float>(P));
+    const float in_scale = 1.0f / std::sqrt(2.0f);
+    for (int64_t t = 0; t < T; ++t) {
+      dequantize_row(ple_tok_, tokens[static_cast<size_t>(t)], tokp.data());
+      for (int64_t l = 0; l < L; ++l) {
+        float* pr = ple.data() + (t * L + l) * P;
+        for (int64_t i = 0; i < P; ++i) pr[i] *= proj_scale;
+        rms_norm(pr, P, c.eps, ple_proj_norm_.data(), pr);
+        const float* tp = tokp.data() + l * P;
+        for (int64_t i = 0; i < P; ++i) pr[i] = (pr[i] + tp[i] * tok_scale) * in_scale;
+      }
+    }
+  }
+
+  st->reserve_full(n_past + T);
+  // K/V of this batch per owning layer (f16, as stored), committed to the caches after the last
+  // layer so that KV-shared layers see the same (cache + batch) view as their source layer.
+  std::vector<std::vector<uint16_t>> bk(static_cast<size_t>(L)), bv(static_cast<size_t>(L));
+  // llama.cpp's CPU flash attention takes its vector path (Q rounded to f16, f16 V accumulator)
+  // for ubatches under 64 tokens and its tiled f32 path otherwise; we follow the same split.
+  const bool vec_path = attn_mode_ == 0 ? T < 64 : attn_mode_ == 1;
+
+  std::vector<float> u(static_cast<size_t>(T * d)), tmp(static_cast<size_t>(T * d)), f(static_cast<size_t>(T * d));
+  std::vector<float> q, kr, vr, att, scores, kf, vf;
+  std::vector<uint16_t> acc;
+  for (int64_t l = 0; l < L; ++l) {
+    const Layer& ly = layers_[static_cast<size_t>(l)];
+    const bool swa = c.swa(l);
+    const int64_t hd = c.head_dim(l);
+    const int64_t src = c.kv_source(l);
+    const int64_t hkv = c.n_head_kv[static_cast<size_t>(src)];
+    const int64_t kvw = hkv * hd;
+    for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, ly.attn_norm.data(), u.data() + t * d);
+
+    q.resize(static_cast<size_t>(T * H * hd));
+    matmul(ly.wq, u.data(), T, q.data());
+    for (int64_t t = 0; t < T; ++t) {
+      float* qt = q.data() + t * H * hd;
+      for (int64_t h = 0; h < H; ++h) rms_norm(qt + h * hd, hd, c.eps, ly.q_norm.data(), qt + h * hd);
+      rope(qt, H, hd, n_past + t, swa);
+    }
+    if (ly.owns_kv) {
+      kr.resize(static_cast<size_t>(T * kvw));
+      vr.resize(static_cast<size_t>(T * kvw));
+      matmul(ly.wk, u.data(), T, kr.data());
+      if (ly.has_v) matmul(ly.wv, u.data(), T, vr.data());
+      else vr = kr;  // V from the raw K projection
+      for (int64_t t = 0; t < T; ++t) {
+        float* kt = kr.data() + t * kvw;
+        float* vt = vr.data() + t * kvw;
+        for (int64_t h = 0; h < hkv; ++h) {
+          rms_norm(kt + h * hd, hd, c.eps, ly.k_norm.data(), kt + h * hd);
+          rms_norm(vt + h * hd, hd, c.eps, nullptr, vt + h * hd);
+        }
+        rope(kt, hkv, hd, n_past + t, swa);
+      }
+      auto& K = bk[static_cast<size_t>(l)];
+      auto& V = bv[static_cast<size_t>(l)];
+      K.resize(static_cast<size_t>(T * kvw));
+      V.resize(static_cast<size_t>(T * kvw));
+      for (size_t i = 0; i < K.size(); ++i) {
+        K[i] = f32_to_f16(kr[i]);
+        V[i] = f32_to_f16(vr[i]);
+      }
+    }
+
+    // attention (scale 1.0) over cache positions [lo, n_past) and batch positions ≤ p
+    const LayerCache& lc = st->caches_[static_cast<size_t>(src)];
+    const std::vector<uint16_t>& K = bk[static_cast<size_t>(src)];
+    const std::vector<uint16_t>& V = bv[static_cast<size_t>(src)];
+    const int64_t group = H / hkv;
+    att.assign(static_cast<size_t>(T * H * hd), 0.0f);
+    scores.resize(static_cast<size_t>(n_past + T));
+    kf.resize(static_cast<size_t>(hd));
+    vf.resize(static_cast<size_t>(hd));
+    acc.resize(static_cast<size_t>(hd));
+    std::vector<float> qq(static_cast<size_t>(hd));
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = n_past + t;
+      const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
+      for (int64_t h = 0; h < H; ++h) {
+        const float* qh = q.data() + (t * H + h) * hd;
+        const int64_t kh = h / group;
+        auto kptr = [&](int64_t pos) -> const uint16_t* {
+          if (pos >= n_past) return K.data() + (pos - n_past) * kvw + kh * hd;
+          const int64_t slot = lc.ring ? pos % lc.cap : pos;
+          return lc.k.data() + slot * kvw + kh * hd;
+        };
+        auto vptr = [&](int64_t pos) -> const uint16_t* {
+          if (pos >= n_past) return V.data() + (pos - n_past) * kvw + kh * hd;
+          const int64_t slot = lc.ring ? pos % lc.cap : pos;
+          return lc.v.data() + slot * kvw + kh * hd;
+        };
+        float* o = att.data() + (t * H + h) * hd;
+        const bool fused_mad = fma_mode_ == 0 ? true : fma_mode_ == 1 ? false : (hd % 64 == 0);
+        if (vec_path) {
+          // online softmax, Q in f16, f16 accumulator (ggml's vector kernel)
+          for (int64_t i = 0; i < hd; ++i) qq[static_cast<size_t>(i)] = f16_to_f32(f32_to_f16(qh[i]));
+          std::fill(acc.begin(), acc.end(), uint16_t{0});
+          float M = -INFINITY, S = 0.0f;
+          for (int64_t j = lo; j <= p; ++j) {
+            const uint16_t* kj = kptr(j);
+            float s = 0.0f;
+            for (int64_t i = 0; i < hd; ++i) s += f16_to_f32(kj[i]) * qq[static_cast<size_t>(i)];
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+              const float Mold = M;
+              M = s;
+              ms = std::exp(Mold - M);
+              for (int64_t i = 0; i < hd; ++i)
+                acc[static_cast<size_t>(i)] = f32_to_f16(f16_to_f32(acc[static_cast<size_t>(i)]) * ms);
+            } else {
+              vs = std::exp(s - M);
+            }
+            const uint16_t* vj = vptr(j);
+            if (fused_mad) {
+              for (int64_t i = 0; i < hd; ++i)
+                acc[static_cast<size_t>(i)] =
+                    f32_to_f16(std::fma(f16_to_f32(vj[i]), vs, f16_to_f32(acc[static_cast<size_t>(i)])));
+            } else {
+              for (int64_t i = 0; i < hd; ++i) {
+                const float prod = f16_to_f32(vj[i]) * vs;
+                acc[static_cast<size_t>(i)] = f32_to_f16(f16_to_f32(acc[static_cast<size_t>(i)]) + prod);
+              }
+            }
+            S = S * ms + vs;
+          }
+          const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+          for (int64_t i = 0; i < hd; ++i) o[i] = f16_to_f32(acc[static_cast<size_t>(i)]) * inv;
+        } else {
+          float mx = -INFINITY;
+          for (int64_t j = lo; j <= p; ++j) {
+            const uint16_t* kj = kptr(j);
+            float s = 0.0f;
+            for (int64_t i = 0; i < hd; ++i) s += qh[i] * f16_to_f32(kj[i]);
+            scores[static_cast<size_t>(j)] = s;
+            mx = std::max(mx, s);
+          }
+          double sum = 0.0;
+          for (int64_t j = lo; j <= p; ++j) {
+            const float e = std::exp(scores[static_cast<size_t>(j)] - mx);
+            scores[static_cast<size_t>(j)] = e;
+            sum += e;
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t j = lo; j <= p; ++j) {
+            const float w = scores[static_cast<size_t>(j)] * inv;
+            const uint16_t* vj = vptr(j);
+            for (int64_t i = 0; i < hd; ++i) o[i] += w * f16_to_f32(vj[i]);
+          }
+        }
+      }
+    }
+    matmul(ly.wo, att.data(), T, tmp.data());
+    for (int64_t t = 0; t < T; ++t) {
+      float* at = tmp.data() + t * d;
+      rms_norm(at, d, c.eps, ly.post_attn_norm.data(), at);
+      float* xt = x.data() + t * d;
+      for (int64_t i = 0; i < d; ++i) xt[i] = at[i] + xt[i];
+    }
+
+    // feed-forward
+    const int64_t ff = c.n_ff[static_cast<size_t>(l)];
+    for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, ly.ffn_norm.data(), u.data() + t * d);
+    ffn_dense(ly, u.data(), T, f.data(), ff);
+    if (ly.moe) {
+      for (int64_t t = 0; t < T; ++t) rms_norm(f.data() + t * d, d, c.eps, ly.post_ffn_norm1.data(), f.data() + t * d);
+      for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, ly.pre_ffn_norm2.data(), u.data() + t * d);
+      ffn_moe(ly, u.data(), x.data(), T, tmp.data());
+      for (int64_t t = 0; t < T; ++t) {
+        float* mt = tmp.data() + t * d;
+        rms_norm(mt, d, c.eps, ly.post_ffn_norm2.data(), mt);
+        float* ft = f.data() + t * d;
+        for (int64_t i = 0; i < d; ++i) ft[i] = ft[i] + mt[i];
+      }
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      float* ft = f.data() + t * d;
+      rms_norm(ft, d, c.eps, ly.post_ffn_norm.data(), ft);
+      float* xt = x.data() + t * d;
+      for (int64_t i = 0; i < d; ++i) xt[i] = ft[i] + xt[i];
+    }
+
+    // per-layer embedding
+    if (P > 0) {
+      std::vector<float> g(static_cast<size_t>(T * P));
+      matmul(ly.ple_gate, x.data(), T, g.data());
+      for (int64_t t = 0; t < T; ++t) {
+        const float* pl = ple.data() + (t * L + l) * P;
+        float* gt = g.data() + t * P;
+        for (int64_t i = 0; i < P; ++i) gt[i] = gelu(gt[i]) * pl[i];
+      }
+      matmul(ly.ple_proj, g.data(), T, tmp.data());
+      for (int64_t t = 0; t < T; ++t) {
+        float* pt = tmp.data() + t * d;
+        rms_norm(pt, d, c.eps, ly.ple_post_norm.data(), pt);
+        float* xt = x.data() + t * d;
+        for (int64_t i = 0; i < d; ++i) xt[i] = xt[i] + pt[i];
+      }
+    }
+    if (ly.out_scale != 1.0f)
+      for (float& v : x) v *= ly.out_scale;
+  }
+
+  // commit this batch's K/V
+  for (int64_t l = 0; l < c.n_layer_kv(); ++l) {
+    LayerCache& lc = st->caches_[static_cast<size_t>(l)];
+    const auto& K = bk[static_cast<size_t>(l)];
+    const auto& V = bv[static_cast<size_t>(l)];
+    const int64_t first = lc.ring ? std::max<int64_t>(0, T - lc.cap) : 0;
+    for (int64_t t = first; t < T; ++t) {
+      const int64_t pos = n_past + t;
+      const int64_t slot = lc.ring ? pos % lc.cap : pos;
+      std::memcpy(lc.k.data() + slot * lc.width, K.data() + t * lc.width, static_cast<size_t>(lc.width) * sizeof(uint16_t));
+      std::memcpy(lc.v.data() + slot * lc.width, V.data() + t * lc.width, static_cast<size_t>(lc.width) * sizeof(uint16_t));
+    }
+  }
+  st->n_past_ = n_past + T;
+
+  // head
+  const int64_t t0 = all_logits ? 0 : T - 1;
+  const int64_t nt = T - t0;
+  for (int64_t t = t0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, output_norm_.data(), u.data() + (t - t0) * d);
+  matmul(output_, u.data(), nt, logits);
+  if (c.final_softcap > 0.0f) {
+    const float cap = c.final_softcap, inv_cap = 1.0f / c.final_softcap;
+    const size_t n = static_cast<size_t>(nt * c.n_vocab);
+    for (size_t i = 0; i < n; ++i) logits[i] = std::tanh(logits[i] * inv_cap) * cap;
+  }
+}
+
+}  // namespace
+
+float gelu_ggml(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return gelu_table().t[f32_to_f16(x)];
+}
+
+float gelu_tanh_exact(float x) { return gelu_f32(x); }
+
+}  // namespace gemma4
+
+std::unique_ptr<Model> load_gemma4(const ModelFiles& files, const LoadOptions& options) {
+  if (!options.quant.empty())
+    throw_error(ErrorCode::kNotImplemented, files.path + ": gemma4: quantising at load is not implemented");
+  gemma4::Config cfg = files.kind == ModelFileKind::kHf ? gemma4::config_from_hf(*files.hf)
+                                                        : gemma4::config_from_gguf(*files.gguf, files.path);
+  return std::make_unique<gemma4::Gemma4Model>(files, std::move(cfg));
+}
+
+}  // namespace oxi

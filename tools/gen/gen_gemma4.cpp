@@ -1,0 +1,213 @@
+// oxi-gen gemma4: a Gemma 4 HF checkpoint (Gemma4ForConditionalGeneration, nested text_config
+// with model_type gemma4_text, tensors under model.language_model.) with seeded random weights in
+// the real layouts (spec B.1, B.8.1). Shapes:
+//   e2b  E2B-like: per-layer embeddings, KV sharing (last owning layers are [sliding, full]),
+//        double-wide MLP on the shared layers, one KV head, no k_eq_v.
+//   26b  26B-A4B-like: every layer has the dense GeGLU branch and the expert block (router with
+//        scale and per-expert scale, fused gate_up experts), global layers with K = V (no v_proj)
+//        and fewer KV heads.
+//   31b  31B-like: dense, global layers with K = V and fewer KV heads.
+// Scales: matrices ~ N(0, 1/fan_in); norm weights ~ 1 + N(0, 0.1) (Gemma 4 norms are used as
+// stored); embeddings with std 4/sqrt(d) so the tied head gives decisive logits; layer_scalar in
+// [0.5, 1]. The 262,144-token vocabulary is the real one (tokenizer from --tokenizer-dir).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gen_common.h"
+
+namespace oxi::gen {
+namespace {
+
+using nlohmann::json;
+
+struct G4 {
+  int64_t d, layers, n_head, n_kv, n_kv_global, hd, hd_global, window, ffn, vocab, kv_shared, ple;
+  int64_t experts, top_k, expert_ffn, full_every;
+  bool k_eq_v, moe, double_wide;
+  double partial_full, eps, softcap;
+};
+
+std::vector<float> mat(Rng& rng, int64_t out, int64_t in, double gain = 1.0) {
+  return randn(rng, out * in, gain / std::sqrt(static_cast<double>(in)));
+}
+std::vector<float> norm_w(Rng& rng, int64_t n) { return randn(rng, n, 0.1, 1.0); }
+
+int gen_gemma4(GenArgs& a) {
+  const std::string shape = a.get_str("--shape", "e2b");
+  G4 c{};
+  c.vocab = a.get_int("--vocab", 262144);
+  c.window = a.get_int("--window", 16);
+  c.eps = a.get_float("--eps", 1e-6);
+  c.softcap = a.get_float("--softcap", 30.0);
+  c.partial_full = a.get_float("--partial-rotary", 0.25);
+  c.full_every = 0;
+  if (shape == "e2b") {
+    c.d = 64; c.layers = 10; c.n_head = 4; c.n_kv = 1; c.n_kv_global = 0; c.hd = 32; c.hd_global = 64;
+    c.ffn = 128; c.kv_shared = 5; c.ple = 8; c.k_eq_v = false; c.moe = false; c.double_wide = true;
+    c.full_every = 5;
+  } else if (shape == "26b") {
+    c.d = 64; c.layers = 6; c.n_head = 4; c.n_kv = 2; c.n_kv_global = 1; c.hd = 32; c.hd_global = 64;
+    c.ffn = 64; c.kv_shared = 0; c.ple = 0; c.k_eq_v = true; c.moe = true; c.double_wide = false;
+    c.experts = 8; c.top_k = 2; c.expert_ffn = 32; c.full_every = 6;
+  } else if (shape == "31b") {
+    c.d = 64; c.layers = 6; c.n_head = 4; c.n_kv = 2; c.n_kv_global = 1; c.hd = 32; c.hd_global = 64;
+    c.ffn = 128; c.kv_shared = 0; c.ple = 0; c.k_eq_v = true; c.moe = false; c.double_wide = false;
+    c.full_every = 6;
+  } else {
+    throw_error(ErrorCode::kInvalidArgument, "--shape must be e2b, 26b or 31b");
+  }
+  c.d = a.get_int("--hidden", c.d);
+  c.layers = a.get_int("--layers", c.layers);
+  c.n_head = a.get_int("--heads", c.n_head);
+  c.n_kv = a.get_int("--kv-heads", c.n_kv);
+  c.n_kv_global = a.get_int("--global-kv-heads", c.n_kv_global);
+  c.hd = a.get_int("--head-dim", c.hd);
+  c.hd_global = a.get_int("--global-head-dim", c.hd_global);
+  c.ffn = a.get_int("--ffn", c.ffn);
+  c.kv_shared = a.get_int("--kv-shared", c.kv_shared);
+  c.ple = a.get_int("--ple", c.ple);
+  c.full_every = a.get_int("--full-every", c.full_every);
+  if (c.moe) {
+    c.experts = a.get_int("--experts", c.experts);
+    c.top_k = a.get_int("--top-k", c.top_k);
+    c.expert_ffn = a.get_int("--expert-ffn", c.expert_ffn);
+  }
+  a.finish();
+  if (c.d <= 0 || c.layers <= 0 || c.n_head <= 0 || c.n_kv <= 0 || c.hd <= 0 || c.hd_global <= 0 ||
+      c.ffn <= 0 || c.vocab <= 0 || c.window <= 0 || c.full_every <= 0 || c.kv_shared < 0 ||
+      c.kv_shared >= c.layers || c.n_head % c.n_kv != 0)
+    throw_error(ErrorCode::kInvalidArgument, "gemma4: inconsistent shape options");
+
+  std::vector<bool> swa(static_cast<size_t>(c.layers));
+  for (int64_t l = 0; l < c.layers; ++l) swa[static_cast<size_t>(l)] = ((l + 1) % c.full_every != 0);
+  swa.back() = false;
+  const int64_t first_shared = c.layers - c.kv_shared;
+  const int64_t kv_global = c.k_eq_v ? c.n_kv_global : c.n_kv;
+  if (c.k_eq_v && (c.n_kv_global <= 0 || c.n_head % c.n_kv_global != 0))
+    throw_error(ErrorCode::kInvalidArgument, "gemma4: --global-kv-heads must divide --heads");
+
+  Rng rng(a.seed);
+  Checkpoint ck;
+  const std::string p = "model.language_model.";
+  const double emb_std = 4.0 / std::sqrt(static_cast<double>(c.d));
+  ck.add(p + "embed_tokens.weight", {c.vocab, c.d}, randn(rng, c.vocab * c.d, emb_std));
+  if (c.ple > 0) {
+    const int64_t LP = c.layers * c.ple;
+    ck.add(p + "embed_tokens_per_layer.weight", {c.vocab, LP}, randn(rng, c.vocab * LP, 1.0));
+    ck.add(p + "per_layer_model_projection.weight", {LP, c.d}, mat(rng, LP, c.d));
+    ck.add(p + "per_layer_projection_norm.weight", {c.ple}, norm_w(rng, c.ple));
+  }
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string b = p + "layers." + std::to_string(l) + ".";
+    const bool s = swa[static_cast<size_t>(l)];
+    const int64_t hd = s ? c.hd : c.hd_global;
+    const int64_t hkv = s ? c.n_kv : kv_global;
+    ck.add(b + "input_layernorm.weight", {c.d}, norm_w(rng, c.d));
+    ck.add(b + "self_attn.q_proj.weight", {c.n_head * hd, c.d}, mat(rng, c.n_head * hd, c.d));
+    // KV-shared layers carry k/v weights in the HF checkpoints too; nothing reads them.
+    ck.add(b + "self_attn.k_proj.weight", {hkv * hd, c.d}, mat(rng, hkv * hd, c.d));
+    if (s || !c.k_eq_v) ck.add(b + "self_attn.v_proj.weight", {hkv * hd, c.d}, mat(rng, hkv * hd, c.d));
+    ck.add(b + "self_attn.o_proj.weight", {c.d, c.n_head * hd}, mat(rng, c.d, c.n_head * hd, 0.7));
+    ck.add(b + "self_attn.q_norm.weight", {hd}, norm_w(rng, hd));
+    ck.add(b + "self_attn.k_norm.weight", {hd}, norm_w(rng, hd));
+    ck.add(b + "post_attention_layernorm.weight", {c.d}, norm_w(rng, c.d));
+    ck.add(b + "pre_feedforward_layernorm.weight", {c.d}, norm_w(rng, c.d));
+    const int64_t ff = (c.double_wide && l >= first_shared) ? 2 * c.ffn : c.ffn;
+    ck.add(b + "mlp.gate_proj.weight", {ff, c.d}, mat(rng, ff, c.d));
+    ck.add(b + "mlp.up_proj.weight", {ff, c.d}, mat(rng, ff, c.d));
+    ck.add(b + "mlp.down_proj.weight", {c.d, ff}, mat(rng, c.d, ff, 0.7));
+    ck.add(b + "post_feedforward_layernorm.weight", {c.d}, norm_w(rng, c.d));
+    if (c.moe) {
+      const int64_t E = c.experts, I = c.expert_ffn;
+      // A spread-out router so the top-k choice is decisive.
+      ck.add(b + "router.proj.weight", {E, c.d}, mat(rng, E, c.d, 4.0));
+      ck.add(b + "router.scale", {c.d}, norm_w(rng, c.d));
+      ck.add(b + "router.per_expert_scale", {E}, randu(rng, E, 0.5, 1.5));
+      ck.add(b + "experts.gate_up_proj", {E, 2 * I, c.d}, randn(rng, E * 2 * I * c.d, 1.0 / std::sqrt(double(c.d))));
+      ck.add(b + "experts.down_proj", {E, c.d, I}, randn(rng, E * c.d * I, 0.7 / std::sqrt(double(I))));
+      ck.add(b + "pre_feedforward_layernorm_2.weight", {c.d}, norm_w(rng, c.d));
+      ck.add(b + "post_feedforward_layernorm_1.weight", {c.d}, norm_w(rng, c.d));
+      ck.add(b + "post_feedforward_layernorm_2.weight", {c.d}, norm_w(rng, c.d));
+    }
+    if (c.ple > 0) {
+      ck.add(b + "per_layer_input_gate.weight", {c.ple, c.d}, mat(rng, c.ple, c.d));
+      ck.add(b + "per_layer_projection.weight", {c.d, c.ple}, mat(rng, c.d, c.ple));
+      ck.add(b + "post_per_layer_input_norm.weight", {c.d}, norm_w(rng, c.d));
+    }
+    ck.add(b + "layer_scalar", {1}, randu(rng, 1, 0.5, 1.0));
+  }
+  ck.add(p + "norm.weight", {c.d}, norm_w(rng, c.d));
+  ck.write(a);
+
+  json layer_types = json::array();
+  for (bool s : swa) layer_types.push_back(s ? "sliding_attention" : "full_attention");
+  json tc = {
+      {"model_type", "gemma4_text"},
+      {"architectures", {"Gemma4ForCausalLM"}},
+      {"vocab_size", c.vocab},
+      {"hidden_size", c.d},
+      {"num_hidden_layers", c.layers},
+      {"layer_types", layer_types},
+      {"sliding_window", c.window},
+      {"num_attention_heads", c.n_head},
+      {"num_key_value_heads", c.n_kv},
+      {"num_global_key_value_heads", c.k_eq_v ? json(c.n_kv_global) : json(nullptr)},
+      {"head_dim", c.hd},
+      {"global_head_dim", c.hd_global},
+      {"attention_k_eq_v", c.k_eq_v},
+      {"num_kv_shared_layers", c.kv_shared},
+      {"hidden_size_per_layer_input", c.ple},
+      {"vocab_size_per_layer_input", c.vocab},
+      {"intermediate_size", c.ffn},
+      {"use_double_wide_mlp", c.double_wide},
+      {"enable_moe_block", c.moe},
+      {"num_experts", c.moe ? json(c.experts) : json(nullptr)},
+      {"top_k_experts", c.moe ? json(c.top_k) : json(nullptr)},
+      {"moe_intermediate_size", c.moe ? json(c.expert_ffn) : json(nullptr)},
+      {"hidden_activation", "gelu_pytorch_tanh"},
+      {"rms_norm_eps", c.eps},
+      {"rope_parameters",
+       {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+        {"full_attention",
+         {{"rope_type", "proportional"}, {"partial_rotary_factor", c.partial_full}, {"rope_theta", 1000000.0}}}}},
+      {"final_logit_softcapping", c.softcap},
+      {"attn_logit_softcapping", nullptr},
+      {"tie_word_embeddings", true},
+      {"max_position_embeddings", 131072},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"use_bidirectional_attention", nullptr},
+      {"bos_token_id", 2},
+      {"eos_token_id", 1},
+      {"pad_token_id", 0},
+      {"torch_dtype", "bfloat16"},
+  };
+  json cfg = {
+      {"architectures", {"Gemma4ForConditionalGeneration"}},
+      {"model_type", "gemma4"},
+      {"text_config", tc},
+      {"tie_word_embeddings", true},
+      {"boi_token_id", 255999},
+      {"eoi_token_id", 258882},
+      {"image_token_id", 258880},
+      {"audio_token_id", 258881},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "5.5.0"},
+  };
+  write_json(a.out_dir, "config.json", cfg);
+  write_json(a.out_dir, "generation_config.json",
+             json{{"bos_token_id", 2}, {"eos_token_id", {1, 106}}, {"pad_token_id", 0}, {"do_sample", true},
+                  {"top_k", 64}, {"top_p", 0.95}, {"temperature", 1.0}});
+  return 0;
+}
+
+}  // namespace
+}  // namespace oxi::gen
+
+OXI_GEN_FAMILY(gemma4,
+               "--shape e2b|26b|31b [--window 16] [--hidden N] [--layers N] [--heads N] [--kv-heads N] "
+               "[--global-kv-heads N] [--head-dim N] [--global-head-dim N] [--ffn N] [--kv-shared N] [--ple N] "
+               "[--experts N] [--top-k N] [--expert-ffn N] [--full-every N] [--vocab N]",
+               oxi::gen::gen_gemma4);
