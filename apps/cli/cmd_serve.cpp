@@ -1,13 +1,60 @@
-// oxinfer serve: not implemented yet. It says so and exits 2 rather than printing anything fake.
+// oxinfer serve: OpenAI-compatible HTTP server (src/server).
 #include <cstdio>
+#include <string>
 
+#include "args.h"
 #include "commands.h"
+#include "core/error.h"
+#include "server/server.h"
 
 namespace oxi::cli {
 
-int cmd_serve(int, char**) {
-  std::fprintf(stderr, "error: 'oxinfer serve' is not implemented yet\n");
-  return 2;
+namespace {
+const char* kHelp =
+    "usage: oxinfer serve -m MODEL [options]\n"
+    "  -m, --model PATH      .gguf file or HF checkpoint directory (or -hf org/name[:quant])\n"
+    "  --host H              address to listen on (default 127.0.0.1)\n"
+    "  --port P              port (default 8080)\n"
+    "  -np, --parallel N     sequences served at once (default 4)\n"
+    "  -c, --ctx-size N      context per sequence (default 4096)\n"
+    "  -t, --threads N       CPU threads (default: all)\n"
+    "  --api-key K           require 'Authorization: Bearer K' on /v1/* endpoints\n"
+    "  --cache-ram MiB       prompt-cache budget (default 2048; 0 disables checkpoints)\n"
+    "  --chat-template-file F  use this Jinja template instead of the model's\n"
+    "  --alias NAME          model id reported by /v1/models\n"
+    "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n";
+}
+
+int cmd_serve(int argc, char** argv) {
+  try {
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline"});
+    if (args.flag({"-h", "--help"})) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np", "--parallel",
+                      "-c", "--ctx-size", "-t", "--threads", "--api-key", "--cache-ram", "--chat-template-file",
+                      "--alias", "--max-body-bytes"});
+    if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
+    server::ServerOptions o;
+    o.model_path = resolve_model_path(args);
+    o.host = args.get_or({"--host"}, o.host);
+    o.port = static_cast<int>(args.get_int({"--port"}, o.port));
+    o.n_slots = static_cast<int>(args.get_int({"-np", "--parallel"}, o.n_slots));
+    o.n_ctx = static_cast<int>(args.get_int({"-c", "--ctx-size"}, o.n_ctx));
+    o.n_threads = static_cast<int>(args.get_int({"-t", "--threads"}, 0));
+    o.api_key = args.get_or({"--api-key"}, "");
+    o.cache_ram_mib = args.get_int({"--cache-ram"}, o.cache_ram_mib);
+    o.chat_template_file = args.get_or({"--chat-template-file"}, "");
+    o.alias = args.get_or({"--alias"}, "");
+    o.max_body_bytes = static_cast<size_t>(args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes)));
+    if (o.port < 0 || o.port > 65535) throw_error(ErrorCode::kInvalidArgument, "--port must be 0..65535");
+    if (o.n_slots < 1 || o.n_slots > 256) throw_error(ErrorCode::kInvalidArgument, "-np must be 1..256");
+    if (o.n_ctx < 16) throw_error(ErrorCode::kInvalidArgument, "-c must be at least 16");
+    return server::run_server(o);
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
 }
 
 }  // namespace oxi::cli

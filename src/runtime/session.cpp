@@ -158,6 +158,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   auto stream = text_.new_stream();
   const bool want_lp = opt.logprobs || opt.n_top_logprobs > 0;
   std::vector<TokenLogprob> top;
+  std::vector<float> filtered;  // logits after opt.logit_filter
   const auto t1 = Clock::now();
   auto cancelled = [&] {
     return (opt.cancel && *opt.cancel) || (opt.should_stop && opt.should_stop());
@@ -172,7 +173,14 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
       break;
     }
     const std::span<const float> row(logits_.data(), logits_.size());
-    const int32_t id = sampler.sample(row);
+    int32_t id;
+    if (opt.logit_filter) {
+      filtered.assign(logits_.begin(), logits_.end());
+      opt.logit_filter(std::span<float>(filtered.data(), filtered.size()));
+      id = sampler.sample(std::span<const float>(filtered.data(), filtered.size()));
+    } else {
+      id = sampler.sample(row);
+    }
     sampler.accept(id);
     ++res.n_generated;
     res.generated.push_back(id);

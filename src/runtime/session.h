@@ -80,6 +80,10 @@ struct GenerateOptions {
   const volatile int* cancel = nullptr;  // polled between tokens
   // Optional extra stop check (also polled between tokens); returns true to cancel.
   std::function<bool()> should_stop;
+  // Optional constraint (grammar / JSON schema): called on a copy of each step's logits before
+  // sampling; set a token's logit to -inf to forbid it. Reported logprobs stay those of the raw
+  // logits.
+  std::function<void(std::span<float>)> logit_filter;
 };
 
 struct GenerateResult {

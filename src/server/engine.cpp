@@ -1,0 +1,441 @@
+// The inference side of the server: one model, N slots (a Session each), a prompt cache of state
+// snapshots shared by the slots, and a FIFO compute lock handed over after every token so the
+// slots' generations interleave token by token (the CPU kernels use one global thread pool, so
+// model work is serialised; a sequence computes exactly what it would compute alone).
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "chat/jinja.h"
+#include "core/byte_source.h"
+#include "core/error.h"
+#include "format/model_files.h"
+#include "kernels/thread_pool.h"
+#include "models/model.h"
+#include "runtime/session.h"
+#include "server/engine.h"
+#include "server/json_constraint.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace oxi::server {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// FIFO lock: waiters are served in arrival order, so a slot that releases and re-acquires
+// between tokens lets every other waiting slot go first.
+class TicketLock {
+ public:
+  void lock() {
+    std::unique_lock<std::mutex> lk(m_);
+    const uint64_t my = next_++;
+    cv_.wait(lk, [&] { return serving_ == my; });
+  }
+  void unlock() {
+    std::lock_guard<std::mutex> lk(m_);
+    ++serving_;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  uint64_t next_ = 0, serving_ = 0;
+};
+
+class TokText final : public TokenText {
+ public:
+  explicit TokText(TokenizerPtr tok) : tok_(std::move(tok)) {}
+  int64_t vocab_size() const override { return tok_->n_vocab(); }
+  bool is_eog(int32_t id) const override { return tok_->is_eog(id); }
+  std::unique_ptr<TextStream> new_stream() const override {
+    struct S final : TextStream {
+      explicit S(TokenizerPtr t) : dec(std::move(t), /*skip_special=*/false) {}
+      std::string push(int32_t id) override { return dec.push(id); }
+      std::string flush() override { return dec.flush(); }
+      StreamDecoder dec;
+    };
+    return std::make_unique<S>(tok_);
+  }
+
+ private:
+  TokenizerPtr tok_;
+};
+
+struct Slot {
+  std::unique_ptr<Session> session;
+  bool busy = false;
+  uint64_t last_use = 0;
+};
+
+struct CacheEntry {
+  Session::Snapshot snap;
+  size_t bytes = 0;
+  uint64_t last_use = 0;
+};
+
+bool is_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& of) {
+  return a.size() <= of.size() && std::equal(a.begin(), a.end(), of.begin());
+}
+
+std::string flatten_content(const json& content) {
+  if (!content.is_array()) return content.is_string() ? content.get<std::string>() : std::string();
+  std::string out;
+  for (const auto& p : content) {
+    if (p.value("type", "") == "text") out += p.value("text", "");
+  }
+  return out;
+}
+
+class ServerEngine final : public Engine {
+ public:
+  explicit ServerEngine(const ServerOptions& opt) : opt_(opt) {
+    loader_ = std::thread([this] { load(); });
+  }
+  ~ServerEngine() override {
+    if (loader_.joinable()) loader_.join();
+  }
+
+  bool ready() const override { return ready_.load(); }
+  std::string model_id() const override { return model_id_; }
+  int n_ctx() const override { return opt_.n_ctx; }
+  ChatFormat chat_format() const override { return format_; }
+
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special, bool parse_special) override {
+    return tok_->encode(text, add_special, parse_special);
+  }
+  std::string detokenize(const std::vector<int32_t>& ids) override {
+    for (int32_t id : ids) {
+      if (id < 0 || id >= tok_->n_vocab()) {
+        throw RequestError(400, "tokens", "token id " + std::to_string(id) + " is out of range");
+      }
+    }
+    return tok_->decode(ids);
+  }
+  std::string token_piece(int32_t id) override {
+    if (id < 0 || id >= tok_->n_vocab()) return "";
+    return tok_->token_to_piece(id);
+  }
+
+  std::string render_chat(const ChatRequest& req, std::string* turn_prefix) override {
+    ordered_json msgs = ordered_json::array();
+    for (const auto& m : req.messages) {
+      ordered_json om = ordered_json::parse(m.dump());
+      if (om.contains("content") && om["content"].is_array()) om["content"] = flatten_content(m["content"]);
+      if (om.contains("content") && om["content"].is_null() && om.value("role", "") != "assistant") om["content"] = "";
+      msgs.push_back(std::move(om));
+    }
+    msgs = normalize_tool_call_arguments(msgs);
+    ChatRenderOptions ro;
+    ro.add_generation_prompt = true;
+    if (req.enable_thinking) ro.enable_thinking = *req.enable_thinking ? 1 : 0;
+    if (!req.tools.empty() && req.tool_choice != "none") ro.tools = ordered_json::parse(req.tools.dump());
+    if (tok_->bos_id() >= 0) ro.bos_token = tok_->token_to_piece(tok_->bos_id());
+    if (tok_->eos_id() >= 0) ro.eos_token = tok_->token_to_piece(tok_->eos_id());
+    std::string full = oxi::render_chat(*tmpl_, msgs, ro);
+    // The turn boundary (the prompt without the generation prompt) is where the prompt cache
+    // checkpoints: the next turn's prompt shares exactly that prefix.
+    if (turn_prefix) {
+      turn_prefix->clear();
+      ro.add_generation_prompt = false;
+      try {
+        std::string base = oxi::render_chat(*tmpl_, msgs, ro);
+        if (full.compare(0, base.size(), base) == 0) *turn_prefix = std::move(base);
+      } catch (const std::exception&) {
+        // e.g. a template that insists on a generation prompt: no checkpoint then
+      }
+    }
+    return full;
+  }
+
+  GenerationResult generate(const std::vector<int32_t>& prompt, size_t checkpoint_at,
+                            const GenerationRequest& req, const json& response_format,
+                            const TokenSink& sink) override {
+    if (prompt.empty()) throw RequestError(400, "messages", "the prompt is empty");
+    if (static_cast<int64_t>(prompt.size()) >= opt_.n_ctx) {
+      throw RequestError(400, "messages", "the prompt has " + std::to_string(prompt.size()) +
+                                              " tokens; the context holds " + std::to_string(opt_.n_ctx));
+    }
+    for (int32_t id : prompt) {
+      if (id < 0 || id >= tok_->n_vocab()) {
+        throw RequestError(400, "prompt", "token id " + std::to_string(id) + " is out of range");
+      }
+    }
+    // Structured output.
+    std::unique_ptr<JsonConstraint> constraint;
+    if (response_format.is_object()) {
+      const std::string t = response_format.value("type", "");
+      if (t == "json_object") constraint = std::make_unique<JsonConstraint>(nullptr);
+      else if (t == "json_schema") constraint = std::make_unique<JsonConstraint>(response_format["json_schema"].value("schema", json::object()));
+    }
+    GenerateOptions go;
+    go.sampling = sampling_for(req);
+    go.max_tokens = req.max_tokens;
+    go.n_top_logprobs = req.logprobs ? req.top_logprobs : 0;
+    go.logprobs = req.logprobs;
+    if (constraint) {
+      const JsonConstraint* c = constraint.get();
+      go.logit_filter = [this, c](std::span<float> logits) { constrain(*c, logits); };
+    }
+
+    const size_t boundary = checkpoint_at < prompt.size() ? checkpoint_at : 0;
+
+    Slot& slot = acquire(prompt);
+    struct Release {
+      ServerEngine* e;
+      Slot* s;
+      ~Release() { e->release(*s); }
+    } release{this, &slot};
+
+    GenerationResult out;
+    out.n_prompt = static_cast<int>(prompt.size());
+    compute_.lock();
+    bool locked = true;
+    try {
+      Session& ses = *slot.session;
+      const size_t cached = reuse(ses, prompt);
+      out.n_cached = static_cast<int>(cached);
+      const auto t0 = Clock::now();
+      // Pre-fill up to the turn boundary in pieces, checkpointing along the way.
+      size_t pos = cached;
+      const size_t stop_at = boundary > pos ? boundary : pos;
+      while (pos < stop_at) {
+        const size_t n = std::min(kCheckpointEvery, stop_at - pos);
+        ses.prefill(std::span<const int32_t>(prompt.data() + pos, n));
+        pos += n;
+        store(ses.snapshot());
+      }
+      const double pre_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      auto r = ses.generate(std::span<const int32_t>(prompt.data() + pos, prompt.size() - pos), go,
+                            [&](const TokenEvent& ev) {
+                              if (ev.eog) return false;
+                              if (constraint) constraint->advance(tok_->token_to_piece(ev.id));
+                              TokenOut t;
+                              t.id = ev.id;
+                              t.text = std::string(ev.text);
+                              t.logprob = ev.logprob;
+                              for (const auto& tl : ev.top) t.top.emplace_back(tl.id, tl.logprob);
+                              // Hand the compute lock to the other slots while we write.
+                              compute_.unlock();
+                              locked = false;
+                              const bool go_on = sink(t);
+                              compute_.lock();
+                              locked = true;
+                              if (constraint && constraint->complete()) return false;
+                              return go_on;
+                            });
+      out.n_generated = r.n_generated - (r.stop == StopReason::kEndOfGeneration ? 1 : 0);
+      out.prompt_ms = pre_ms + r.prompt_seconds * 1000.0;
+      out.gen_ms = r.gen_seconds * 1000.0;
+      out.finish_reason = (r.stop == StopReason::kMaxTokens || r.stop == StopReason::kContextFull) ? "length" : "stop";
+      slot.last_use = ++clock_;
+    } catch (...) {
+      if (locked) compute_.unlock();
+      throw;
+    }
+    compute_.unlock();
+    n_requests_++;
+    return out;
+  }
+
+  json stats() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    int busy = 0;
+    for (const auto& s : slots_) busy += s.busy ? 1 : 0;
+    return json{{"slots_total", static_cast<int>(slots_.size())}, {"slots_busy", busy},
+                {"prompt_cache_entries", static_cast<int>(cache_.size())},
+                {"prompt_cache_bytes", static_cast<double>(cache_bytes_)}};
+  }
+
+ private:
+  static constexpr size_t kCheckpointEvery = 1024;
+
+  void load() {
+    try {
+      set_num_threads(opt_.n_threads);
+      files_ = std::make_unique<ModelFiles>(open_model_files(opt_.model_path));
+      LoadOptions lo;
+      lo.n_threads = opt_.n_threads;
+      model_ = load_model(*files_, lo);
+      tok_ = load_tokenizer(*files_);
+      text_ = std::make_unique<TokText>(tok_);
+      std::string src = opt_.chat_template_file.empty() ? tok_->chat_template() : read_text_file(opt_.chat_template_file);
+      if (src.empty() && files_->hf) src = files_->hf->chat_template;
+      if (src.empty()) throw_error(ErrorCode::kFormat, opt_.model_path + ": the model has no chat template (use --chat-template-file)");
+      tmpl_ = std::make_unique<ChatTemplate>(src);
+      const std::string arch = model_->info().arch;
+      format_ = arch.rfind("gemma", 0) == 0 ? ChatFormat::kGemma4
+                : arch.rfind("qwen", 0) == 0 ? ChatFormat::kQwen35
+                                             : detect_chat_format(src);
+      model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
+      defaults_ = model_sampling_defaults(*files_, SamplingParams());
+      for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
+        Slot s;
+        s.session = std::make_unique<Session>(*model_, *text_, opt_.n_ctx);
+        slots_.push_back(std::move(s));
+      }
+      ready_.store(true);
+      std::fprintf(stderr, "oxinfer: model ready (%s, %d slots, ctx %d)\n", model_id_.c_str(),
+                   static_cast<int>(slots_.size()), opt_.n_ctx);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      std::fflush(stderr);
+      std::_Exit(1);  // a server that cannot load its model must not pretend to be up
+    }
+  }
+
+  SamplingParams sampling_for(const GenerationRequest& req) const {
+    SamplingParams p = defaults_;
+    const auto& s = req.sampling;
+    if (s.temperature) p.temperature = *s.temperature;
+    if (s.top_p) p.top_p = *s.top_p;
+    if (s.top_k) p.top_k = *s.top_k;
+    if (s.min_p) p.min_p = *s.min_p;
+    if (s.presence_penalty) p.presence_penalty = *s.presence_penalty;
+    if (s.frequency_penalty) p.frequency_penalty = *s.frequency_penalty;
+    if (s.repeat_penalty) p.repeat_penalty = *s.repeat_penalty;
+    if (s.seed) p.seed = *s.seed;
+    try {
+      p.validate();
+    } catch (const Error& e) {
+      throw RequestError(400, "", e.what());
+    }
+    return p;
+  }
+
+  // Masks every token whose bytes the constraint rejects; end-of-generation tokens are allowed
+  // only once the document is complete.
+  void constrain(const JsonConstraint& c, std::span<float> logits) const {
+    const bool done = c.complete();
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(logits.size()), tok_->n_vocab());
+    for (int64_t id = 0; id < n; ++id) {
+      if (logits[id] == -INFINITY) continue;
+      const int32_t tid = static_cast<int32_t>(id);
+      if (tok_->is_eog(tid)) {
+        if (!done) logits[id] = -INFINITY;
+        continue;
+      }
+      if (done || tok_->is_control(tid)) {
+        logits[id] = -INFINITY;
+        continue;
+      }
+      const std::string& piece = tok_->token_to_piece(tid);
+      if (piece.empty() || !c.accepts(piece)) logits[id] = -INFINITY;
+    }
+    for (int64_t id = n; id < static_cast<int64_t>(logits.size()); ++id) logits[id] = -INFINITY;
+  }
+
+  Slot& acquire(const std::vector<int32_t>& prompt) {
+    std::unique_lock<std::mutex> lk(mu_);
+    slot_cv_.wait(lk, [&] {
+      return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; });
+    });
+    // Prefer the free slot whose live sequence is the longest prefix of the prompt, else the
+    // least recently used one.
+    Slot* best = nullptr;
+    size_t best_len = 0;
+    for (auto& s : slots_) {
+      if (s.busy) continue;
+      const auto& t = s.session->tokens();
+      const size_t len = (is_prefix(t, prompt) && t.size() < prompt.size()) ? t.size() : 0;
+      if (!best || len > best_len || (len == best_len && s.last_use < best->last_use)) {
+        best = &s;
+        best_len = len;
+      }
+    }
+    best->busy = true;
+    return *best;
+  }
+
+  void release(Slot& s) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      s.busy = false;
+    }
+    slot_cv_.notify_one();
+  }
+
+  // Brings the session to the longest cached prefix of `prompt` (strictly shorter, so at least
+  // one token is computed for fresh logits). Returns the tokens reused.
+  size_t reuse(Session& ses, const std::vector<int32_t>& prompt) {
+    size_t live = 0;
+    if (is_prefix(ses.tokens(), prompt) && ses.tokens().size() < prompt.size()) live = ses.tokens().size();
+    const CacheEntry* best = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto& e : cache_) {
+        if (e.snap.tokens.size() > live && e.snap.tokens.size() < prompt.size() && is_prefix(e.snap.tokens, prompt) &&
+            (!best || e.snap.tokens.size() > best->snap.tokens.size())) {
+          best = &e;
+        }
+      }
+      if (best) const_cast<CacheEntry*>(best)->last_use = ++clock_;
+    }
+    if (best) {
+      ses.restore(best->snap);  // entries are never mutated, only evicted under compute_ lock
+      return ses.tokens().size();
+    }
+    if (live > 0) return live;
+    ses.reset();
+    return 0;
+  }
+
+  void store(Session::Snapshot&& snap) {
+    const size_t bytes = snap.state.size() + snap.tokens.size() * sizeof(int32_t);
+    const size_t budget = static_cast<size_t>(std::max<int64_t>(0, opt_.cache_ram_mib)) << 20;
+    if (bytes > budget) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto& e : cache_) {
+      if (e.snap.tokens == snap.tokens) {
+        e.last_use = ++clock_;
+        return;
+      }
+    }
+    cache_.push_back(CacheEntry{std::move(snap), bytes, ++clock_});
+    cache_bytes_ += bytes;
+    while (cache_bytes_ > budget && !cache_.empty()) {
+      auto lru = std::min_element(cache_.begin(), cache_.end(),
+                                  [](const CacheEntry& a, const CacheEntry& b) { return a.last_use < b.last_use; });
+      cache_bytes_ -= lru->bytes;
+      cache_.erase(lru);
+    }
+  }
+
+  const ServerOptions opt_;
+  std::thread loader_;
+  std::atomic<bool> ready_{false};
+  std::unique_ptr<ModelFiles> files_;
+  std::unique_ptr<Model> model_;
+  TokenizerPtr tok_;
+  std::unique_ptr<TokText> text_;
+  std::unique_ptr<ChatTemplate> tmpl_;
+  ChatFormat format_ = ChatFormat::kPlain;
+  std::string model_id_;
+  SamplingParams defaults_;
+
+  mutable std::mutex mu_;
+  std::condition_variable slot_cv_;
+  std::vector<Slot> slots_;
+  std::list<CacheEntry> cache_;
+  size_t cache_bytes_ = 0;
+  uint64_t clock_ = 0;
+  TicketLock compute_;
+  std::atomic<uint64_t> n_requests_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> make_engine(const ServerOptions& options) {
+  return std::make_unique<ServerEngine>(options);
+}
+
+}  // namespace oxi::server

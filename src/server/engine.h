@@ -1,0 +1,61 @@
+// What the HTTP layer needs from the inference side. One Engine per served model; it owns the
+// slots (one sequence each), the prompt cache, and the per-family output parser choice.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/parser.h"
+#include "server/request.h"
+
+namespace oxi::server {
+
+struct TokenOut {
+  int32_t id = 0;
+  std::string text;  // UTF-8 complete code points (may be empty while a code point is split)
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob)
+};
+
+struct GenerationResult {
+  int n_prompt = 0;
+  int n_cached = 0;  // prompt tokens reused from the prompt cache (not pre-filled)
+  int n_generated = 0;
+  std::string finish_reason = "stop";  // "stop" | "length" | "tool_calls" (set by the caller)
+  double prompt_ms = 0, gen_ms = 0;
+};
+
+// Called per generated token; return false to stop (client gone, stop string matched).
+using TokenSink = std::function<bool(const TokenOut&)>;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual bool ready() const = 0;
+  virtual std::string model_id() const = 0;
+  virtual int n_ctx() const = 0;
+  virtual std::vector<int32_t> tokenize(const std::string& text, bool add_special, bool parse_special) = 0;
+  virtual std::string detokenize(const std::vector<int32_t>& ids) = 0;
+  virtual std::string token_piece(int32_t id) = 0;
+  // Renders the conversation with the model's template (generation prompt added). turn_prefix:
+  // the same conversation without the generation prompt when that is a prefix of the prompt
+  // ("" otherwise) — the prompt cache checkpoints there, since the next turn shares it.
+  virtual std::string render_chat(const ChatRequest& req, std::string* turn_prefix) = 0;
+  // Output format of the model family (selects the reasoning / tool-call parser).
+  virtual ChatFormat chat_format() const = 0;
+  // Runs one request on a free slot (blocks while all slots are busy). Throws RequestError for
+  // requests that cannot run (prompt longer than the context → 400).
+  // checkpoint_at: a prompt position worth a prompt-cache checkpoint (0: none).
+  virtual GenerationResult generate(const std::vector<int32_t>& prompt, size_t checkpoint_at,
+                                    const GenerationRequest& req, const nlohmann::json& response_format,
+                                    const TokenSink& sink) = 0;
+  virtual nlohmann::json stats() const = 0;  // for /metrics
+};
+
+}  // namespace oxi::server

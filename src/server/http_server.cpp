@@ -1,0 +1,480 @@
+// HTTP routes of the OpenAI-compatible server (cpp-httplib). The model loads in the background:
+// /health answers 503 until it is ready. Bad requests get OpenAI-style error JSON with a 4xx;
+// once a stream has started, failures end it cleanly (never a 500 mid-stream).
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "server/engine.h"
+#include "server/server.h"
+#include "chat/parser.h"
+#include "server/stream_text.h"
+
+namespace oxi::server {
+
+using nlohmann::json;
+
+std::unique_ptr<Engine> make_engine(const ServerOptions& options);  // engine.cpp
+
+namespace {
+
+std::atomic<httplib::Server*> g_server{nullptr};
+
+void on_signal(int) {
+  if (auto* s = g_server.load()) s->stop();
+}
+
+int64_t now_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string random_id(const char* prefix) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* kHex = "0123456789abcdef";
+  std::string s = prefix;
+  for (int i = 0; i < 24; ++i) s += kHex[rng() & 15];
+  return s;
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& msg, const std::string& param = "",
+                const std::string& type = "invalid_request_error") {
+  send_json(res, status, error_body(msg, type, param, status));
+}
+
+// Shared per-request state for building responses (chat or text completion).
+struct Metrics {
+  std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, cached_tokens{0}, gen_tokens{0};
+  std::atomic<int> in_flight{0};
+};
+
+struct InFlight {
+  explicit InFlight(Metrics& m) : m_(m) { m_.in_flight++; }
+  ~InFlight() { m_.in_flight--; }
+  Metrics& m_;
+};
+
+json usage_json(const GenerationResult& r) {
+  return json{{"prompt_tokens", r.n_prompt},
+              {"completion_tokens", r.n_generated},
+              {"total_tokens", r.n_prompt + r.n_generated},
+              {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}}};
+}
+
+json logprob_entry(Engine& eng, const TokenOut& t, int n_top) {
+  auto bytes_of = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  };
+  const std::string piece = eng.token_piece(t.id);
+  json top = json::array();
+  for (int i = 0; i < n_top && i < static_cast<int>(t.top.size()); ++i) {
+    const std::string p = eng.token_piece(t.top[i].first);
+    top.push_back({{"token", p}, {"logprob", t.top[i].second}, {"bytes", bytes_of(p)}});
+  }
+  return json{{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
+}
+
+// OpenAI tool_calls entries; `index` only in stream deltas.
+json tool_call_json(const ToolCall& c, const std::string& call_id, long index) {
+  json j = {{"id", call_id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+  if (index >= 0) j["index"] = index;
+  return j;
+}
+
+class Routes {
+ public:
+  Routes(const ServerOptions& opt, Engine& eng) : opt_(opt), eng_(eng) {
+    limits_.max_tokens_cap = opt.max_tokens_cap;
+  }
+
+  void install(httplib::Server& svr) {
+    svr.set_payload_max_length(opt_.max_body_bytes);
+    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (!eng_.ready()) return send_json(res, 503, {{"status", "loading model"}});
+      send_json(res, 200, {{"status", "ok"}});
+    });
+    svr.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!guard(req, res, false)) return;
+      json m = {{"id", eng_.model_id()}, {"object", "model"}, {"created", now_s()}, {"owned_by", "oxinfer"}};
+      send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
+    });
+    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res, [&] { chat(req, res); });
+    });
+    svr.Post("/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res, [&] { chat(req, res); });
+    });
+    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res, [&] { completion(req, res); });
+    });
+    svr.Post("/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res, [&] { completion(req, res); });
+    });
+    svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res, [&] { tokenize(req, res); });
+    });
+    svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      handle(req, res, [&] { detokenize(req, res); });
+    });
+    svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      const int st = res.status;
+      const std::string msg = st == 404 ? "not found" : st == 413 ? "request body too large" : "request failed";
+      res.set_content(error_body(msg, "invalid_request_error", "", st).dump(), "application/json");
+    });
+  }
+
+ private:
+  // Auth + readiness for /v1 endpoints. Returns false after writing the error response.
+  bool guard(const httplib::Request& req, httplib::Response& res, bool need_ready = true) {
+    if (!opt_.api_key.empty()) {
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth != "Bearer " + opt_.api_key) {
+        send_error(res, 401, "invalid or missing API key", "", "authentication_error");
+        return false;
+      }
+    }
+    if (need_ready && !eng_.ready()) {
+      send_error(res, 503, "model is still loading", "", "unavailable_error");
+      return false;
+    }
+    return true;
+  }
+
+  template <class F>
+  void handle(const httplib::Request& req, httplib::Response& res, F&& body) {
+    metrics_.requests++;
+    if (!guard(req, res)) return;
+    try {
+      body();
+    } catch (const RequestError& e) {
+      metrics_.errors++;
+      send_error(res, e.status(), e.what(), e.param(), e.type());
+    } catch (const oxi::Error& e) {
+      metrics_.errors++;
+      const bool client = e.code() == ErrorCode::kInvalidArgument;
+      send_error(res, client ? 400 : 500, e.what(), "", client ? "invalid_request_error" : "server_error");
+    } catch (const std::exception& e) {
+      metrics_.errors++;
+      send_error(res, 500, e.what(), "", "server_error");
+    }
+  }
+
+  void tokenize(const httplib::Request& req, httplib::Response& res) {
+    json body = parse_body(req.body);
+    if (!body.contains("content") || !body["content"].is_string()) {
+      throw RequestError(400, "content", "'content' must be a string");
+    }
+    const bool add_special = body.value("add_special", false);
+    const bool parse_special = body.value("parse_special", true);
+    auto ids = eng_.tokenize(body["content"].get<std::string>(), add_special, parse_special);
+    if (body.value("with_pieces", false)) {
+      json toks = json::array();
+      for (int32_t id : ids) toks.push_back({{"id", id}, {"piece", eng_.token_piece(id)}});
+      return send_json(res, 200, {{"tokens", toks}});
+    }
+    send_json(res, 200, {{"tokens", ids}});
+  }
+
+  void detokenize(const httplib::Request& req, httplib::Response& res) {
+    json body = parse_body(req.body);
+    if (!body.contains("tokens") || !body["tokens"].is_array()) {
+      throw RequestError(400, "tokens", "'tokens' must be an array of token ids");
+    }
+    std::vector<int32_t> ids;
+    for (const auto& t : body["tokens"]) {
+      if (!t.is_number_integer()) throw RequestError(400, "tokens", "'tokens' must be an array of token ids");
+      ids.push_back(t.get<int32_t>());
+    }
+    send_json(res, 200, {{"content", eng_.detokenize(ids)}});
+  }
+
+  void metrics(httplib::Response& res) {
+    std::string out;
+    auto line = [&](const char* name, const char* type, const char* help, double v) {
+      out += std::string("# HELP oxinfer_") + name + " " + help + "\n# TYPE oxinfer_" + name + " " + type +
+             "\noxinfer_" + name + " " + json(v).dump() + "\n";
+    };
+    line("requests_total", "counter", "HTTP requests to the inference endpoints", double(metrics_.requests));
+    line("request_errors_total", "counter", "Requests answered with an error", double(metrics_.errors));
+    line("prompt_tokens_total", "counter", "Prompt tokens received", double(metrics_.prompt_tokens));
+    line("prompt_tokens_cached_total", "counter", "Prompt tokens served from the prompt cache",
+         double(metrics_.cached_tokens));
+    line("tokens_predicted_total", "counter", "Tokens generated", double(metrics_.gen_tokens));
+    line("requests_processing", "gauge", "Requests being processed", double(metrics_.in_flight));
+    line("model_ready", "gauge", "1 once the model is loaded", eng_.ready() ? 1.0 : 0.0);
+    json st = eng_.ready() ? eng_.stats() : json::object();
+    for (auto it = st.begin(); it != st.end(); ++it) {
+      if (it.value().is_number()) {
+        const std::string n = it.key();
+        out += "# TYPE oxinfer_" + n + " gauge\noxinfer_" + n + " " + it.value().dump() + "\n";
+      }
+    }
+    res.set_content(out, "text/plain; version=0.0.4");
+  }
+
+  void account(const GenerationResult& r) {
+    metrics_.prompt_tokens += r.n_prompt;
+    metrics_.cached_tokens += r.n_cached;
+    metrics_.gen_tokens += r.n_generated;
+  }
+
+  // ---- chat --------------------------------------------------------------------------------
+  void chat(const httplib::Request& http_req, httplib::Response& res) {
+    ChatRequest req = parse_chat_request(parse_body(http_req.body), limits_);
+    std::string turn_prefix;
+    const std::string prompt = eng_.render_chat(req, &turn_prefix);
+    auto ids = eng_.tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
+    size_t checkpoint_at = 0;
+    if (!turn_prefix.empty()) {
+      const auto pre = eng_.tokenize(turn_prefix, false, true);
+      if (pre.size() < ids.size() && std::equal(pre.begin(), pre.end(), ids.begin())) checkpoint_at = pre.size();
+    }
+    // Output parsing per family: reasoning and tool calls split from the content.
+    ParserOptions popt = parser_options_for_prompt(eng_.chat_format(), prompt);
+    if (!req.tools.empty()) popt.tools = nlohmann::ordered_json::parse(req.tools.dump());
+    const ChatFormat format = req.tool_choice == "none" && req.tools.empty() && eng_.chat_format() == ChatFormat::kPlain
+                                  ? ChatFormat::kPlain
+                                  : eng_.chat_format();
+    const std::string id = random_id("chatcmpl-");
+    const int64_t created = now_s();
+    const std::string model = req.model.empty() ? eng_.model_id() : req.model;
+
+    if (!req.stream) {
+      auto parser = make_output_parser(format, popt);
+      StopMatcher stop(req.stop);
+      json lp = json::array();
+      GenerationResult r;
+      {
+        InFlight guard(metrics_);
+        r = eng_.generate(ids, checkpoint_at, req, req.response_format, [&](const TokenOut& t) {
+          if (req.logprobs) lp.push_back(logprob_entry(eng_, t, req.top_logprobs));
+          parser->feed(stop.feed(t.text));
+          return !stop.stopped() && !parser->ended();
+        });
+      }
+      parser->feed(stop.flush());
+      parser->finish();
+      account(r);
+      const ChatMessage& msg = parser->message();
+      std::string finish = stop.stopped() ? "stop" : r.finish_reason;
+      json message = {{"role", "assistant"}, {"content", msg.content}};
+      if (!msg.reasoning_content.empty()) message["reasoning_content"] = msg.reasoning_content;
+      if (!msg.tool_calls.empty()) {
+        json calls = json::array();
+        for (const auto& c : msg.tool_calls) calls.push_back(tool_call_json(c, random_id("call_"), -1));
+        message["tool_calls"] = calls;
+        if (msg.content.empty()) message["content"] = nullptr;
+        finish = "tool_calls";
+      }
+      json choice = {{"index", 0}, {"message", message}, {"finish_reason", finish}};
+      choice["logprobs"] = req.logprobs ? json{{"content", lp}} : json(nullptr);
+      return send_json(res, 200,
+                       {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
+                        {"system_fingerprint", "oxinfer"}, {"choices", json::array({choice})},
+                        {"usage", usage_json(r)}});
+    }
+
+    // Streaming: the generation runs inside the content provider; a failed write (client gone)
+    // stops it at the next token.
+    struct StreamJob {
+      ChatRequest req;
+      std::vector<int32_t> ids;
+      ParserOptions popt;
+    };
+    auto job = std::make_shared<StreamJob>(StreamJob{std::move(req), std::move(ids), std::move(popt)});
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, job, id, created, model, format, checkpoint_at](size_t, httplib::DataSink& sink) {
+          const ChatRequest& rq = job->req;
+          bool alive = true;
+          auto write = [&](const json& j) {
+            if (!alive) return false;
+            const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+            alive = sink.write(s.data(), s.size());
+            return alive;
+          };
+          auto chunk = [&](json delta, json finish, json logprobs) {
+            return write({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+                          {"system_fingerprint", "oxinfer"},
+                          {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", logprobs},
+                                                    {"finish_reason", finish}}})}});
+          };
+          chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+          auto parser = make_output_parser(format, job->popt);
+          StopMatcher stop(rq.stop);
+          size_t n_calls = 0;
+          auto emit = [&](const ChatDelta& d, json lp) {
+            if (!d.reasoning_content.empty()) chunk({{"reasoning_content", d.reasoning_content}}, nullptr, nullptr);
+            if (!d.content.empty()) chunk({{"content", d.content}}, nullptr, lp);
+            else if (!lp.is_null()) chunk({{"content", ""}}, nullptr, lp);
+            for (const auto& [index, call] : d.tool_calls) {
+              chunk({{"tool_calls", json::array({tool_call_json(call, random_id("call_"), static_cast<long>(index))})}},
+                    nullptr, nullptr);
+              ++n_calls;
+            }
+          };
+          GenerationResult r;
+          std::string finish = "stop";
+          try {
+            InFlight guard(metrics_);
+            r = eng_.generate(job->ids, checkpoint_at, rq, rq.response_format, [&](const TokenOut& t) {
+              json lp = rq.logprobs ? json{{"content", json::array({logprob_entry(eng_, t, rq.top_logprobs)})}}
+                                    : json(nullptr);
+              emit(parser->feed(stop.feed(t.text)), lp);
+              return alive && !stop.stopped() && !parser->ended();
+            });
+            finish = r.finish_reason;
+          } catch (const std::exception& e) {
+            // Never a 500 mid-stream: report in-band and end the stream cleanly.
+            write(error_body(e.what(), "server_error", "", 500));
+          }
+          emit(parser->feed(stop.flush()), nullptr);
+          emit(parser->finish(), nullptr);
+          account(r);
+          if (stop.stopped()) finish = "stop";
+          if (n_calls > 0) finish = "tool_calls";
+          chunk(json::object(), finish, nullptr);
+          if (rq.include_usage) {
+            write({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
+                   {"choices", json::array()}, {"usage", usage_json(r)}});
+          }
+          if (alive) sink.write("data: [DONE]\n\n", 14);
+          sink.done();
+          return true;
+        });
+  }
+
+  // ---- text completion ------------------------------------------------------------------------
+  void completion(const httplib::Request& http_req, httplib::Response& res) {
+    CompletionRequest req = parse_completion_request(parse_body(http_req.body), limits_);
+    std::vector<int32_t> ids = req.prompt_ids.empty() ? eng_.tokenize(req.prompt, true, true) : req.prompt_ids;
+    if (ids.empty()) throw RequestError(400, "prompt", "the prompt is empty");
+    const std::string id = random_id("cmpl-");
+    const int64_t created = now_s();
+    const std::string model = req.model.empty() ? eng_.model_id() : req.model;
+    auto lp_json = [&](const std::vector<TokenOut>& toks) {
+      json tokens = json::array(), lps = json::array(), tops = json::array();
+      for (const auto& t : toks) {
+        tokens.push_back(eng_.token_piece(t.id));
+        lps.push_back(t.logprob);
+        json top = json::object();
+        for (int i = 0; i < req.top_logprobs && i < static_cast<int>(t.top.size()); ++i) {
+          top[eng_.token_piece(t.top[i].first)] = t.top[i].second;
+        }
+        tops.push_back(top);
+      }
+      return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+    };
+    if (!req.stream) {
+      StopMatcher stop(req.stop);
+      std::string text = req.echo ? req.prompt : "";
+      std::vector<TokenOut> toks;
+      GenerationResult r;
+      {
+        InFlight guard(metrics_);
+        r = eng_.generate(ids, 0, req, nullptr, [&](const TokenOut& t) {
+          if (req.logprobs) toks.push_back(t);
+          text += stop.feed(t.text);
+          return !stop.stopped();
+        });
+      }
+      text += stop.flush();
+      account(r);
+      json choice = {{"index", 0}, {"text", text}, {"finish_reason", stop.stopped() ? "stop" : r.finish_reason}};
+      choice["logprobs"] = req.logprobs ? lp_json(toks) : json(nullptr);
+      return send_json(res, 200, {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                                  {"choices", json::array({choice})}, {"usage", usage_json(r)}});
+    }
+    auto shared = std::make_shared<std::pair<CompletionRequest, std::vector<int32_t>>>(std::move(req), std::move(ids));
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, shared, id, created, model, lp_json](
+                                                              size_t, httplib::DataSink& sink) {
+      const CompletionRequest& rq = shared->first;
+      auto chunk = [&](const std::string& text, json finish, json lp) {
+        json c = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                  {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}};
+        const std::string s = "data: " + c.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+        return sink.write(s.data(), s.size());
+      };
+      bool alive = true;
+      StopMatcher stop(rq.stop);
+      GenerationResult r;
+      std::string finish = "stop";
+      try {
+        InFlight guard(metrics_);
+        r = eng_.generate(shared->second, 0, rq, nullptr, [&](const TokenOut& t) {
+          const std::string piece = stop.feed(t.text);
+          json lp = rq.logprobs ? lp_json({t}) : json(nullptr);
+          if (!piece.empty() || !lp.is_null()) alive = alive && chunk(piece, nullptr, lp);
+          return alive && !stop.stopped();
+        });
+        finish = r.finish_reason;
+      } catch (const std::exception& e) {
+        const std::string s = "data: " + error_body(e.what(), "server_error", "", 500).dump() + "\n\n";
+        alive = alive && sink.write(s.data(), s.size());
+      }
+      account(r);
+      const std::string rest = stop.flush();
+      if (alive && !rest.empty()) alive = chunk(rest, nullptr, nullptr);
+      if (alive) alive = chunk("", stop.stopped() ? "stop" : finish, nullptr);
+      if (alive && rq.include_usage) {
+        json u = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                  {"choices", json::array()}, {"usage", usage_json(r)}};
+        const std::string s = "data: " + u.dump() + "\n\n";
+        alive = sink.write(s.data(), s.size());
+      }
+      if (alive) sink.write("data: [DONE]\n\n", 14);
+      sink.done();
+      return true;
+    });
+  }
+
+  const ServerOptions& opt_;
+  Engine& eng_;
+  Limits limits_;
+  Metrics metrics_;
+};
+
+}  // namespace
+
+int run_server(const ServerOptions& options) {
+  httplib::Server svr;
+  // Enough workers that waiting clients (all slots busy) do not block /health or new accepts.
+  svr.new_task_queue = [] { return new httplib::ThreadPool(64); };
+  std::unique_ptr<Engine> engine = make_engine(options);  // starts loading in the background
+  Routes routes(options, *engine);
+  routes.install(svr);
+  if (!svr.bind_to_port(options.host, options.port)) {
+    std::fprintf(stderr, "error: cannot listen on %s:%d\n", options.host.c_str(), options.port);
+    return 1;
+  }
+  g_server.store(&svr);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::fprintf(stderr, "oxinfer: listening on http://%s:%d\n", options.host.c_str(), options.port);
+  svr.listen_after_bind();
+  g_server.store(nullptr);
+  return 0;
+}
+
+}  // namespace oxi::server

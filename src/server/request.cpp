@@ -1,0 +1,244 @@
+#include "server/request.h"
+
+namespace oxi::server {
+
+using nlohmann::json;
+
+json error_body(const std::string& message, const std::string& type, const std::string& param,
+                int status) {
+  json err = {{"message", message}, {"type", type}, {"code", status}};
+  err["param"] = param.empty() ? json(nullptr) : json(param);
+  return json{{"error", err}};
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg) {
+  throw RequestError(400, param, msg);
+}
+
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<double> number(const json& body, const char* key, double lo, double hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) bad(key, std::string("'") + key + "' must be a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) {
+    bad(key, std::string("'") + key + "' must be between " + json(lo).dump() + " and " + json(hi).dump());
+  }
+  return x;
+}
+
+std::optional<long long> integer(const json& body, const char* key, long long lo, long long hi) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() && !(v->is_number_float() && v->get<double>() == static_cast<long long>(v->get<double>()))) {
+    bad(key, std::string("'") + key + "' must be an integer");
+  }
+  const long long x = v->is_number_integer() ? v->get<long long>() : static_cast<long long>(v->get<double>());
+  if (x < lo || x > hi) {
+    bad(key, std::string("'") + key + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  return x;
+}
+
+std::optional<bool> boolean(const json& body, const char* key) {
+  const json* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) bad(key, std::string("'") + key + "' must be a boolean");
+  return v->get<bool>();
+}
+
+void parse_common(const json& body, const Limits& limits, GenerationRequest& r) {
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) bad("model", "'model' must be a string");
+    r.model = m->get<std::string>();
+  }
+  r.stream = boolean(body, "stream").value_or(false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
+    r.include_usage = boolean(*so, "include_usage").value_or(false);
+  }
+  // max_completion_tokens is the newer spelling; either is accepted.
+  auto mt = integer(body, "max_completion_tokens", 0, limits.max_tokens_cap);
+  if (!mt) mt = integer(body, "max_tokens", 0, limits.max_tokens_cap);
+  if (mt) r.max_tokens = static_cast<int>(*mt);
+  if (const json* s = field(body, "stop")) {
+    if (s->is_string()) {
+      r.stop.push_back(s->get<std::string>());
+    } else if (s->is_array()) {
+      if (s->size() > limits.max_stop) bad("stop", "at most " + std::to_string(limits.max_stop) + " stop sequences");
+      for (const auto& x : *s) {
+        if (!x.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        r.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or an array of strings");
+    }
+    for (const auto& s2 : r.stop) {
+      if (s2.empty()) bad("stop", "stop sequences must not be empty");
+    }
+  }
+  if (auto n = integer(body, "n", 1, 1)) r.n = static_cast<int>(*n);
+  auto& s = r.sampling;
+  if (auto v = number(body, "temperature", 0.0, 2.0)) s.temperature = static_cast<float>(*v);
+  if (auto v = number(body, "top_p", 0.0, 1.0)) s.top_p = static_cast<float>(*v);
+  if (auto v = number(body, "min_p", 0.0, 1.0)) s.min_p = static_cast<float>(*v);
+  if (auto v = number(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = static_cast<float>(*v);
+  if (auto v = number(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = static_cast<float>(*v);
+  if (auto v = number(body, "repeat_penalty", 0.0, 10.0)) s.repeat_penalty = static_cast<float>(*v);
+  if (auto v = integer(body, "top_k", -1, 1000000)) s.top_k = static_cast<int>(*v);
+  if (const json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) bad("seed", "'seed' must be an integer");
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
+  }
+}
+
+void validate_content(const json& content, const std::string& where) {
+  if (content.is_string() || content.is_null()) return;
+  if (!content.is_array()) bad(where, "'" + where + "' must be a string or an array of content parts");
+  for (const auto& part : content) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      bad(where, "each content part needs a string 'type'");
+    }
+    const std::string t = part["type"].get<std::string>();
+    if (t == "text") {
+      if (!part.contains("text") || !part["text"].is_string()) bad(where, "a text part needs a string 'text'");
+    } else {
+      throw RequestError(400, where, "content part type '" + t + "' is not supported (text only)");
+    }
+  }
+}
+
+}  // namespace
+
+json parse_body(const std::string& text) {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) throw RequestError(400, "", "request body is not valid JSON");
+  if (!body.is_object()) throw RequestError(400, "", "request body must be a JSON object");
+  return body;
+}
+
+ChatRequest parse_chat_request(const json& body, const Limits& limits) {
+  ChatRequest r;
+  parse_common(body, limits, r);
+  const json* msgs = field(body, "messages");
+  if (!msgs) bad("messages", "'messages' is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array");
+  if (msgs->size() > limits.max_messages) bad("messages", "too many messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad(where, where + " must be an object");
+    if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", where + " needs a string 'role'");
+    const std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool") {
+      bad(where + ".role", "unknown role '" + role + "'");
+    }
+    if (m.contains("content")) validate_content(m["content"], where + ".content");
+    if (role != "assistant" && (!m.contains("content") || m["content"].is_null())) {
+      bad(where + ".content", where + " needs 'content'");
+    }
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+      if (!m["tool_calls"].is_array()) bad(where + ".tool_calls", "'tool_calls' must be an array");
+      for (const auto& tc : m["tool_calls"]) {
+        if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object() ||
+            !tc["function"].contains("name") || !tc["function"]["name"].is_string()) {
+          bad(where + ".tool_calls", "each tool call needs function.name");
+        }
+      }
+    }
+    if (m.contains("reasoning_content") && !m["reasoning_content"].is_null() &&
+        !m["reasoning_content"].is_string()) {
+      bad(where + ".reasoning_content", "'reasoning_content' must be a string");
+    }
+  }
+  r.messages = *msgs;
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) bad("tools", "'tools' must be an array");
+    for (const auto& t : *tools) {
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string()) {
+        bad("tools", "each tool must be {\"type\":\"function\",\"function\":{\"name\":…}}");
+      }
+    }
+    r.tools = *tools;
+  }
+  if (const json* tc = field(body, "tool_choice")) {
+    if (tc->is_string()) {
+      r.tool_choice = tc->get<std::string>();
+      if (r.tool_choice != "auto" && r.tool_choice != "none" && r.tool_choice != "required") {
+        bad("tool_choice", "'tool_choice' must be auto, none, required or a function");
+      }
+    } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+               (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+      r.tool_choice = (*tc)["function"]["name"].get<std::string>();
+    } else {
+      bad("tool_choice", "'tool_choice' must be auto, none, required or a function");
+    }
+  }
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+      bad("response_format", "'response_format' needs a string 'type'");
+    }
+    const std::string t = (*rf)["type"].get<std::string>();
+    if (t == "json_schema") {
+      if (!rf->contains("json_schema") || !(*rf)["json_schema"].is_object()) {
+        bad("response_format", "json_schema response_format needs a 'json_schema' object");
+      }
+    } else if (t != "json_object" && t != "text") {
+      bad("response_format", "unknown response_format type '" + t + "'");
+    }
+    if (t != "text") r.response_format = *rf;
+  }
+  if (auto lp = boolean(body, "logprobs")) r.logprobs = *lp;
+  if (auto tl = integer(body, "top_logprobs", 0, 20)) {
+    r.top_logprobs = static_cast<int>(*tl);
+  }
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (auto et = boolean(*kw, "enable_thinking")) r.enable_thinking = *et;
+  }
+  if (const json* re = field(body, "reasoning_effort")) {
+    if (!re->is_string()) bad("reasoning_effort", "'reasoning_effort' must be a string");
+    if (re->get<std::string>() == "none") r.enable_thinking = false;
+  }
+  return r;
+}
+
+CompletionRequest parse_completion_request(const json& body, const Limits& limits) {
+  CompletionRequest r;
+  parse_common(body, limits, r);
+  const json* p = field(body, "prompt");
+  if (!p) bad("prompt", "'prompt' is required");
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+    for (const auto& x : *p) {
+      if (!x.is_number_integer() || x.get<long long>() < 0 || x.get<long long>() > INT32_MAX) {
+        bad("prompt", "token id prompts must be arrays of non-negative integers");
+      }
+      r.prompt_ids.push_back(x.get<int32_t>());
+    }
+  } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+    r.prompt = (*p)[0].get<std::string>();
+  } else {
+    bad("prompt", "'prompt' must be a string, [string] or an array of token ids");
+  }
+  if (const json* lp = field(body, "logprobs")) {
+    if (!lp->is_number_integer() || lp->get<long long>() < 0 || lp->get<long long>() > 20) {
+      bad("logprobs", "'logprobs' must be an integer 0..20");
+    }
+    r.logprobs = lp->get<int>() > 0;
+    r.top_logprobs = lp->get<int>();
+  }
+  r.echo = boolean(body, "echo").value_or(false);
+  return r;
+}
+
+}  // namespace oxi::server

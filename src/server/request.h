@@ -1,0 +1,79 @@
+// OpenAI-compatible request parsing and validation (no model knowledge). Every malformed field is
+// reported as a RequestError carrying the HTTP status (4xx), the offending parameter and a message
+// that goes into OpenAI's error JSON.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace oxi::server {
+
+class RequestError : public std::runtime_error {
+ public:
+  RequestError(int status, std::string param, const std::string& message,
+               std::string type = "invalid_request_error")
+      : std::runtime_error(message), status_(status), param_(std::move(param)), type_(std::move(type)) {}
+  int status() const { return status_; }
+  const std::string& param() const { return param_; }
+  const std::string& type() const { return type_; }
+
+ private:
+  int status_;
+  std::string param_;
+  std::string type_;
+};
+
+// {"error":{"message":…,"type":…,"param":…,"code":…}}
+nlohmann::json error_body(const std::string& message, const std::string& type,
+                          const std::string& param, int status);
+
+struct SamplingRequest {
+  std::optional<float> temperature, top_p, min_p, presence_penalty, frequency_penalty,
+      repeat_penalty;
+  std::optional<int> top_k;
+  std::optional<uint64_t> seed;
+};
+
+struct GenerationRequest {
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage
+  int max_tokens = -1;               // -1: until end of generation or context
+  std::vector<std::string> stop;     // up to 4 strings
+  bool logprobs = false;
+  int top_logprobs = 0;              // 0..20
+  SamplingRequest sampling;
+  int n = 1;
+};
+
+struct ChatRequest : GenerationRequest {
+  nlohmann::json messages = nlohmann::json::array();  // validated OpenAI messages
+  nlohmann::json tools = nlohmann::json::array();
+  std::string tool_choice = "auto";     // "auto" | "none" | "required" | function name
+  nlohmann::json response_format;       // null, {"type":"json_object"} or json_schema
+  std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking / reasoning
+};
+
+struct CompletionRequest : GenerationRequest {
+  std::string prompt;                   // text prompt
+  std::vector<int32_t> prompt_ids;      // or token ids
+  bool echo = false;
+};
+
+struct Limits {
+  int max_tokens_cap = 32768;   // requests above are rejected with 400
+  size_t max_messages = 4096;
+  size_t max_stop = 4;
+};
+
+ChatRequest parse_chat_request(const nlohmann::json& body, const Limits& limits);
+CompletionRequest parse_completion_request(const nlohmann::json& body, const Limits& limits);
+// Parses the body text: 400 on invalid JSON or a non-object.
+nlohmann::json parse_body(const std::string& text);
+
+}  // namespace oxi::server

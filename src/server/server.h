@@ -1,0 +1,27 @@
+// `oxinfer serve`: OpenAI-compatible HTTP server over one model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace oxi::server {
+
+struct ServerOptions {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int n_slots = 4;          // -np: sequences served at once
+  int n_ctx = 4096;         // -c: context per slot
+  int n_threads = 0;        // -t
+  std::string api_key;      // --api-key: required as "Authorization: Bearer KEY" on /v1/*
+  int64_t cache_ram_mib = 2048;  // --cache-ram: prompt-cache budget
+  size_t max_body_bytes = 8u << 20;  // larger request bodies → 413
+  int max_tokens_cap = 32768;
+  std::string chat_template_file;
+  std::string alias;        // --alias: model id reported by /v1/models
+};
+
+// Blocks until the process is asked to stop (SIGINT/SIGTERM). Returns the exit code.
+int run_server(const ServerOptions& options);
+
+}  // namespace oxi::server
