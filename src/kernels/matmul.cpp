@@ -76,14 +76,64 @@ void check_view(const MatrixView& w) {
 
 }  // namespace
 
-bool matmul_supports(DType t) { return kern::wtype_index(t) >= 0; }
+namespace {
+
+// Types with a dequantiser but no direct kernel: matmul dequantises row chunks to f32.
+bool is_fallback_type(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::Q2_K:
+    case DType::Q3_K: return true;
+    default: return false;
+  }
+}
+
+void matmul_fallback(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  using namespace kern;
+  const Kernels& K = active_kernels();
+  const int nth = in_parallel_region() ? 1 : num_threads();
+  const int64_t rows = w.rows, cols = w.cols;
+  int64_t row_chunk = std::max<int64_t>(16, std::min<int64_t>(256, (rows + nth * 8 - 1) / (nth * 8)));
+  row_chunk = (row_chunk + 15) / 16 * 16;
+  constexpr int64_t kTokTile = 64;
+  parallel_for_chunked(rows, row_chunk, [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < static_cast<size_t>((r1 - r0) * cols)) buf.resize(static_cast<size_t>((r1 - r0) * cols));
+    for (int64_t r = r0; r < r1; ++r)
+      ref_dequantize(w.dtype, w.data + static_cast<uint64_t>(r) * w.row_bytes, buf.data() + (r - r0) * cols, cols);
+    MMArgs a{};
+    a.w = reinterpret_cast<const uint8_t*>(buf.data());
+    a.w_stride = static_cast<uint64_t>(cols) * 4;
+    a.x = reinterpret_cast<const uint8_t*>(x);
+    a.x_stride = static_cast<uint64_t>(cols) * 4;
+    a.y = y + r0;
+    a.ldy = rows;
+    a.cols = cols;
+    a.r0 = 0;
+    a.r1 = r1 - r0;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokTile) {
+      a.t0 = t0;
+      a.t1 = std::min(n_tokens, t0 + kTokTile);
+      K.mm[kWF32](a);
+    }
+  });
+}
+
+}  // namespace
+
+bool matmul_supports(DType t) { return kern::wtype_index(t) >= 0 || is_fallback_type(t); }
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   using namespace kern;
   const int wt = wtype_index(w.dtype);
-  if (wt < 0) unsupported(w.dtype, "no matmul kernel");
+  if (wt < 0 && !is_fallback_type(w.dtype)) unsupported(w.dtype, "no matmul kernel");
   check_view(w);
   if (n_tokens <= 0 || w.rows == 0) return;
+  if (wt < 0) return matmul_fallback(w, x, n_tokens, y);
   const Kernels& K = active_kernels();
   const AType at = atype_of(wt);
 

@@ -29,7 +29,9 @@ struct MatrixView {
 // Runs on the global thread pool (kernels/thread_pool.h); called from inside a pool job it runs
 // serially on the calling thread. Thread-safe (scratch is per thread).
 // Throws oxi::Error(kUnsupported) "unsupported tensor type X" for a dtype with no kernel.
-// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K.
+// Native kernels: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Also accepted (rows dequantised
+// to f32 per chunk, f32 activations; slower, and not ggml's activation rounding): Q4_1, Q5_0,
+// Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K (llama.cpp's fallbacks for K-quant recipes).
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 
 // Dequantise one row (cols elements) to f32: embedding lookups and tests.
@@ -39,7 +41,8 @@ void dequantize_row(const MatrixView& w, int64_t row, float* out);
 bool matmul_supports(DType t);
 
 // Dequantise n elements (a multiple of the block size) of type t from src to f32.
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K; else kUnsupported.
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_XS, Q8_K; else kUnsupported.
 void dequantize(DType t, const void* src, float* dst, int64_t n);
 
 // Quantise n floats (a multiple of the block size) to type t at dst (dtype_row_bytes(t, n) bytes).

@@ -108,6 +108,124 @@ void unpack_q4_K(const BlockQ4_K& b, uint8_t* q, uint8_t* sc, uint8_t* m) {
   for (int j = 0; j < 8; ++j) get_scale_min_k4(j, b.scales, &sc[j], &m[j]);
 }
 
+
+// ---- further ggml types: dequantisation only (matmul falls back to f32 rows) --------------------
+const int8_t kIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+inline float rd_f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Q4_1 (20 B / 32): f16 d, f16 m, 16 nibble bytes; value = q·d + m.
+void dequant_q4_1(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 20, y += 32) {
+    const float d = rd_f16(b), m = rd_f16(b + 2);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = (b[4 + j] & 0xF) * d + m;
+      y[j + 16] = (b[4 + j] >> 4) * d + m;
+    }
+  }
+}
+
+// Q5_0 (22 B / 32): f16 d, u32 qh (bit j: fifth bit of element j), 16 nibble bytes;
+// value = (q − 16)·d. Q5_1 (24 B): f16 d, f16 m, qh, nibbles; value = q·d + m.
+void dequant_q5(const uint8_t* b, float* y, int64_t nb, bool with_min) {
+  const int hdr = with_min ? 4 : 2, bytes = with_min ? 24 : 22;
+  for (int64_t i = 0; i < nb; ++i, b += bytes, y += 32) {
+    const float d = rd_f16(b), m = with_min ? rd_f16(b + 2) : 0.0f;
+    uint32_t qh;
+    std::memcpy(&qh, b + hdr, 4);
+    const uint8_t* qs = b + hdr + 4;
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = (qs[j] & 0xF) | (((qh >> j) & 1) << 4);
+      const int q1 = (qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+      y[j] = with_min ? q0 * d + m : (q0 - 16) * d;
+      y[j + 16] = with_min ? q1 * d + m : (q1 - 16) * d;
+    }
+  }
+}
+
+// IQ4_NL (18 B / 32): f16 d, 16 nibble bytes indexing a fixed non-linear table.
+void dequant_iq4_nl(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 18, y += 32) {
+    const float d = rd_f16(b);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = d * kIQ4NL[b[2 + j] & 0xF];
+      y[j + 16] = d * kIQ4NL[b[2 + j] >> 4];
+    }
+  }
+}
+
+// IQ4_XS (136 B / 256): f16 d, u16 scales_h, u8 scales_l[4], qs[128]; 8 sub-blocks of 32 with
+// 6-bit scales (low 4 bits in scales_l nibbles, high 2 in scales_h) biased by 32.
+void dequant_iq4_xs(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 136) {
+    const float d = rd_f16(b);
+    uint16_t sh;
+    std::memcpy(&sh, b + 2, 2);
+    const uint8_t* sl = b + 4;
+    const uint8_t* qs = b + 8;
+    for (int ib = 0; ib < 8; ++ib, qs += 16, y += 32) {
+      const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+      const float dl = d * (ls - 32);
+      for (int j = 0; j < 16; ++j) {
+        y[j] = dl * kIQ4NL[qs[j] & 0xF];
+        y[j + 16] = dl * kIQ4NL[qs[j] >> 4];
+      }
+    }
+  }
+}
+
+// Q2_K (84 B / 256): scales[16] (low nibble scale, high nibble min, per 16 elements), qs[64]
+// (2-bit, four planes per 32 bytes), f16 d, f16 dmin.
+void dequant_q2_K(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 84) {
+    const uint8_t* sc = b;
+    const uint8_t* q = b + 16;
+    const float d = rd_f16(b + 80), dmin = rd_f16(b + 82);
+    int is = 0;
+    for (int half = 0; half < 2; ++half, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int part = 0; part < 2; ++part, ++is) {
+          const float dl = d * (sc[is] & 0xF), ml = dmin * (sc[is] >> 4);
+          for (int l = 0; l < 16; ++l) *y++ = dl * ((q[16 * part + l] >> shift) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+// Q3_K (110 B / 256): hmask[32] (third bit, one plane per 32 elements), qs[64] (low 2 bits),
+// scales[12] (16 6-bit scales biased by 32), f16 d. value = d·(s − 32)·(q − (hbit ? 0 : 4)).
+void dequant_q3_K(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 110) {
+    const uint8_t* hm = b;
+    const uint8_t* q = b + 32;
+    const uint8_t* s = b + 96;
+    const float d = rd_f16(b + 108);
+    int sc[16];
+    for (int j = 0; j < 16; ++j) {
+      const int low = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+      const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+      sc[j] = (low | (high << 4)) - 32;
+    }
+    int is = 0;
+    uint8_t m = 1;
+    for (int half = 0; half < 2; ++half, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
+        for (int part = 0; part < 2; ++part, ++is) {
+          const float dl = d * sc[is];
+          for (int l = 0; l < 16; ++l) {
+            const int k = 16 * part + l;
+            *y++ = dl * (((q[k] >> shift) & 3) - ((hm[k] & m) ? 0 : 4));
+          }
+        }
+      }
+    }
+  }
+}
 }  // namespace
 
 void ref_dequantize(DType t, const void* src, float* dst, int64_t n) {
@@ -131,6 +249,13 @@ void ref_dequantize(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: return dequant_q5_K(static_cast<const BlockQ5_K*>(src), dst, n / 256);
     case DType::Q6_K: return dequant_q6_K(static_cast<const BlockQ6_K*>(src), dst, n / 256);
     case DType::Q8_K: return dequant_q8_K(static_cast<const BlockQ8_K*>(src), dst, n / 256);
+    case DType::Q4_1: return dequant_q4_1(static_cast<const uint8_t*>(src), dst, n / 32);
+    case DType::Q5_0: return dequant_q5(static_cast<const uint8_t*>(src), dst, n / 32, false);
+    case DType::Q5_1: return dequant_q5(static_cast<const uint8_t*>(src), dst, n / 32, true);
+    case DType::IQ4_NL: return dequant_iq4_nl(static_cast<const uint8_t*>(src), dst, n / 32);
+    case DType::IQ4_XS: return dequant_iq4_xs(static_cast<const uint8_t*>(src), dst, n / 256);
+    case DType::Q2_K: return dequant_q2_K(static_cast<const uint8_t*>(src), dst, n / 256);
+    case DType::Q3_K: return dequant_q3_K(static_cast<const uint8_t*>(src), dst, n / 256);
     default:
       throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(t) +
                                                " (no dequantisation kernel)");
