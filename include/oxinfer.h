@@ -74,6 +74,9 @@ oxi_status oxi_detokenize(const oxi_model* model, const int32_t* ids, size_t n_i
 /* Whether id ends a generation (EOS, EOT, <|im_end|>, <turn|>…). */
 int oxi_token_is_eog(const oxi_model* model, int32_t id);
 
+/* The chat template source in use ("" when the model has none; owned by the model). */
+const char* oxi_model_chat_template(const oxi_model* model);
+
 /* Renders the model's chat template. messages_json: an OpenAI-style JSON array of messages;
  * options_json: NULL or an object {"add_generation_prompt":true,"enable_thinking":false,
  * "tools":[...]} passed to the template. Output as for oxi_detokenize. */

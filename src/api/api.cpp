@@ -270,6 +270,10 @@ int oxi_token_is_eog(const oxi_model* model, int32_t id) {
   }
 }
 
+const char* oxi_model_chat_template(const oxi_model* model) {
+  return model ? model->chat_template_source.c_str() : "";
+}
+
 oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
                            const char* options_json, char* text, size_t cap, size_t* n_out) {
   OXI_REQUIRE(model && messages_json && n_out,

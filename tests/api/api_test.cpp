@@ -170,6 +170,8 @@ TEST_F(ApiModel, DescribeAndTokenizeCapacityProtocol) {
   EXPECT_STREQ(d.arch, "fake");
   EXPECT_EQ(d.n_vocab, tok_->n_vocab());
   EXPECT_EQ(d.has_chat_template, 1);
+  EXPECT_EQ(std::string(oxi_model_chat_template(model_)).rfind("{% for m in messages %}", 0), 0u);
+  EXPECT_STREQ(oxi_model_chat_template(nullptr), "");
   EXPECT_EQ(oxi_token_is_eog(model_, im_end_), 1);
   EXPECT_EQ(oxi_token_is_eog(model_, hello_[0]), 0);
 

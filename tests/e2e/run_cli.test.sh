@@ -144,5 +144,23 @@ expect_rc "token id out of range → 1" 1 -m "$M" --tokens 999999999
 rc=$?
 check "--help → 0 with usage" "[ $rc -eq 0 ] && grep -q 'usage: oxinfer run' '$WORK/h.out'"
 
+# 8. oxinfer chat: turns from stdin, history kept with the context prefix reused, /exit and EOF.
+printf 'Hello\nHow are you?\nAnd then?\n/exit\nnot read\n' | OXI_CHAT_DEBUG=1 \
+  "$OXINFER" chat -m "$M" -n 6 --temp 0 > "$WORK/chat.out" 2> "$WORK/chat.err"
+rc=$?
+check "chat: exit 0 on /exit" "[ $rc -eq 0 ]" || cat "$WORK/chat.err"
+check "chat: three turns answered, not the line after /exit" "[ \$(grep -c '^\[prompt' '$WORK/chat.err') -eq 3 ]"
+check "chat: first turn starts from nothing" "grep -q '^\[prompt 11 tokens, 0 reused\]' '$WORK/chat.err'"
+check "chat: later turns reuse the previous prefix" "[ \$(grep -c '^\[prompt [0-9]* tokens, [1-9][0-9]* reused\]' '$WORK/chat.err') -eq 2 ]"
+printf 'Hi' | "$OXINFER" chat -m "$M" -n 2 --temp 0 > /dev/null 2>&1
+rc=$?
+check "chat: end of input quits with 0" "[ $rc -eq 0 ]"
+"$OXINFER" chat -m "$M" --bogus 1 < /dev/null > /dev/null 2>&1
+rc=$?
+check "chat: unknown option → 2" "[ $rc -eq 2 ]"
+printf '[{"role":"user","content":"Hello"}]' > "$WORK/msgs.json"
+"$OXINFER" chat --template-only -m "$M" --messages "$WORK/msgs.json" > "$WORK/tmpl.out" 2>&1
+check "chat --template-only: delegated" "grep -q '<|im_start|>user' '$WORK/tmpl.out'"
+
 echo "run_cli: $fails failure(s)"
 [ $fails -eq 0 ]
