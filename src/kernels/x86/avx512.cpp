@@ -6,6 +6,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/dispatch.h"
@@ -440,6 +441,42 @@ inline void unpack_q6k(const BlockQ6_K& b, KRow& o, const __m512i* idx) {
   o.dmin = 0.0f;
 }
 
+template <int Kind, int R, int T>
+inline void k_accum(const KRow* const* rw, const uint8_t* x, uint64_t x_stride, int64_t b, __m512 (&acc)[R][T]) {
+  for (int j = 0; j < T; ++j) {
+    const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(x + j * x_stride)[b];
+    __m512i xv[4];
+    for (int k = 0; k < 4; ++k) xv[k] = _mm512_loadu_si512(xb.qs + 64 * k);
+    const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
+    for (int i = 0; i < R; ++i) {
+      const KRow& w = *rw[i];
+      __m512i s = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.q[k], xv[k]), w.sc[k]);
+      const __m256i mb = _mm256_madd_epi16(w.mins16, bs);
+      if constexpr (Kind == 0) {
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(w.d * xb.d), acc[i][j]);
+        acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(mb)),
+                                     _mm512_set1_ps(w.dmin * xb.d), acc[i][j]);
+      } else {
+        s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(mb, 5)));
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(w.d * xb.d), acc[i][j]);
+      }
+    }
+  }
+}
+
+template <class B>
+inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
+  if constexpr (sizeof(B) == sizeof(BlockQ4_K)) unpack_q4k(reinterpret_cast<const BlockQ4_K&>(blk), o, idx);
+  else if constexpr (sizeof(B) == sizeof(BlockQ5_K)) unpack_q5k(reinterpret_cast<const BlockQ5_K&>(blk), o, idx);
+  else unpack_q6k(reinterpret_cast<const BlockQ6_K&>(blk), o, idx);
+}
+
+template <int Kind>
+inline void k_indices(__m512i* idx) {
+  for (int k = 0; k < 4; ++k) idx[k] = Kind == 0 ? idx_pairs(k) : idx_quads(k);
+}
+
 template <class B, int Kind>  // Kind 0: Q4_K/Q5_K (mins), 1: Q6_K (offset 32)
 struct TileK {
   template <int R, int T>
@@ -448,43 +485,71 @@ struct TileK {
       __m512 acc[R][T];
       OXI_ZERO_ACC(acc);
       __m512i idx[4];
-      for (int k = 0; k < 4; ++k) idx[k] = Kind == 0 ? idx_pairs(k) : idx_quads(k);
+      k_indices<Kind>(idx);
       const int64_t nb = a.cols / 256;
+      const uint8_t* x = a.x + t * a.x_stride;
       for (int64_t b = 0; b < nb; ++b) {
         KRow rw[R];
+        const KRow* rp[R];
         for (int i = 0; i < R; ++i) {
           const B& blk = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b];
           if constexpr (T == 1)
             for (unsigned off = 0; off < sizeof(B); off += 64)
               _mm_prefetch(reinterpret_cast<const char*>(&blk) + R * a.w_stride + off, _MM_HINT_T0);
-          if constexpr (sizeof(B) == sizeof(BlockQ4_K)) unpack_q4k(reinterpret_cast<const BlockQ4_K&>(blk), rw[i], idx);
-          else if constexpr (sizeof(B) == sizeof(BlockQ5_K)) unpack_q5k(reinterpret_cast<const BlockQ5_K&>(blk), rw[i], idx);
-          else unpack_q6k(reinterpret_cast<const BlockQ6_K&>(blk), rw[i], idx);
+          k_unpack(blk, rw[i], idx);
+          rp[i] = &rw[i];
         }
-        for (int j = 0; j < T; ++j) {
-          const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(a.x + (t + j) * a.x_stride)[b];
-          __m512i xv[4];
-          for (int k = 0; k < 4; ++k) xv[k] = _mm512_loadu_si512(xb.qs + 64 * k);
-          const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.bsums));
-          for (int i = 0; i < R; ++i) {
-            __m512i s = _mm512_setzero_si512();
-            for (int k = 0; k < 4; ++k) s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(rw[i].q[k], xv[k]), rw[i].sc[k]);
-            const __m256i mb = _mm256_madd_epi16(rw[i].mins16, bs);
-            if constexpr (Kind == 0) {
-              acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rw[i].d * xb.d), acc[i][j]);
-              acc[i][j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(mb)),
-                                           _mm512_set1_ps(rw[i].dmin * xb.d), acc[i][j]);
-            } else {
-              s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(mb, 5)));
-              acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(rw[i].d * xb.d), acc[i][j]);
-            }
-          }
-        }
+        k_accum<Kind, R, T>(rp, x, a.x_stride, b, acc);
       }
       store<R, T>(a, r, t, acc);
     }
   };
 };
+
+// GEMM path for K-quants (4+ tokens): each R-row group is unpacked once per token tile.
+template <class B, int Kind, int R, int T>
+void mm_k_gemm(const MMArgs& a) {
+  const int64_t nb = a.cols / 256, ntok = a.t1 - a.t0;
+  thread_local std::vector<KRow> buf;
+  if (buf.size() < static_cast<size_t>(R * nb)) buf.resize(static_cast<size_t>(R * nb));
+  __m512i idx[4];
+  k_indices<Kind>(idx);
+  for (int64_t r = a.r0; r < a.r1; r += R) {
+    const int64_t nr = std::min<int64_t>(R, a.r1 - r);
+    for (int64_t i = 0; i < nr; ++i) {
+      const B* row = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride);
+      for (int64_t b = 0; b < nb; ++b) k_unpack(row[b], buf[i * nb + b], idx);
+    }
+    auto tile = [&](auto rn, auto tn, int64_t i0, int64_t t) {
+      constexpr int RR = decltype(rn)::value, TT = decltype(tn)::value;
+      __m512 acc[RR][TT];
+      for (int i = 0; i < RR; ++i)
+        for (int j = 0; j < TT; ++j) acc[i][j] = _mm512_setzero_ps();
+      const uint8_t* x = a.x + t * a.x_stride;
+      for (int64_t b = 0; b < nb; ++b) {
+        const KRow* rp[RR];
+        for (int i = 0; i < RR; ++i) rp[i] = &buf[(i0 + i) * nb + b];
+        k_accum<Kind, RR, TT>(rp, x, a.x_stride, b, acc);
+      }
+      store<RR, TT>(a, r + i0, t, acc);
+    };
+    using RC = std::integral_constant<int, R>;
+    using TC = std::integral_constant<int, T>;
+    using One = std::integral_constant<int, 1>;
+    if (nr == R) {
+      int64_t t = a.t0;
+      for (; t + T <= a.t1; t += T) tile(RC{}, TC{}, 0, t);
+      for (; t < a.t1; ++t) tile(RC{}, One{}, 0, t);
+    } else {
+      for (int64_t i = 0; i < nr; ++i) {
+        int64_t t = a.t0;
+        for (; t + T <= a.t1; t += T) tile(One{}, TC{}, i, t);
+        for (; t < a.t1; ++t) tile(One{}, One{}, i, t);
+      }
+    }
+    (void)ntok;
+  }
+}
 
 template <int R, int T> using TQ8_0 = TileQ8<Q8_0W>::Tile<R, T>;
 template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
@@ -577,9 +642,18 @@ void mm_q4_0(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q4_0W, 4, 4>(a);
   drive<TQ4_0, 4, 3>(a);
 }
-void mm_q4_K(const MMArgs& a) { drive<TQ4_K, 2, 4>(a); }
-void mm_q5_K(const MMArgs& a) { drive<TQ5_K, 2, 4>(a); }
-void mm_q6_K(const MMArgs& a) { drive<TQ6_K, 2, 4>(a); }
+void mm_q4_K(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ4_K, 0, 2, 4>(a);
+  drive<TQ4_K, 2, 4>(a);
+}
+void mm_q5_K(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ5_K, 0, 2, 4>(a);
+  drive<TQ5_K, 2, 4>(a);
+}
+void mm_q6_K(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ6_K, 1, 2, 4>(a);
+  drive<TQ6_K, 2, 4>(a);
+}
 
 }  // namespace
 
