@@ -91,4 +91,11 @@ t("{{ x | string | length }} {{ x ~ '' }} {{ 1.0 * 3 }} {{ 3 * 1.0 }} {{ 1e16 }}
 t("{{ big }} {{ big | tojson }} {{ neg }} {{ -0.0 }} {{ 3.0 == 3 }}", big=12345678901234567, neg=-2.5e-10)
 t("{{ xs }} {{ xs | tojson }}", xs=[0.1, 1/3, 2/3, 1e22, 1.7976931348623157e308, 5e-324, 123456.789e3, 1e16, 9999999999999998.0,
                                    0.000123, 1e-5, -1.5, 100.0, 1e15, 12345678912345.678, 2.5e-7, 4.35, 0.3, 1e100, 123e-20])
+# scoping
+t("{% for i in [1,2] %}{% if i == 2 %}[{{ x }}]{% endif %}{% set x = i %}{% endfor %}")
+t("{% set x = 0 %}{% for i in [1,2] %}[{{ x }}]{% set x = i %}{% endfor %}[{{ x }}]")
+t("{% for i in [1,2] %}{% for j in [1] %}{% set y = i %}{% endfor %}[{{ y }}]{% endfor %}")
+t("{% macro m() %}{% set z = 5 %}{% endmacro %}{{ m() }}[{{ z }}]")
+t("{% set x = 1 %}{% macro m() %}[{{ x }}]{% set x = 2 %}[{{ x }}]{% endmacro %}{{ m() }}[{{ x }}]")
+t("{% for m in msgs %}{{ loop.index0 }}{% for x in m %}{{ loop.index0 }}{{ x }}{% endfor %}{{ loop.last }}{% endfor %}", msgs=[[1, 2], [3]])
 json.dump(T, open("snippets.json", "w"), indent=1, ensure_ascii=False)
