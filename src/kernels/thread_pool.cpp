@@ -34,8 +34,11 @@ class Pool {
       for (auto& t : workers_) t.join();
       workers_.clear();
       stop_.store(false, std::memory_order_relaxed);
+      slots_.store(slots_.load() | 0xffffffffu);
     }
     n_threads_ = n;
+    nth_max_ = n;
+    slots_.store(slots_.load() | 0xffffffffu);  // no open job
     const uint32_t gen = generation_.load(std::memory_order_relaxed);
     for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, gen] { worker(i, gen); });
   }
@@ -57,13 +60,18 @@ class Pool {
     std::lock_guard<std::mutex> lock(run_mutex_);  // one job at a time
     fn_ = fn;
     ctx_ = ctx;
+    nth_ = nth;
     error_ = nullptr;
-    pending_.store(nth - 1, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    // Publish the job: slots 0..nth-1 are claimed by whoever comes first. The caller claims too,
+    // so a worker the OS has descheduled never holds the job up: its slot runs on the caller.
+    const uint64_t job = (slots_.load(std::memory_order_relaxed) >> 32) + 1;
+    slots_.store(job << 32, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
     generation_.notify_all();
-    execute(0, nth);
-    // Wait for the workers: spin, then yield.
-    for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    claim_and_run();
+    // Wait for slots claimed by workers: spin, then yield.
+    for (int spins = 0; done_.load(std::memory_order_acquire) != nth; ++spins) {
       if (spins < 20000) {
         OXI_PAUSE();
       } else {
@@ -74,6 +82,23 @@ class Pool {
   }
 
  private:
+  // Claims slots of the current job until none is left, running each.
+  void claim_and_run() {
+    uint64_t w = slots_.load(std::memory_order_acquire);
+    for (;;) {
+      const uint32_t slot = static_cast<uint32_t>(w);
+      if (slot >= static_cast<uint32_t>(nth_max_)) return;
+      if (!slots_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      // The job cannot change before done_ reaches nth, which needs this slot: fields are stable.
+      const int nth = nth_;
+      if (static_cast<int>(slot) < nth) {
+        execute(static_cast<int>(slot), nth);
+        done_.fetch_add(1, std::memory_order_acq_rel);
+      }
+      w = slots_.load(std::memory_order_acquire);
+    }
+  }
+
   void execute(int ith, int nth) {
     t_in_job = true;
     try {
@@ -85,7 +110,7 @@ class Pool {
     t_in_job = false;
   }
 
-  void worker(int ith, uint32_t seen) {
+  void worker(int, uint32_t seen) {
     for (;;) {
       // Spin a while for the next job (decode issues hundreds of small jobs per token), then sleep.
       uint32_t g;
@@ -99,17 +124,19 @@ class Pool {
       }
       seen = g;
       if (stop_.load(std::memory_order_relaxed)) return;
-      execute(ith, n_threads_);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      claim_and_run();
     }
   }
 
   int n_threads_ = 1;
+  int nth_ = 1;
+  int nth_max_ = 1;  // slots per job (= n_threads_ while workers exist)
+  std::atomic<uint64_t> slots_{0};  // job id << 32 | next unclaimed slot
+  std::atomic<int> done_{0};
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;
   std::mutex error_mutex_;
   std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   ParallelFn fn_ = nullptr;
   void* ctx_ = nullptr;

@@ -331,3 +331,18 @@ TEST(Activations, EveryIsaBitIdentical) {
     }
   }
 }
+
+TEST(ThreadPool, EverySlotRunsOnceUnderStress) {
+  for (int nth : {2, 3}) {
+    set_num_threads(nth);
+    for (int rep = 0; rep < 20000; ++rep) {
+      std::atomic<int> mask{0};
+      parallel_run([&](int ith, int n) {
+        EXPECT_EQ(n, nth);
+        mask.fetch_or(1 << ith);
+      });
+      ASSERT_EQ(mask.load(), (1 << nth) - 1) << rep;
+    }
+  }
+  set_num_threads(0);
+}
