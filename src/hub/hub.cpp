@@ -360,6 +360,13 @@ std::string hub_resolve_model(const std::string& spec_text, const HubOptions& op
   const HubSpec spec = parse_hub_spec(spec_text);
   const std::string cache_dir = options.cache_dir.empty() ? hf_hub_cache_dir() : options.cache_dir;
   if (options.offline || env_truthy("HF_HUB_OFFLINE")) return resolve_in_cache(cache_dir, spec);
+  // A commit is immutable: a complete cached snapshot of it needs no network at all.
+  if (is_hex(spec.revision, 40)) {
+    try {
+      return resolve_in_cache(cache_dir, spec);
+    } catch (const Error&) {
+    }
+  }
   std::string endpoint = options.endpoint.empty() ? env_or("HF_ENDPOINT", "https://huggingface.co") : options.endpoint;
   while (!endpoint.empty() && endpoint.back() == '/') endpoint.pop_back();
   std::string token = options.token;

@@ -108,6 +108,10 @@ pull test/tiny-hf
 check "hf again: same path" '[ "$(rc)" = 0 -a "$(out)" = "$SNAP" ]'
 check "hf again: no /resolve/ request" '[ "$(stat_of resolve)" = 0 ]'
 
+reset
+pull test/tiny-hf@$SHA_HF
+check "pinned commit, cached: no request at all" '[ "$(rc)" = 0 -a "$(out)" = "$SNAP" -a "$(stat_of api)" = 0 ]'
+
 # 3. -hf through another subcommand's resolver: same code path (pull -hf)
 pull -hf test/tiny-hf --quiet
 check "pull -hf form" '[ "$(rc)" = 0 -a "$(out)" = "$SNAP" ]'
