@@ -22,6 +22,7 @@ struct Spec {
   std::vector<std::string> reasoning_open;
   std::string reasoning_close;
   std::string tool_open, tool_close;
+  std::string bare_open, bare_close;  // a call without its wrapper (Qwen: <function=…></function>)
   std::vector<std::string> end_markers;
   std::vector<std::string> drop_markers;  // stray markers removed from content
 };
@@ -33,8 +34,10 @@ Spec spec_for(ChatFormat f) {
     s.reasoning_close = "</think>";
     s.tool_open = "<tool_call>";
     s.tool_close = "</tool_call>";
+    s.bare_open = "<function=";
+    s.bare_close = "</function>";
     s.end_markers = {"<|im_end|>", "<|endoftext|>"};
-    s.drop_markers = {"</think>"};
+    s.drop_markers = {"</think>", "</tool_call>"};
   } else if (f == ChatFormat::kGemma4) {
     s.reasoning_open = {"<|channel>thought", "<|channel>"};
     s.reasoning_close = "<channel|>";
@@ -328,7 +331,7 @@ class StreamParser : public OutputParser {
  private:
   enum class St { kContent, kReasoning, kTool, kEnded };
   enum Ch { kC = 0, kR = 1 };
-  enum class Act { kReasonOpen, kReasonClose, kToolOpen, kToolClose, kEnd, kDrop };
+  enum class Act { kReasonOpen, kReasonClose, kToolOpen, kBareOpen, kToolClose, kEnd, kDrop };
 
   struct Marker {
     const std::string* text;
@@ -342,13 +345,15 @@ class StreamParser : public OutputParser {
       case St::kContent:
         for (const auto& r : spec_.reasoning_open) m.push_back({&r, Act::kReasonOpen});
         m.push_back({&spec_.tool_open, Act::kToolOpen});
+        if (!spec_.bare_open.empty()) m.push_back({&spec_.bare_open, Act::kBareOpen});
         for (const auto& d : spec_.drop_markers) m.push_back({&d, Act::kDrop});
         break;
       case St::kReasoning:
         m.push_back({&spec_.reasoning_close, Act::kReasonClose});
         m.push_back({&spec_.tool_open, Act::kToolOpen});
+        if (!spec_.bare_open.empty()) m.push_back({&spec_.bare_open, Act::kBareOpen});
         break;
-      case St::kTool: m.push_back({&spec_.tool_close, Act::kToolClose}); break;
+      case St::kTool: m.push_back({bare_ ? &spec_.bare_close : &spec_.tool_close, Act::kToolClose}); break;
       case St::kEnded: return m;
     }
     for (const auto& e : spec_.end_markers) m.push_back({&e, Act::kEnd});
@@ -466,6 +471,8 @@ class StreamParser : public OutputParser {
         skip_ws_[kC] = true;
         break;
       case Act::kToolOpen:
+      case Act::kBareOpen:
+        bare_ = act == Act::kBareOpen;
         tool_from_ = st_ == St::kReasoning ? kR : kC;
         dropped_ws_ = ws_hold_[tool_from_];
         dropped_skip_ = skip_ws_[tool_from_];
@@ -489,7 +496,10 @@ class StreamParser : public OutputParser {
   void close_tool(bool at_end) {
     ToolCall tc;
     bool ok = false;
-    if (fmt_ == ChatFormat::kQwen35) {
+    if (fmt_ == ChatFormat::kQwen35 && bare_) {
+      // <function=NAME>…</function> without the <tool_call> wrapper: only when it closed.
+      ok = !at_end && parse_qwen35_tool_call(tool_open_text_ + tool_buf_ + tool_close_text_, opt_.tools, tc);
+    } else if (fmt_ == ChatFormat::kQwen35) {
       // At the end of the stream (no </tool_call>), accept a body whose function block closed.
       ok = (!at_end || tool_buf_.find("</function>") != std::string::npos || trim_view(tool_buf_).substr(0, 1) == "{") &&
            parse_qwen35_tool_call(tool_buf_, opt_.tools, tc);
@@ -520,6 +530,7 @@ class StreamParser : public OutputParser {
   std::string pending_;
   std::string tool_buf_, tool_open_text_, tool_close_text_, dropped_ws_;
   bool dropped_skip_ = false;
+  bool bare_ = false;
   Ch tool_from_ = kC;
   std::string ws_hold_[2];
   bool skip_ws_[2] = {true, true};

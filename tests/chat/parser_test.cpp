@@ -130,6 +130,14 @@ TEST(QwenParser, MalformedToolCallIsContent) {
                    {"Before <tool_call>\nnot a call\n</tool_call> after", "", {}});
 }
 
+TEST(QwenParser, CallWithoutToolCallWrapper) {
+  // Seen in Qwen3-Coder-style outputs: the <tool_call> opening tag is missing.
+  check_all_splits(ChatFormat::kQwen35, in_reasoning(),
+                   "r\n</think>\n\nSure.\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+                   {"Sure.", "r", {{"f", R"({"a":1})"}}});
+  check_all_splits(ChatFormat::kQwen35, {}, "Use <function=f> like this", {"Use <function=f> like this", "", {}});
+}
+
 TEST(QwenParser, JsonToolCallForm) {
   check_all_splits(ChatFormat::kQwen35, {},
                    "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1, \"b\": \"x\"}}\n</tool_call>",
