@@ -66,6 +66,9 @@ echo '{"tree_body": "[{\"type\": 1, \"path\": []}, 5, {\"type\": \"file\", \"pat
 echo '{"tree_body": "[{\"type\": \"file\", \"path\": \"x-Q4_K_M.gguf\", \"lfs\": {\"oid\": \"zz\", \"size\": -3}}]"}' > $REPOS/bad/b5.json
 R=$REPOS/other/made; mk $R/made-Q4_K_M.gguf 4000
 
+VOCAB="${OXI_SHARED_DIR:-$SRC/../shared}/testdata/tokenizer/ggml-vocab-qwen35.gguf"
+if [ -f "$VOCAB" ]; then mkdir -p $REPOS/test/vocab-GGUF && cp "$VOCAB" $REPOS/test/vocab-GGUF/vocab-Q8_0.gguf; fi
+
 # ---- server ----
 $FAKE serve "$REPOS" --idle 120 --max-requests 3000 > "$WORK/server.out" 2> "$WORK/server.err" &
 SERVER_PID=$!
@@ -232,7 +235,21 @@ wait $P1; r1=$?; wait $P2; r2=$?
 check "concurrent pulls: both ok, same file" '[ $r1 = 0 -a $r2 = 0 ] && [ "$(cat $WORK/p1.out)" = "$(cat $WORK/p2.out)" ] && cmp -s "$(cat $WORK/p1.out)" $REPOS/test/slow/s-Q4_K_M.gguf'
 check "concurrent pulls: blob transferred once" '[ "$(stat_of content:s-Q4_K_M.gguf)" = 1 ]'
 
-# 16. bad input never crashes
+# 16. -hf in other subcommands: same result as -m on the resolved file
+if [ -f "$VOCAB" ]; then
+  pull test/vocab-GGUF --quiet
+  V=$(out)
+  "$OXINFER" tokenize -hf test/vocab-GGUF "Hello world" > "$WORK/t1" 2>&1; r1=$?
+  "$OXINFER" tokenize -m "$V" "Hello world" > "$WORK/t2" 2>&1; r2=$?
+  check "tokenize -hf = tokenize -m (resolved path)" '[ $r1 = $r2 ] && cmp -s "$WORK/t1" "$WORK/t2" && [ -s "$WORK/t1" ]'
+  "$OXINFER" inspect -hf test/vocab-GGUF --offline > "$WORK/t1" 2>&1; r1=$?
+  "$OXINFER" inspect "$V" > "$WORK/t2" 2>&1; r2=$?
+  check "inspect -hf --offline = inspect PATH" '[ $r1 = $r2 ] && cmp -s "$WORK/t1" "$WORK/t2"'
+else
+  echo "skip - -hf in other subcommands ($VOCAB missing)"
+fi
+
+# 17. bad input never crashes
 pull "not a spec"
 check "bad spec: usage error" '[ "$(rc)" = 1 ] && err_has "org/name"'
 pull
