@@ -15,6 +15,16 @@
 namespace oxi {
 namespace {
 
+// Hardware threads; 1 where threads cannot be created (wasm without pthreads).
+int hw_threads() {
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+  return 1;
+#else
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+#endif
+}
+
 thread_local bool t_in_job = false;
 
 class Pool {
@@ -146,8 +156,7 @@ class Pool {
 Pool& pool() {
   static Pool* p = [] {
     auto* q = new Pool();  // never destroyed: workers may outlive static destruction order
-    unsigned hc = std::thread::hardware_concurrency();
-    q->resize(hc ? static_cast<int>(hc) : 1);
+    q->resize(hw_threads());
     return q;
   }();
   return *p;
@@ -156,10 +165,10 @@ Pool& pool() {
 }  // namespace
 
 void set_num_threads(int n) {
-  if (n <= 0) {
-    unsigned hc = std::thread::hardware_concurrency();
-    n = hc ? static_cast<int>(hc) : 1;
-  }
+  if (n <= 0) n = hw_threads();
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+  n = 1;
+#endif
   pool().resize(n);
 }
 
