@@ -172,10 +172,12 @@ struct Q4_0W {
     return _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
   }
   static __m512i load2(const uint8_t* p) {
-    const __m256i v = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)), 1);
-    return unpack(v);
+    // [qsA qsA qsB qsB] (broadcast loads), high nibbles shifted down in lanes 1 and 3.
+    const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 20)));
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+    const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi64(z, sh), _mm512_set1_epi8(0x0F));
   }
   static __m512i load1(const uint8_t* p) {
     const __m256i v = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
@@ -246,6 +248,84 @@ struct TileQ8 {
     }
   };
 };
+
+// GEMV path for Q8_0 / Q4_0 (1 token): the activation is unpacked once per call (64-byte block
+// pairs + their −k·Σx start vectors + f32 scales); weight scales of 8 blocks come from one
+// gather, are multiplied by the activation scales in one go and spread to lanes by vpermps.
+template <class W, int R>
+inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const float* dx, int64_t nb) {
+  __m512 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  const uint8_t* w[R];
+  for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
+  const __m256i goff = _mm256_setr_epi32(0, W::kBytes, 2 * W::kBytes, 3 * W::kBytes, 4 * W::kBytes,
+                                         5 * W::kBytes, 6 * W::kBytes, 7 * W::kBytes);
+  __m512i spread[4];
+  for (int k = 0; k < 4; ++k)
+    spread[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * k)), _mm256_set1_epi32(2 * k + 1), 1);
+  int64_t b = 0;
+  for (; b + 8 <= nb; b += 8) {
+    const __m256 dxv = _mm256_loadu_ps(dx + b);
+    __m512 P[R];
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* p = w[i] + b * W::kBytes;
+      const __m256i g = _mm256_i32gather_epi32(reinterpret_cast<const int*>(p), goff, 1);
+      const __m256 dw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(g));
+      P[i] = _mm512_castps256_ps512(_mm256_mul_ps(dw, dxv));
+    }
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* q = xp + (b / 2 + k) * 128;
+      const __m512i xv = _mm512_loadu_si512(q);
+      const __m512i corr = _mm512_loadu_si512(q + 64);
+      for (int i = 0; i < R; ++i) {
+        const uint8_t* p = w[i] + (b + 2 * k) * W::kBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride + 64), _MM_HINT_T0);
+        const __m512i s = _mm512_dpbusd_epi32(corr, W::load2(p), xv);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(spread[k], P[i]), acc[i]);
+      }
+    }
+  }
+  for (; b < nb; b += 2) {
+    const bool two = b + 2 <= nb;
+    const uint8_t* q = xp + (b / 2) * 128;
+    const __m512i xv = _mm512_loadu_si512(q);
+    const __m512i corr = _mm512_loadu_si512(q + 64);
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* p = w[i] + b * W::kBytes;
+      const __m512i wv = two ? W::load2(p) : W::load1(p);
+      const __m512 sc = pair_scale(h2f(p) * dx[b], two ? h2f(p + W::kBytes) * dx[b + 1] : 0.0f);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, wv, xv)), sc, acc[i]);
+    }
+  }
+  for (int i = 0; i < R; ++i) a.y[a.t0 * a.ldy + r + i] = _mm512_reduce_add_ps(acc[i]);
+}
+
+template <class W>
+void mm_q8_gemv(const MMArgs& a) {
+  const int64_t nb = a.cols / 32, npairs = (nb + 1) / 2;
+  thread_local std::vector<uint8_t> xbuf;
+  thread_local std::vector<float> dxbuf;
+  if (xbuf.size() < static_cast<size_t>(npairs * 128)) xbuf.resize(static_cast<size_t>(npairs * 128));
+  if (dxbuf.size() < static_cast<size_t>(nb)) dxbuf.resize(static_cast<size_t>(nb));
+  for (int64_t t = a.t0; t < a.t1; ++t) {
+    const uint8_t* x = a.x + t * a.x_stride;
+    const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
+    for (int64_t b = 0; b < nb; b += 2) {
+      const uint8_t* q = x + b * 34;
+      const __m512i xv = b + 2 <= nb ? load2x256(q + 2, q + 36) : load1x256(q + 2);
+      _mm512_storeu_si512(xbuf.data() + b * 64, xv);
+      _mm512_storeu_si512(xbuf.data() + b * 64 + 64,
+                          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv)));
+    }
+    for (int64_t b = 0; b < nb; ++b) dxbuf[b] = h2f(x + b * 34);
+    MMArgs at = a;
+    at.t0 = t;
+    int64_t r = a.r0;
+    for (; r + 4 <= a.r1; r += 4) gemv_q8_rows<W, 4>(at, r, xbuf.data(), dxbuf.data(), nb);
+    for (; r < a.r1; ++r) gemv_q8_rows<W, 1>(at, r, xbuf.data(), dxbuf.data(), nb);
+  }
+}
 
 // GEMM path for Q8_0 / Q4_0 (4+ tokens): both operands are first unpacked into a SIMD-ready
 // layout (weights per 4-row group, activations per token tile) so the inner loop is loads plus
@@ -636,11 +716,11 @@ void mm_f16(const MMArgs& a) { drive<TileF16, 4, 4>(a); }
 void mm_bf16(const MMArgs& a) { drive<TileBF16, 4, 4>(a); }
 void mm_q8_0(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q8_0W, 4, 4>(a);
-  drive<TQ8_0, 4, 3>(a);
+  mm_q8_gemv<Q8_0W>(a);
 }
 void mm_q4_0(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q4_0W, 4, 4>(a);
-  drive<TQ4_0, 4, 3>(a);
+  mm_q8_gemv<Q4_0W>(a);
 }
 void mm_q4_K(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ4_K, 0, 2, 4>(a);
