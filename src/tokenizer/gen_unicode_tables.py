@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Generates unicode_tables.cpp: the Unicode facts the tokenizer needs, from python3's unicodedata
 # (Unicode 14.0.0 with Debian bookworm's python 3.11). Run: python3 gen_unicode_tables.py > unicode_tables.cpp
-#   - per code point flags: letter (L*), number (N*), mark (M*), White_Space, "NFC may change"
+#   - per code point flags: letter (L*), number (N*), mark (M*), White_Space, "NFC may change",
+#     has a canonical decomposition
 #   - canonical combining class
 #   - full canonical decompositions (Hangul syllables excluded: done algorithmically)
 #   - primary composites (pairs -> composite), derived as: c has a 2-char canonical decomposition
@@ -16,7 +17,7 @@ BLOCK = 256
 WHITE_SPACE = set(list(range(0x09, 0x0E)) + [0x20, 0x85, 0xA0, 0x1680] + list(range(0x2000, 0x200B)) +
                   [0x2028, 0x2029, 0x202F, 0x205F, 0x3000])
 
-F_L, F_N, F_M, F_WS, F_NFC = 1, 2, 4, 8, 16
+F_L, F_N, F_M, F_WS, F_NFC, F_DECOMP = 1, 2, 4, 8, 16, 32
 
 def is_hangul_syllable(cp):
     return 0xAC00 <= cp <= 0xD7A3
@@ -65,9 +66,13 @@ for cp in range(MAXCP):
     if cp in WHITE_SPACE: f |= F_WS
     cc = ud.combining(c)
     ccc[cp] = cc
-    if cp in decomps or cc != 0 or cp in comp_seconds or is_hangul_syllable(cp) or \
+    # NFC quick check: text made only of code points that NFC leaves alone (NFC_QC=Yes), are not
+    # the second half of a composition (NFC_QC=Maybe) and have ccc 0 is already NFC.
+    if ud.normalize('NFC', c) != c or cc != 0 or cp in comp_seconds or \
        (0x1161 <= cp <= 0x1175) or (0x11A8 <= cp <= 0x11C2):
         f |= F_NFC
+    if cp in decomps:
+        f |= F_DECOMP
     flags[cp] = f
 
 def two_stage(values, name):

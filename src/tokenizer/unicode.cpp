@@ -93,7 +93,7 @@ void decompose(uint32_t cp, std::vector<uint32_t>& out) {
     if (s % kTCount) out.push_back(kTBase + s % kTCount);
     return;
   }
-  if (cp < 0x110000 && (flags(cp) & kNfcMaybe)) {
+  if (cp < 0x110000 && (flags(cp) & kDecomp)) {
     const t::DecompEntry* b = t::decomp_entries;
     const t::DecompEntry* e = b + t::kNumDecomp;
     const t::DecompEntry* it =

@@ -16,7 +16,8 @@ enum : uint8_t {
   kNumber = 2,     // \p{N}
   kMark = 4,       // \p{M}
   kSpace = 8,      // White_Space
-  kNfcMaybe = 16,  // NFC may change text containing this code point
+  kNfcMaybe = 16,  // NFC may change text containing this code point (quick check)
+  kDecomp = 32,    // has a canonical decomposition (Hangul syllables excluded)
 };
 
 // Pseudo code points for invalid bytes: kInvalidBase + byte. They have no flags.
