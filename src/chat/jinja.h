@@ -24,7 +24,7 @@ struct Program;  // parsed template (internal)
 
 struct JinjaLimits {
   size_t max_output_bytes = 64u << 20;      // rendered text (and any single string value)
-  size_t max_depth = 200;                   // macro/call nesting and expression nesting
+  size_t max_depth = 300;                   // nesting of calls, statements and expressions
   uint64_t max_steps = 20'000'000;          // statements + loop iterations + calls
 };
 

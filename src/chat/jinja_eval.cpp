@@ -314,6 +314,7 @@ std::vector<Value> Interp::iterate(const Value& v) {
 // --- statements -------------------------------------------------------------------------------
 
 Interp::Flow Interp::exec(const Body& body, Frame& f, std::string& out) {
+  DepthGuard g(*this);  // statement nesting counts too (bounds the C++ stack in recursive macros)
   for (const auto& s : body) {
     const Flow fl = exec_stmt(*s, f, out);
     if (fl != Flow::kNormal) return fl;

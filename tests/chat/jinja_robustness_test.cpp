@@ -33,6 +33,12 @@ std::string try_render(const std::string& src, const json& ctx = json::object())
 TEST(JinjaRobustness, InfiniteRecursion) {
   EXPECT_NE(try_render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), "");
   EXPECT_NE(try_render("{% macro f(n) %}{{ f(n + 1) ~ f(n + 2) }}{% endmacro %}{{ f(0) }}"), "");
+  // Deeply nested statements inside a recursive macro.
+  std::string body;
+  for (int i = 0; i < 150; ++i) body += "{% if true %}{% for i in [1] %}";
+  body += "{{ f() }}";
+  for (int i = 0; i < 150; ++i) body += "{% endfor %}{% endif %}";
+  EXPECT_NE(try_render("{% macro f() %}" + body + "{% endmacro %}{{ f() }}"), "");
 }
 
 TEST(JinjaRobustness, OutputAndStringBlowUp) {
