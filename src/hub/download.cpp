@@ -306,7 +306,8 @@ void download_blob(const BlobRequest& req, Progress* progress) {
 
 // ---- progress ----
 
-Progress::Progress(bool on) : enabled(on), tty(on && ::isatty(STDERR_FILENO) == 1) {}
+Progress::Progress(bool on)
+    : enabled(on && !env_truthy("HF_HUB_DISABLE_PROGRESS_BARS")), tty(enabled && ::isatty(STDERR_FILENO) == 1) {}
 
 void Progress::begin_file(const std::string& label, int64_t size, int64_t already) {
   label_ = label;
@@ -327,13 +328,25 @@ void Progress::begin_file(const std::string& label, int64_t size, int64_t alread
 
 void Progress::update(int64_t file_bytes) {
   cur_ = file_bytes;
-  if (!enabled || !tty) return;
+  if (!enabled) return;
   const double t = now_s();
-  if (last_draw_ >= 0 && t - last_draw_ < 0.1 && file_bytes != size_) return;
+  if (!tty) {
+    // Plain lines (logs): one every 10 s for a long file.
+    if (last_draw_ < 0) last_draw_ = t0_;
+    if (t - last_draw_ < 10) return;
+  } else if (last_draw_ >= 0 && t - last_draw_ < 0.1 && file_bytes != size_) {
+    return;
+  }
   last_draw_ = t;
   const double el = t - t0_;
   const double rate = el > 0.05 ? static_cast<double>(cur_ - start_bytes_) / el : 0.0;
   const double eta = (rate > 0 && size_ >= 0) ? static_cast<double>(size_ - cur_) / rate : -1;
+  if (!tty) {
+    std::fprintf(stderr, "  %s: %s%s, %s/s, ETA %s\n", label_.c_str(), human_bytes(static_cast<double>(cur_)).c_str(),
+                 size_ >= 0 ? (" of " + human_bytes(static_cast<double>(size_))).c_str() : "",
+                 human_bytes(rate).c_str(), human_time(eta).c_str());
+    return;
+  }
   const int pct = size_ > 0 ? static_cast<int>(100.0 * static_cast<double>(cur_) / static_cast<double>(size_)) : 0;
   const int width = 20;
   std::string bar(static_cast<size_t>(pct * width / 100), '#');

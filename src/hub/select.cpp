@@ -70,9 +70,18 @@ HubSpec parse_hub_spec(const std::string& spec) {
   return out;
 }
 
+namespace {
+// "~/x" → "$HOME/x", as huggingface_hub's expanduser.
+std::string expand_home(const std::string& p) {
+  const char* home = std::getenv("HOME");
+  if (home && *home && (p == "~" || p.rfind("~/", 0) == 0)) return std::string(home) + p.substr(1);
+  return p;
+}
+}  // namespace
+
 std::string hf_hub_cache_dir() {
-  if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return c;
-  if (const char* h = std::getenv("HF_HOME"); h && *h) return std::string(h) + "/hub";
+  if (const char* c = std::getenv("HF_HUB_CACHE"); c && *c) return expand_home(c);
+  if (const char* h = std::getenv("HF_HOME"); h && *h) return expand_home(h) + "/hub";
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/huggingface/hub";
   const char* home = std::getenv("HOME");
   return std::string(home && *home ? home : ".") + "/.cache/huggingface/hub";

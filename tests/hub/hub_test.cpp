@@ -73,6 +73,9 @@ TEST(HubNames, CacheDirFromEnvironment) {
   ::unsetenv("XDG_CACHE_HOME");
   ::setenv("HOME", "/home/u", 1);
   EXPECT_EQ(hf_hub_cache_dir(), "/home/u/.cache/huggingface/hub");
+  ::setenv("HF_HOME", "~/hf", 1);
+  EXPECT_EQ(hf_hub_cache_dir(), "/home/u/hf/hub");
+  ::unsetenv("HF_HOME");
 }
 
 TEST(HubNames, FolderAndPaths) {
