@@ -158,7 +158,7 @@ class ServerEngine final : public Engine {
   }
 
   GenerationResult generate(const std::vector<int32_t>& prompt, size_t checkpoint_at,
-                            const GenerationRequest& req, const json& response_format,
+                            const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                             const TokenSink& sink) override {
     if (prompt.empty()) throw RequestError(400, "messages", "the prompt is empty");
     if (static_cast<int64_t>(prompt.size()) >= opt_.n_ctx) {
@@ -170,20 +170,13 @@ class ServerEngine final : public Engine {
         throw RequestError(400, "prompt", "token id " + std::to_string(id) + " is out of range");
       }
     }
-    // Structured output.
-    std::unique_ptr<JsonConstraint> constraint;
-    if (response_format.is_object()) {
-      const std::string t = response_format.value("type", "");
-      if (t == "json_object") constraint = std::make_unique<JsonConstraint>(nullptr);
-      else if (t == "json_schema") constraint = std::make_unique<JsonConstraint>(response_format["json_schema"].value("schema", json::object()));
-    }
     GenerateOptions go;
     go.sampling = sampling_for(req);
     go.max_tokens = req.max_tokens;
     go.n_top_logprobs = req.logprobs ? req.top_logprobs : 0;
     go.logprobs = req.logprobs;
     if (constraint) {
-      const JsonConstraint* c = constraint.get();
+      const TextConstraint* c = constraint.get();
       go.logit_filter = [this, c](std::span<float> logits) { constrain(*c, logits); };
     }
 
@@ -312,26 +305,39 @@ class ServerEngine final : public Engine {
     return p;
   }
 
-  // Masks every token whose bytes the constraint rejects; end-of-generation tokens are allowed
-  // only once the document is complete.
-  void constrain(const JsonConstraint& c, std::span<float> logits) const {
+  // Masks tokens whose bytes the constraint rejects; end-of-generation tokens are allowed only
+  // once the document is complete. Only the best candidates are tested (most of a 150k–260k
+  // vocabulary is never sampled): the top kConstrainTop by logit, best first, until kKeepValid
+  // are accepted; everything else is masked. If none of those is valid the whole vocabulary is
+  // scanned, so a valid token is always found when one exists.
+  void constrain(const TextConstraint& c, std::span<float> logits) const {
+    constexpr size_t kConstrainTop = 1024, kKeepValid = 64;
     const bool done = c.complete();
-    const int64_t n = std::min<int64_t>(static_cast<int64_t>(logits.size()), tok_->n_vocab());
-    for (int64_t id = 0; id < n; ++id) {
-      if (logits[id] == -INFINITY) continue;
-      const int32_t tid = static_cast<int32_t>(id);
-      if (tok_->is_eog(tid)) {
-        if (!done) logits[id] = -INFINITY;
-        continue;
-      }
-      if (done || tok_->is_control(tid)) {
-        logits[id] = -INFINITY;
-        continue;
-      }
-      const std::string& piece = tok_->token_to_piece(tid);
-      if (piece.empty() || !c.accepts(piece)) logits[id] = -INFINITY;
+    const size_t n = std::min<size_t>(logits.size(), static_cast<size_t>(tok_->n_vocab()));
+    auto valid = [&](int32_t id) {
+      if (tok_->is_eog(id)) return done;
+      if (done || tok_->is_control(id)) return false;
+      const std::string& piece = tok_->token_to_piece(id);
+      return !piece.empty() && c.accepts(piece);
+    };
+    std::vector<int32_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+    const size_t top = std::min(kConstrainTop, n);
+    auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(), by_logit);
+    std::vector<int32_t> keep;
+    for (size_t i = 0; i < top && keep.size() < kKeepValid; ++i) {
+      if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
     }
-    for (int64_t id = n; id < static_cast<int64_t>(logits.size()); ++id) logits[id] = -INFINITY;
+    if (keep.empty()) {
+      for (size_t i = top; i < n; ++i) {
+        if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
+      }
+    }
+    std::vector<float> kept(keep.size());
+    for (size_t i = 0; i < keep.size(); ++i) kept[i] = logits[keep[i]];
+    std::fill(logits.begin(), logits.end(), -INFINITY);
+    for (size_t i = 0; i < keep.size(); ++i) logits[keep[i]] = kept[i];
   }
 
   Slot& acquire(const std::vector<int32_t>& prompt) {

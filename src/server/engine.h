@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/parser.h"
+#include "server/json_constraint.h"
 #include "server/request.h"
 
 namespace oxi::server {
@@ -52,8 +53,10 @@ class Engine {
   // Runs one request on a free slot (blocks while all slots are busy). Throws RequestError for
   // requests that cannot run (prompt longer than the context → 400).
   // checkpoint_at: a prompt position worth a prompt-cache checkpoint (0: none).
+  // constraint: optional structured-output automaton (response_format, forced tool calls);
+  // generation stops once it is complete.
   virtual GenerationResult generate(const std::vector<int32_t>& prompt, size_t checkpoint_at,
-                                    const GenerationRequest& req, const nlohmann::json& response_format,
+                                    const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                                     const TokenSink& sink) = 0;
   virtual nlohmann::json stats() const = 0;  // for /metrics
 };

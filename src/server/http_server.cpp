@@ -91,6 +91,42 @@ json logprob_entry(Engine& eng, const TokenOut& t, int n_top) {
 }
 
 // OpenAI tool_calls entries; `index` only in stream deltas.
+// The automaton for structured output: response_format, or a forced tool call (tool_choice
+// "required" or a named function) in the family's syntax. Null when generation is free.
+std::shared_ptr<TextConstraint> make_constraint(const ChatRequest& req, ChatFormat format, bool in_reasoning) {
+  const bool force_tool = !req.tools.empty() && req.tool_choice != "auto" && req.tool_choice != "none";
+  if (force_tool && format == ChatFormat::kQwen35) {
+    json names = json::array();
+    json args_schema = {{"type", "object"}};
+    for (const auto& t : req.tools) {
+      const std::string n = t["function"]["name"].get<std::string>();
+      if (req.tool_choice != "required" && n != req.tool_choice) continue;
+      names.push_back(n);
+      if (t["function"].contains("parameters") && t["function"]["parameters"].is_object()) {
+        args_schema = t["function"]["parameters"];
+      }
+    }
+    if (names.empty()) throw RequestError(400, "tool_choice", "tool_choice names a function that is not in 'tools'");
+    if (names.size() > 1) args_schema = {{"type", "object"}};  // arguments of whichever tool is picked
+    json schema = {{"type", "object"},
+                   {"properties", {{"name", {{"enum", names}}}, {"arguments", args_schema}}},
+                   {"required", {"name", "arguments"}}};
+    // Qwen 3.5's JSON tool-call form, which its parser accepts as well as the XML form.
+    return std::make_shared<FramedJsonConstraint>(in_reasoning ? "</think>\n\n<tool_call>\n" : "<tool_call>\n",
+                                                  schema, "</tool_call>");
+  }
+  const json& rf = req.response_format;
+  if (rf.is_object()) {
+    const std::string t = rf.value("type", "");
+    const std::string pre = in_reasoning ? "</think>\n\n" : "";
+    if (t == "json_object") return std::make_shared<FramedJsonConstraint>(pre, nullptr, "");
+    if (t == "json_schema") {
+      return std::make_shared<FramedJsonConstraint>(pre, rf["json_schema"].value("schema", json::object()), "");
+    }
+  }
+  return nullptr;
+}
+
 json tool_call_json(const ToolCall& c, const std::string& call_id, long index) {
   json j = {{"id", call_id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
   if (index >= 0) j["index"] = index;
@@ -253,6 +289,7 @@ class Routes {
     const ChatFormat format = req.tool_choice == "none" && req.tools.empty() && eng_.chat_format() == ChatFormat::kPlain
                                   ? ChatFormat::kPlain
                                   : eng_.chat_format();
+    auto constraint = make_constraint(req, format, popt.start_in_reasoning);
     const std::string id = random_id("chatcmpl-");
     const int64_t created = now_s();
     const std::string model = req.model.empty() ? eng_.model_id() : req.model;
@@ -264,7 +301,7 @@ class Routes {
       GenerationResult r;
       {
         InFlight guard(metrics_);
-        r = eng_.generate(ids, checkpoint_at, req, req.response_format, [&](const TokenOut& t) {
+        r = eng_.generate(ids, checkpoint_at, req, constraint, [&](const TokenOut& t) {
           if (req.logprobs) lp.push_back(logprob_entry(eng_, t, req.top_logprobs));
           parser->feed(stop.feed(t.text));
           return !stop.stopped() && !parser->ended();
@@ -303,7 +340,7 @@ class Routes {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, job, id, created, model, format, checkpoint_at](size_t, httplib::DataSink& sink) {
+        [this, job, id, created, model, format, checkpoint_at, constraint](size_t, httplib::DataSink& sink) {
           const ChatRequest& rq = job->req;
           bool alive = true;
           auto write = [&](const json& j) {
@@ -336,7 +373,7 @@ class Routes {
           std::string finish = "stop";
           try {
             InFlight guard(metrics_);
-            r = eng_.generate(job->ids, checkpoint_at, rq, rq.response_format, [&](const TokenOut& t) {
+            r = eng_.generate(job->ids, checkpoint_at, rq, constraint, [&](const TokenOut& t) {
               json lp = rq.logprobs ? json{{"content", json::array({logprob_entry(eng_, t, rq.top_logprobs)})}}
                                     : json(nullptr);
               emit(parser->feed(stop.feed(t.text)), lp);
@@ -391,7 +428,7 @@ class Routes {
       GenerationResult r;
       {
         InFlight guard(metrics_);
-        r = eng_.generate(ids, 0, req, nullptr, [&](const TokenOut& t) {
+        r = eng_.generate(ids, 0, req, {}, [&](const TokenOut& t) {
           if (req.logprobs) toks.push_back(t);
           text += stop.feed(t.text);
           return !stop.stopped();
@@ -421,7 +458,7 @@ class Routes {
       std::string finish = "stop";
       try {
         InFlight guard(metrics_);
-        r = eng_.generate(shared->second, 0, rq, nullptr, [&](const TokenOut& t) {
+        r = eng_.generate(shared->second, 0, rq, {}, [&](const TokenOut& t) {
           const std::string piece = stop.feed(t.text);
           json lp = rq.logprobs ? lp_json({t}) : json(nullptr);
           if (!piece.empty() || !lp.is_null()) alive = alive && chunk(piece, nullptr, lp);

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "server/json_constraint.h"
 
 #include "server/request.h"
@@ -9,7 +11,8 @@ using nlohmann::json;
 namespace {
 constexpr uint8_t kObj = 1, kArr = 2, kStr = 4, kNum = 8, kInt = 16, kBool = 32, kNull = 64;
 constexpr uint8_t kAny = kObj | kArr | kStr | kNum | kInt | kBool | kNull;
-constexpr int kMaxWhitespaceRun = 32;  // stops "infinite whitespace" loops
+constexpr int kMaxWhitespaceRun = 16;  // stops "infinite whitespace" loops
+constexpr uint32_t kMaxNumberChars = 32;  // and endless digit runs
 constexpr int kMaxDepth = 64;
 const std::vector<std::string> kKeywords = {"true", "false", "null"};
 
@@ -27,6 +30,9 @@ struct JsonConstraint::Node {
   std::vector<std::string> keys;       // quoted property names, as they appear in the document
   std::vector<const Node*> props;
   uint64_t required = 0;               // bit i: keys[i] required
+  uint32_t max_length = 0xffffffffu;   // strings: maxLength (code points)
+  uint32_t max_items = 0xffffffffu;    // arrays: maxItems
+  uint32_t min_items = 0;              // arrays: minItems
   bool restricted = false;             // only `keys` allowed
   const Node* additional = nullptr;    // value schema of free keys
   const Node* items = nullptr;
@@ -155,6 +161,16 @@ struct Compiler {
       if (n->keys.empty()) n->restricted = false;
     }
     if (s.contains("items")) n->items = compile(s["items"], depth + 1);
+    auto count_field = [&](const char* k, uint32_t& dst) {
+      if (!s.contains(k)) return;
+      if (!s[k].is_number_unsigned() && !(s[k].is_number_integer() && s[k].get<int64_t>() >= 0)) {
+        unsupported(std::string("'") + k + "' must be a non-negative integer");
+      }
+      dst = static_cast<uint32_t>(std::min<uint64_t>(s[k].get<uint64_t>(), 0xfffffffeu));
+    };
+    count_field("maxLength", n->max_length);
+    count_field("maxItems", n->max_items);
+    count_field("minItems", n->min_items);
     return n;
   }
 };
@@ -305,7 +321,7 @@ bool JsonConstraint::step(std::vector<Frame>& st, unsigned char c, int& ws) cons
         }
         if (c == '\\') f.sub = 1;
         else if (c < 0x20) return false;
-        f.count++;
+        if ((c & 0xc0) != 0x80 && ++f.count > f.node->max_length && !f.is_key) return false;
         return true;
       }
       if (f.sub == 1) {
@@ -337,6 +353,7 @@ bool JsonConstraint::step(std::vector<Frame>& st, unsigned char c, int& ws) cons
         case 7: next = is_digit(c) ? 7 : 255; break;
       }
       if (next != 255) {
+        if (++f.count > kMaxNumberChars) return false;
         f.sub = next;
         return true;
       }
@@ -446,20 +463,21 @@ bool JsonConstraint::step(std::vector<Frame>& st, unsigned char c, int& ws) cons
     }
     case Kind::kArray: {
       const Node* n = f.node;
-      if (f.sub == 0 && c == ']') {
+      if (f.sub == 0 && c == ']' && n->min_items == 0) {
         st.pop_back();
         return close_value(st);
       }
       if (f.sub == 0 || f.sub == 1) {
+        if (f.count >= n->max_items) return false;
         f.sub = 3;
         return start_value(st, n->items, c, ws);
       }
       if (f.sub == 2) {
-        if (c == ',') {
+        if (c == ',' && f.count < n->max_items) {
           f.sub = 1;
           return true;
         }
-        if (c == ']') {
+        if (c == ']' && f.count >= n->min_items) {
           st.pop_back();
           return close_value(st);
         }
@@ -468,6 +486,50 @@ bool JsonConstraint::step(std::vector<Frame>& st, unsigned char c, int& ws) cons
     }
   }
   return false;
+}
+
+bool FramedJsonConstraint::run(std::string_view bytes, int& phase, size_t& pos, JsonConstraint& json) const {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (phase == 0) {
+      if (prefix_[pos] != c) return false;
+      if (++pos == prefix_.size()) {
+        phase = 1;
+        pos = 0;
+      }
+    } else if (phase == 1) {
+      // The document ends where the suffix begins; the suffix must not start with a byte a
+      // complete document accepts (whitespace), so the switch is unambiguous.
+      if (json.complete() && !suffix_.empty() && c == suffix_[0]) {
+        phase = 2;
+        pos = 1;
+        continue;
+      }
+      if (!json.advance(std::string_view(&c, 1))) return false;
+    } else {
+      if (pos >= suffix_.size() || suffix_[pos] != c) return false;
+      ++pos;
+    }
+  }
+  return true;
+}
+
+bool FramedJsonConstraint::accepts(std::string_view bytes) const {
+  int phase = phase_;
+  size_t pos = pos_;
+  JsonConstraint copy = json_;
+  return run(bytes, phase, pos, copy);
+}
+
+bool FramedJsonConstraint::advance(std::string_view bytes) {
+  int phase = phase_;
+  size_t pos = pos_;
+  JsonConstraint copy = json_;
+  if (!run(bytes, phase, pos, copy)) return false;
+  phase_ = phase;
+  pos_ = pos;
+  json_ = std::move(copy);
+  return true;
 }
 
 }  // namespace oxi::server

@@ -14,18 +14,28 @@
 
 namespace oxi::server {
 
-class JsonConstraint {
+// What constrained sampling needs: test bytes against the current state, consume bytes, and
+// tell whether the output is complete (then only end-of-generation may follow).
+class TextConstraint {
+ public:
+  virtual ~TextConstraint() = default;
+  virtual bool accepts(std::string_view bytes) const = 0;
+  virtual bool advance(std::string_view bytes) = 0;
+  virtual bool complete() const = 0;
+};
+
+class JsonConstraint final : public TextConstraint {
  public:
   // schema: a JSON Schema object, or null for "any JSON object" (json_object mode).
   // Throws RequestError(400) for schemas it cannot enforce.
   explicit JsonConstraint(const nlohmann::json& schema);
 
   // Would these bytes keep the text a valid prefix? (does not change the state)
-  bool accepts(std::string_view bytes) const;
+  bool accepts(std::string_view bytes) const override;
   // Consumes bytes; returns false (state unchanged) if they are not acceptable.
-  bool advance(std::string_view bytes);
+  bool advance(std::string_view bytes) override;
   // A complete document has been produced (only whitespace may follow).
-  bool complete() const;
+  bool complete() const override;
 
  public:
   struct Node;  // compiled schema node (defined in the .cpp)
@@ -53,6 +63,29 @@ class JsonConstraint {
   const Node* root_ = nullptr;
   std::vector<Frame> stack_;
   int ws_run_ = 0;
+};
+
+// A fixed prefix, then a JSON document, then a fixed suffix: forced tool calls in a family's
+// syntax (Qwen: "<tool_call>\n" {"name":…,"arguments":{…}} "</tool_call>"). The suffix must not
+// start with whitespace (whitespace may follow the document anyway).
+class FramedJsonConstraint final : public TextConstraint {
+ public:
+  FramedJsonConstraint(std::string prefix, const nlohmann::json& schema, std::string suffix)
+      : prefix_(std::move(prefix)), json_(schema), suffix_(std::move(suffix)), phase_(prefix_.empty() ? 1 : 0) {}
+  bool accepts(std::string_view bytes) const override;
+  bool advance(std::string_view bytes) override;
+  bool complete() const override {
+    return suffix_.empty() ? (phase_ == 1 && json_.complete()) : (phase_ == 2 && pos_ == suffix_.size());
+  }
+
+ private:
+  // Runs bytes through a copy of the state; false if rejected.
+  bool run(std::string_view bytes, int& phase, size_t& pos, JsonConstraint& json) const;
+  std::string prefix_;
+  JsonConstraint json_;
+  std::string suffix_;
+  int phase_;       // 0 prefix, 1 json, 2 suffix
+  size_t pos_ = 0;  // bytes matched in the prefix/suffix
 };
 
 }  // namespace oxi::server

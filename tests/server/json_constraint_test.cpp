@@ -125,3 +125,23 @@ TEST(Request, ValidatesTypesAndRanges) {
 
 }  // namespace
 }  // namespace oxi::server
+
+namespace oxi::server {
+namespace {
+
+TEST(JsonConstraint, LengthAndItemLimits) {
+  const auto schema = nlohmann::json::parse(
+      R"({"type":"object","properties":{"s":{"type":"string","maxLength":3},
+          "a":{"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":2}},
+          "required":["s","a"]})");
+  JsonConstraint ok(schema);
+  EXPECT_TRUE(ok.advance(R"({"s":"héy","a":[1,2]})"));  // 3 code points, 4 bytes
+  EXPECT_TRUE(ok.complete());
+  EXPECT_FALSE(JsonConstraint(schema).accepts(R"({"s":"abcd")"));
+  EXPECT_FALSE(JsonConstraint(schema).accepts(R"({"s":"a","a":[])"));
+  EXPECT_FALSE(JsonConstraint(schema).accepts(R"({"s":"a","a":[1,2,)"));
+  EXPECT_FALSE(JsonConstraint(nullptr).accepts("{\"n\": 1" + std::string(40, '0')));
+}
+
+}  // namespace
+}  // namespace oxi::server
