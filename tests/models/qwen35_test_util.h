@@ -122,11 +122,37 @@ inline void write_model(const std::string& dir, const Shape& s, uint32_t seed = 
   nlohmann::json cfg = {{"model_type", s.moe ? "qwen3_5_moe" : "qwen3_5"}, {"text_config", tc}, {"tie_word_embeddings", s.tied}};
   std::string cs = cfg.dump(1);
   oxi::write_file_atomic(dir + "/config.json", cs.data(), cs.size());
-  // Byte-level-ish vocabulary: "t0".."tN" plus one special token, a couple of merges.
+  // Byte-level BPE vocabulary: the 256 GPT-2 byte symbols, then "tN" filler tokens, one merge.
   nlohmann::json vocab = nlohmann::json::object();
-  for (int64_t i = 0; i < s.vocab - 40; ++i) vocab["t" + std::to_string(i)] = i;
-  nlohmann::json tok = {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({nlohmann::json::array({"t", "1"})})}}},
-                        {"added_tokens", nlohmann::json::array({{{"id", s.vocab - 40}, {"content", "<|im_end|>"}, {"special", true}}})}};
+  auto utf8 = [](uint32_t cp) {
+    std::string o;
+    if (cp < 0x80) o += static_cast<char>(cp);
+    else {
+      o += static_cast<char>(0xC0 | (cp >> 6));
+      o += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return o;
+  };
+  int64_t next = 0, extra = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool direct = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+    vocab[utf8(direct ? b : 256 + static_cast<uint32_t>(extra++ - 256))] = next++;
+  }
+  vocab["t1"] = next++;
+  for (int64_t i = 0; next < s.vocab - 40; ++i) vocab["tok" + std::to_string(i)] = next++;
+  nlohmann::json tok = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({nlohmann::json::array({"t", "1"})})}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         nlohmann::json::array(
+             {{{"type", "Split"},
+               {"pattern", {{"Regex", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}},
+               {"behavior", "Isolated"},
+               {"invert", false}},
+              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}})}}},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}}},
+      {"added_tokens", nlohmann::json::array({{{"id", s.vocab - 40}, {"content", "<|im_end|>"}, {"special", true}}})}};
   std::string ts = tok.dump();
   oxi::write_file_atomic(dir + "/tokenizer.json", ts.data(), ts.size());
   std::string tcs = R"({"eos_token": "<|im_end|>"})";

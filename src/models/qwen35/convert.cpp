@@ -19,6 +19,7 @@
 #include "models/common/weights.h"
 #include "models/convert.h"
 #include "models/qwen35/config.h"
+#include "tokenizer/gguf_export.h"
 
 namespace oxi {
 
@@ -105,84 +106,12 @@ std::vector<int64_t> block_perm(int64_t total, int64_t offset, const std::vector
   return p;
 }
 
-bool looks_special(const std::string& s) {
-  if (s == "<pad>" || s == "<mask>") return true;
-  auto ends = [&](const std::string& suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; };
-  return (s.rfind("<|", 0) == 0 && ends("|>")) || (s.rfind("<\xef\xbd\x9c", 0) == 0 && ends("\xef\xbd\x9c>"));
-}
-
 void Converter::add_vocab(GgufWriter& w) {
   if (hf_.tokenizer_json_path.empty())
     throw_error(ErrorCode::kFormat, hf_.dir + ": tokenizer.json is missing (needed for the GGUF vocabulary)");
-  json tj;
-  try {
-    tj = json::parse(read_text_file(hf_.tokenizer_json_path));
-  } catch (const json::exception& e) {
-    throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": invalid JSON: " + e.what());
-  }
-  const json* model = tj.contains("model") ? &tj["model"] : nullptr;
-  if (!model || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
-    throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": model.vocab is missing");
-  if (model->value("type", std::string("BPE")) != "BPE")
-    throw_error(ErrorCode::kUnsupported, hf_.tokenizer_json_path + ": only BPE tokenizers are supported");
-  std::map<int64_t, std::pair<std::string, int32_t>> by_id;  // id → (text, type)
-  for (auto it = (*model)["vocab"].begin(); it != (*model)["vocab"].end(); ++it) {
-    if (!it.value().is_number_integer()) throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": vocab id for '" + it.key() + "' is not an integer");
-    by_id[it.value().get<int64_t>()] = {it.key(), 1};
-  }
-  if (tj.contains("added_tokens") && tj["added_tokens"].is_array()) {
-    for (const auto& a : tj["added_tokens"]) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") || !a["content"].is_string())
-        throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": malformed added_tokens entry");
-      const std::string s = a["content"].get<std::string>();
-      const bool special = a.value("special", false) || looks_special(s);
-      by_id[a["id"].get<int64_t>()] = {s, special ? 3 : 4};  // CONTROL : USER_DEFINED
-    }
-  }
-  if (by_id.empty() || by_id.begin()->first < 0) throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": empty or negative token ids");
-  const int64_t n_tok = by_id.rbegin()->first + 1;
-  if (n_tok > c_.n_vocab)
-    throw_error(ErrorCode::kFormat, hf_.dir + ": tokenizer has " + std::to_string(n_tok) + " ids but vocab_size is " + std::to_string(c_.n_vocab));
-  std::vector<std::string> tokens(static_cast<size_t>(c_.n_vocab));
-  std::vector<int32_t> types(static_cast<size_t>(c_.n_vocab), 5);  // UNUSED padding
-  for (int64_t i = 0; i < c_.n_vocab; ++i) tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
-  std::map<std::string, int64_t> id_of;
-  for (const auto& [id, tt] : by_id) {
-    tokens[static_cast<size_t>(id)] = tt.first;
-    types[static_cast<size_t>(id)] = tt.second;
-    id_of[tt.first] = id;
-  }
-  std::vector<std::string> merges;
-  if (model->contains("merges") && (*model)["merges"].is_array()) {
-    for (const auto& m : (*model)["merges"]) {
-      if (m.is_string()) merges.push_back(m.get<std::string>());
-      else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-        merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
-      else throw_error(ErrorCode::kFormat, hf_.tokenizer_json_path + ": malformed merges entry");
-    }
-  }
-  w.set_string("tokenizer.ggml.model", "gpt2");
-  w.set_string("tokenizer.ggml.pre", "qwen35");
-  w.set_array_string("tokenizer.ggml.tokens", tokens);
-  w.set_array_i32("tokenizer.ggml.token_type", types);
-  w.set_array_string("tokenizer.ggml.merges", merges);
-  auto special = [&](const char* key) -> int64_t {
-    auto it = hf_.tokenizer_config.find(key);
-    if (it == hf_.tokenizer_config.end()) return -1;
-    std::string s;
-    if (it->is_string()) s = it->get<std::string>();
-    else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) s = (*it)["content"].get<std::string>();
-    auto f = id_of.find(s);
-    return f == id_of.end() ? -1 : f->second;
-  };
-  int64_t eos = special("eos_token"), pad = special("pad_token"), bos = special("bos_token");
-  if (eos < 0) eos = c_.eos_id;
-  if (bos < 0 && id_of.count("<|endoftext|>")) bos = id_of["<|endoftext|>"];
-  if (eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(eos));
-  if (pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(pad));
-  if (bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(bos));
-  w.set_bool("tokenizer.ggml.add_bos_token", false);
-  if (!hf_.chat_template.empty()) w.set_string("tokenizer.chat_template", hf_.chat_template);
+  // The tokenizer library writes tokenizer.ggml.* exactly as llama.cpp's converter does (gpt2 /
+  // qwen35, [PADn] UNUSED padding to vocab_size, special ids, chat template).
+  write_tokenizer_gguf_metadata(hf_, w);
 }
 
 void Converter::run(const std::string& out_path) {
@@ -192,6 +121,10 @@ void Converter::run(const std::string& out_path) {
       throw_error(ErrorCode::kUnsupported, hf_.dir + "/config.json: layer_types do not follow full_attention_interval " +
                                                std::to_string(c_.interval) + " (GGUF cannot express that)");
   }
+  if (c_.dk != c_.dv)
+    throw_error(ErrorCode::kUnsupported, hf_.dir + "/config.json: linear_key_head_dim (" + std::to_string(c_.dk) +
+                                             ") != linear_value_head_dim (" + std::to_string(c_.dv) +
+                                             "): llama.cpp's qwen35 layout cannot express that");
   const DType ot = opt_.out_type;
   if (ot != DType::F32 && ot != DType::F16 && ot != DType::BF16 && ot != DType::Q8_0)
     throw_error(ErrorCode::kInvalidArgument, "convert: output type must be f32, f16, bf16 or q8_0");
