@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
@@ -80,22 +81,39 @@ void apply_top_p(std::vector<Candidate>& c, float p) {
   if (!(p < 1.0f) || c.size() <= 1) return;
   const double m = max_logit(c);
   double total = 0.0;
-  for (const auto& x : c) total += std::exp(static_cast<double>(x.logit) - m);
-  // Sort an expanding prefix until the mass is reached (avoids sorting a whole vocabulary).
-  size_t k = std::min<size_t>(c.size(), 256);
-  for (;;) {
-    std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(), better);
-    double cum = 0.0;
-    for (size_t i = 0; i < k; ++i) {
-      cum += std::exp(static_cast<double>(c[i].logit) - m) / total;
-      if (cum >= static_cast<double>(p)) {
-        c.resize(i + 1);
-        return;
-      }
+  for (size_t i = 0; i < c.size(); ++i) total += std::exp(static_cast<double>(c[i].logit) - m);
+  // Selection instead of a full sort (a 248k vocabulary with a flat distribution would need most of
+  // it sorted): narrow [lo, hi) around the token where the mass crosses p, keeping everything
+  // better than it. Expected linear time.
+  double need = static_cast<double>(p) * total;
+  size_t lo = 0, hi = c.size();
+  auto mass = [&](size_t a, size_t b) {
+    double s = 0.0;
+    for (size_t i = a; i < b; ++i) s += std::exp(static_cast<double>(c[i].logit) - m);
+    return s;
+  };
+  while (hi - lo > 32) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(c.begin() + static_cast<std::ptrdiff_t>(lo), c.begin() + static_cast<std::ptrdiff_t>(mid),
+                     c.begin() + static_cast<std::ptrdiff_t>(hi), better);
+    const double upper = mass(lo, mid);  // [lo, mid) is better than everything in [mid, hi)
+    if (upper >= need) {
+      hi = mid;
+    } else {
+      need -= upper;
+      lo = mid;
     }
-    if (k == c.size()) return;  // rounding: the whole list is the nucleus
-    k = std::min(c.size(), k * 8);
   }
+  std::sort(c.begin() + static_cast<std::ptrdiff_t>(lo), c.begin() + static_cast<std::ptrdiff_t>(hi), better);
+  double cum = 0.0;
+  for (size_t i = lo; i < hi; ++i) {
+    cum += std::exp(static_cast<double>(c[i].logit) - m);
+    if (cum >= need) {
+      c.resize(i + 1);
+      return;
+    }
+  }
+  c.resize(hi);  // rounding: everything up to hi is the nucleus
 }
 
 void apply_min_p(std::vector<Candidate>& c, float p) {
@@ -142,17 +160,80 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(best);
 }
 
+namespace {
+
+// exp(x - m) for 4 floats x <= m at once (GCC/Clang vector extensions, SSE2/NEON width): x - m = n·ln2 + r, |r| <= ln2/2, a degree-6 polynomial for e^r (Cephes
+// coefficients, ~2 ulp) and 2^n built in the exponent bits. Inputs below m - 87, and NaN, give 0.
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+inline v4f exp_shifted4(v4f x, float m) {
+  x = x - m;
+  const v4i keep = x >= -87.0f;  // all ones where kept; false for NaN
+  x = keep ? x : v4f{} - 87.0f;
+  const float shifter = 12582912.0f;  // 1.5 · 2^23: adding it rounds to an integer
+  const v4f t = x * 1.44269504088896341f + shifter;
+  const v4f n = t - shifter;
+  v4f r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  v4f q = v4f{} + 1.9875691500e-4f;
+  q = q * r + 1.3981999507e-3f;
+  q = q * r + 8.3334519073e-3f;
+  q = q * r + 4.1665795894e-2f;
+  q = q * r + 1.6666665459e-1f;
+  q = q * r + 5.0000001201e-1f;
+  const v4f e = q * r * r + r + 1.0f;
+  v4i ni;
+  std::memcpy(&ni, &t, sizeof ni);
+  const v4i bits = ((ni - 0x4B400000) + 127) << 23;  // n from the shifted float's low bits
+  v4f scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  v4f out = e * scale;
+  v4i ob;
+  std::memcpy(&ob, &out, sizeof ob);
+  ob &= keep;
+  std::memcpy(&out, &ob, sizeof out);
+  return out;
+}
+
+}  // namespace
+
 double log_sum_exp(std::span<const float> logits) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (float v : logits) {
-    if (!std::isnan(v)) m = std::max(m, static_cast<double>(v));
+  const size_t n = logits.size();
+  const float* p = logits.data();
+  float mx[8];
+  for (size_t j = 0; j < 8; ++j) mx[j] = -std::numeric_limits<float>::infinity();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t j = 0; j < 8; ++j) mx[j] = p[i + j] > mx[j] ? p[i + j] : mx[j];  // NaN never wins
   }
+  float m = -std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < 8; ++j) m = mx[j] > m ? mx[j] : m;
+  for (size_t k = i; k < n; ++k) m = p[k] > m ? p[k] : m;
   if (!std::isfinite(m)) return m;
-  double s = 0.0;
-  for (float v : logits) {
-    if (!std::isnan(v)) s += std::exp(static_cast<double>(v) - m);
+  // Float lane sums over blocks of 4096, blocks added in double.
+  double total = 0.0;
+  for (size_t b = 0; b < n; b += 4096) {
+    const size_t e = std::min(n, b + 4096);
+    v4f acc = {};
+    size_t k = b;
+    v4f acc2 = {};
+    for (; k + 8 <= e; k += 8) {
+      v4f x, y;
+      std::memcpy(&x, p + k, sizeof x);
+      std::memcpy(&y, p + k + 4, sizeof y);
+      acc += exp_shifted4(x, m);
+      acc2 += exp_shifted4(y, m);
+    }
+    for (; k < e; k += 4) {
+      v4f x;
+      for (size_t j = 0; j < 4; ++j) x[j] = k + j < e ? p[k + j] : -std::numeric_limits<float>::infinity();
+      acc += exp_shifted4(x, m);
+    }
+    acc += acc2;
+    for (size_t j = 0; j < 4; ++j) total += acc[j];
   }
-  return m + std::log(s);
+  return static_cast<double>(m) + std::log(total);
 }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t k, double lse) {

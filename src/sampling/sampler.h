@@ -54,7 +54,8 @@ void apply_penalties(std::vector<Candidate>& c, std::span<const int32_t> counts,
 // Sorts by logit (descending, ties by smaller id) and keeps the k best; k <= 0 is a no-op.
 void apply_top_k(std::vector<Candidate>& c, int32_t k);
 // Keeps the smallest prefix (sorted by probability) whose probability mass reaches p, including
-// the token that crosses p. p >= 1 is a no-op. Leaves the list sorted.
+// the token that crosses p. p >= 1 is a no-op. The kept tokens' order is unspecified (but
+// deterministic); found by selection, not a full sort.
 void apply_top_p(std::vector<Candidate>& c, float p);
 // Keeps tokens with prob >= p * max prob (logit >= max + log p). p <= 0 is a no-op.
 void apply_min_p(std::vector<Candidate>& c, float p);

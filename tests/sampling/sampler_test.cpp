@@ -156,6 +156,36 @@ TEST(Sampling, TopLogprobsAreLogSoftmaxOfRawLogits) {
   EXPECT_TRUE(top_logprobs(flat, 0, 0.0).empty());
 }
 
+TEST(Sampling, LogSumExpMatchesDoubleReferenceOnALargeRow) {
+  // 262 147 logits (not a multiple of the vector width) spread over ±40, some NaN and -inf.
+  std::vector<float> l(262147);
+  uint32_t x = 12345;
+  for (auto& v : l) {
+    x = x * 1664525u + 1013904223u;
+    v = static_cast<float>(x >> 8) / 16777216.0f * 80.0f - 40.0f;
+  }
+  l[7] = std::numeric_limits<float>::quiet_NaN();
+  l[100] = -std::numeric_limits<float>::infinity();
+  l[262146] = 45.5f;  // the maximum sits in the tail
+  double m = -1e300;
+  for (float v : l) {
+    if (!std::isnan(v)) m = std::max(m, static_cast<double>(v));
+  }
+  double s = 0.0;
+  for (float v : l) {
+    if (!std::isnan(v)) s += std::exp(static_cast<double>(v) - m);
+  }
+  const double ref = m + std::log(s);
+  EXPECT_NEAR(log_sum_exp(l), ref, 2e-6);
+  // Small rows and exact cases.
+  const std::vector<float> one = {3.0f};
+  EXPECT_NEAR(log_sum_exp(one), 3.0, 1e-6);
+  const std::vector<float> two = {0.0f, 0.0f};
+  EXPECT_NEAR(log_sum_exp(two), std::log(2.0), 1e-6);
+  const std::vector<float> none = {std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_FALSE(std::isfinite(log_sum_exp(none)));
+}
+
 TEST(Sampling, GreedyIgnoresRngAndHonoursPenalties) {
   Sampler g(SamplingParams::greedy(), 4);
   const std::vector<float> l = {1.0f, 3.0f, 3.0f, 2.0f};
