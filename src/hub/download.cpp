@@ -348,24 +348,36 @@ void Progress::update(int64_t file_bytes) {
     return;
   }
   const int pct = size_ > 0 ? static_cast<int>(100.0 * static_cast<double>(cur_) / static_cast<double>(size_)) : 0;
-  const int width = 20;
+  const int width = 12;
   std::string bar(static_cast<size_t>(pct * width / 100), '#');
   bar.resize(width, '.');
-  std::string name = label_;
-  if (name.size() > 32) name = "..." + name.substr(name.size() - 29);
   const int64_t total_now = done_before_ + cur_;
-  char line[512];
-  std::snprintf(line, sizeof line, "%-32s [%s] %3d%% %s/%s %s/s ETA %s | total %d/%d %s/%s", name.c_str(), bar.c_str(),
-               pct, human_bytes(static_cast<double>(cur_)).c_str(),
-               size_ >= 0 ? human_bytes(static_cast<double>(size_)).c_str() : "?", human_bytes(rate).c_str(),
-               human_time(eta).c_str(), file_index_ + 1, files_, human_bytes(static_cast<double>(total_now)).c_str(),
-               human_bytes(static_cast<double>(total_)).c_str());
-  // Never wider than the terminal, so '\r' keeps redrawing one line.
+  // Total ETA from the rate over everything transferred since the first file started.
+  if (session_t0_ < 0) session_t0_ = t0_;
+  const double sel = t - session_t0_;
+  const double srate = sel > 0.05 ? static_cast<double>(transferred_before_ + cur_ - start_bytes_) / sel : 0.0;
+  const double teta = srate > 0 ? static_cast<double>(total_ - total_now) / srate : -1;
+  char stats[256], total[160];
+  std::snprintf(stats, sizeof stats, " %3d%% %s/%s %s/s ETA %s", pct, human_bytes(static_cast<double>(cur_)).c_str(),
+                size_ >= 0 ? human_bytes(static_cast<double>(size_)).c_str() : "?", human_bytes(rate).c_str(),
+                human_time(eta).c_str());
+  std::snprintf(total, sizeof total, " | total %d/%d %s/%s ETA %s", file_index_ + 1, files_,
+                human_bytes(static_cast<double>(total_now)).c_str(), human_bytes(static_cast<double>(total_)).c_str(),
+                human_time(teta).c_str());
+  // Never wider than the terminal, so '\r' keeps redrawing one line: drop the total, then the
+  // bar, then shorten the name.
   struct winsize ws {};
   size_t cols = 80;
   if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) cols = ws.ws_col;
-  std::string text = line;
-  if (text.size() >= cols) text.resize(cols > 1 ? cols - 1 : 0);
+  const size_t room = cols > 1 ? cols - 1 : 0;
+  std::string tail = std::string(" [") + bar + "]" + stats + total;
+  if (label_.size() + tail.size() > room && 12 + tail.size() > room) tail = std::string(" [") + bar + "]" + stats;
+  if (label_.size() + tail.size() > room && 12 + tail.size() > room) tail = stats;
+  std::string name = label_;
+  const size_t name_room = room > tail.size() ? room - tail.size() : 0;
+  if (name.size() > name_room) name = name_room > 3 ? "..." + name.substr(name.size() - (name_room - 3)) : "";
+  std::string text = name + tail;
+  if (text.size() > room) text.resize(room);
   std::fprintf(stderr, "\r\033[K%s", text.c_str());
   std::fflush(stderr);
 }
@@ -387,6 +399,7 @@ void Progress::end_file(bool ok) {
     done_before_ += cur_;
     ++file_index_;
   }
+  transferred_before_ += cur_ - start_bytes_;
 }
 
 }  // namespace oxi::hub

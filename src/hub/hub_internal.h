@@ -124,7 +124,8 @@ struct Progress {
   int files_ = 0, file_index_ = 0;
   std::string label_;
   int64_t size_ = -1, start_bytes_ = 0, cur_ = 0;
-  double t0_ = 0, last_draw_ = -1;
+  double t0_ = 0, last_draw_ = -1, session_t0_ = -1;
+  int64_t transferred_before_ = 0;  // bytes received over the network for finished attempts
 };
 
 }  // namespace oxi::hub
