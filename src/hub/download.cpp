@@ -161,12 +161,16 @@ void download_blob(const BlobRequest& req, Progress* progress) {
     throw_error(ErrorCode::kIo, "cannot create lock file " + req.lock_path + ": " + std::strerror(errno));
   }
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK) {
-      throw_error(ErrorCode::kIo, "cannot lock " + req.lock_path + ": " + std::strerror(errno));
-    }
-    std::fprintf(stderr, "waiting for another process downloading %s\n", req.label.c_str());
-    while (::flock(lock.get(), LOCK_EX) != 0) {
-      if (errno != EINTR) throw_error(ErrorCode::kIo, "cannot lock " + req.lock_path + ": " + std::strerror(errno));
+    const int err = errno;
+    if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) {
+      // A file system without locks (some network mounts): go on unlocked, like filelock's soft lock.
+    } else if (err == EWOULDBLOCK) {
+      std::fprintf(stderr, "waiting for another process downloading %s\n", req.label.c_str());
+      while (::flock(lock.get(), LOCK_EX) != 0) {
+        if (errno != EINTR) throw_error(ErrorCode::kIo, "cannot lock " + req.lock_path + ": " + std::strerror(errno));
+      }
+    } else {
+      throw_error(ErrorCode::kIo, "cannot lock " + req.lock_path + ": " + std::strerror(err));
     }
   }
   if (fs::exists(req.blob_path, ec)) return;  // another process finished it meanwhile
