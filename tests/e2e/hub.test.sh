@@ -73,7 +73,7 @@ if [ -f "$VOCAB" ]; then mkdir -p $REPOS/test/vocab-GGUF && cp "$VOCAB" $REPOS/t
 $FAKE serve "$REPOS" --idle 120 --max-requests 3000 > "$WORK/server.out" 2> "$WORK/server.err" &
 SERVER_PID=$!
 trap 'kill $SERVER_PID 2>/dev/null' EXIT
-for _ in $(seq 50); do grep -q PORT "$WORK/server.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 200); do grep -q PORT "$WORK/server.out" 2>/dev/null && break; sleep 0.1; done
 PORT=$(awk '/PORT/{print $2}' "$WORK/server.out")
 [ -n "$PORT" ] || { echo "FAIL - fake hub did not start"; cat "$WORK/server.err"; exit 1; }
 export HF_ENDPOINT="http://127.0.0.1:$PORT"
