@@ -8,7 +8,7 @@ WORK="${OXI_WORK_DIR:-$(mktemp -d)}/hub"
 rm -rf "$WORK" && mkdir -p "$WORK"
 REPOS="$WORK/repos"
 export HF_HUB_CACHE="$WORK/cache"
-unset HF_TOKEN HUGGING_FACE_HUB_TOKEN HF_HUB_OFFLINE HF_HOME
+unset HF_TOKEN HUGGING_FACE_HUB_TOKEN HF_HUB_OFFLINE HF_HOME HF_HUB_DISABLE_PROGRESS_BARS OXI_HUB_ATTEMPTS
 export HF_TOKEN_PATH="$WORK/no-token"
 FAKE="python3 $SRC/tests/hub/fake_hub.py"
 
