@@ -245,6 +245,7 @@ TEST(HubCache, HfCheckpointSnapshotDirAndMissingShard) {
 }
 
 TEST(HubOnline, UnreachableEndpointIsAClearError) {
+  ::unsetenv("HF_HUB_OFFLINE");
   TempDir t;
   HubOptions opt;
   opt.cache_dir = t.path.string();
@@ -298,6 +299,8 @@ std::string random_bytes(size_t n, unsigned seed) {
 
 TEST(HubFake, DownloadResumeVerify) {
   if (std::system("python3 -c 1 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  ::unsetenv("HF_HUB_OFFLINE");
+  ::unsetenv("OXI_HUB_ATTEMPTS");
   TempDir t;
   const std::string data = random_bytes(300000, 7);
   write(t.path / "repos/o/flaky/m-Q4_K_M.gguf", data);
