@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <random>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -44,7 +45,7 @@ const char* kUsage =
     "  --ignore-eos      keep generating past end-of-generation tokens\n";
 
 volatile int g_cancel = 0;
-extern "C" void on_sigint(int) { g_cancel = 1; }
+extern "C" void oxi_run_on_sigint(int) { g_cancel = 1; }
 
 struct RunState {
   bool json = false;
@@ -188,6 +189,12 @@ int cmd_run(int argc, char** argv) {
     gp.max_tokens = static_cast<int32_t>(n_predict);
     gp.n_top_logprobs = static_cast<int32_t>(n_top);
     gp.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
+    if (gp.sampling.seed == OXI_SEED_RANDOM && gp.sampling.temperature > 0.0f) {
+      // Pick the seed here so it can be reported (and the run repeated with --seed).
+      std::random_device rd;
+      gp.sampling.seed = ((static_cast<uint64_t>(rd()) << 32) ^ rd()) >> 1;
+      std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(gp.sampling.seed));
+    }
     gp.ignore_eog = args.flag({"--ignore-eos"}) ? 1 : 0;
     gp.cancel = &g_cancel;
     const int32_t cap = oxi_context_n_ctx(h.c);
@@ -200,7 +207,7 @@ int cmd_run(int argc, char** argv) {
 
     RunState st;
     st.json = json;
-    auto* old = std::signal(SIGINT, on_sigint);
+    auto* old = std::signal(SIGINT, oxi_run_on_sigint);
     oxi_generate_result res;
     const oxi_status s = oxi_generate(h.c, prompt.data(), prompt.size(), &gp, on_token, &st, &res);
     std::signal(SIGINT, old);

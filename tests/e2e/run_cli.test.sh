@@ -162,5 +162,19 @@ printf '[{"role":"user","content":"Hello"}]' > "$WORK/msgs.json"
 "$OXINFER" chat --template-only -m "$M" --messages "$WORK/msgs.json" > "$WORK/tmpl.out" 2>&1
 check "chat --template-only: delegated" "grep -q '<|im_start|>user' '$WORK/tmpl.out'"
 
+# 9. Gemma 4: BOS exactly once (spec B.9), with and without the template.
+if node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/gtok" >/dev/null 2>&1 &&
+   "$OXI_GEN" gemma4 --shape e2b --out "$WORK/g4" --seed 3 --tokenizer-dir "$WORK/gtok" \
+     --chat-template "$SHARED/testdata/templates/google-gemma-4-31B-it.jinja" >/dev/null 2>&1; then
+  G="$WORK/g4"
+  "$OXINFER" run -m "$G" -p Hello --no-chat -n 1 --json --temp 0 > "$WORK/gm1.out" 2>/dev/null
+  check "gemma4 --no-chat: <bos> Hello = [2, 9259]" "cj '$WORK/gm1.out' 1 0 2,9259 1 >/dev/null"
+  "$OXINFER" run -m "$G" -p Hello -n 2 --json --temp 0 --top-logprobs 2 > "$WORK/gm2.out" 2>/dev/null
+  check "gemma4 -p: template ids, one <bos>" "python3 -c \"import json,sys; p=json.loads(open('$WORK/gm2.out').read().split(chr(10))[-2])['prompt_ids']; sys.exit(0 if p[:5]==[2,105,2364,107,9259] and p.count(2)==1 and 106 in p else 1)\""
+  check "gemma4 -p: JSON contract" "cj '$WORK/gm2.out' 2 2 - 1 >/dev/null"
+else
+  bad "gemma4 model generation"
+fi
+
 echo "run_cli: $fails failure(s)"
 [ $fails -eq 0 ]
