@@ -187,7 +187,8 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
   return guarded([&] {
     const oxi_model_params p = params ? *params : oxi_model_default_params();
     OXI_REQUIRE(p.n_threads >= 0, "oxi_model_open: n_threads must be >= 0");
-    oxi::set_num_threads(p.n_threads);
+    // The pool is process-wide and defaults to every hardware thread; only a request changes it.
+    if (p.n_threads > 0) oxi::set_num_threads(p.n_threads);
     auto m = std::make_unique<oxi_model>();
     m->files = oxi::open_model_files(path);
     oxi::LoadOptions lo;

@@ -54,6 +54,10 @@ class FakeModel : public Model {
     if (st.n_past() + static_cast<int64_t>(tokens.size()) > st.n_ctx()) {
       throw_error(ErrorCode::kInvalidArgument, "fake: context overflow");
     }
+    if (fail_after >= 0 && st.n_past() + static_cast<int64_t>(tokens.size()) > fail_after) {
+      st.seq.push_back(-1);  // leave the state damaged, as a real failure might
+      throw_error(ErrorCode::kInternal, "fake: forward failed");
+    }
     calls.push_back(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
       st.seq.push_back(tokens[i]);
@@ -68,6 +72,7 @@ class FakeModel : public Model {
   }
   mutable std::vector<size_t> calls;  // sizes of forward() batches
   bool flat = false;                  // all logits equal
+  int64_t fail_after = -1;            // forward() throws once the sequence would pass this length
 
  private:
   ModelInfo info_;

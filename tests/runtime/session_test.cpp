@@ -278,6 +278,27 @@ TEST(Session, PenaltiesSeeThePrompt) {
   EXPECT_EQ(ids_of(r), (std::vector<int32_t>{1}));
 }
 
+TEST(Session, ModelFailureClearsTheState) {
+  FakeModel m(16, test::count_up);
+  FakeText t;
+  Session s(m, t, 64);
+  m.fail_after = 4;
+  const std::vector<int32_t> prompt = {0, 1};
+  // Decode fails when the 5th token would be fed: the error comes out, the session is emptied.
+  try {
+    s.generate(prompt, GenerateOptions{}, nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInternal);
+  }
+  EXPECT_EQ(s.n_past(), 0);
+  EXPECT_TRUE(s.tokens().empty());
+  m.fail_after = -1;
+  GenerateOptions o;
+  o.max_tokens = 2;
+  EXPECT_EQ(s.generate(prompt, o, nullptr).generated, (std::vector<int32_t>{2, 3}));
+}
+
 TEST(Session, SnapshotRestoreAndPrefixReuse) {
   FakeModel m(16, test::count_up);
   FakeText t;
