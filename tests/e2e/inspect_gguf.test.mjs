@@ -149,7 +149,7 @@ if (fs.existsSync(quant)) {
     // One file per base type (--pure): each type's block size/bytes facts are checked by compare().
     for (const [ftype, want] of [["Q4_0", "Q4_0"], ["Q4_1", "Q4_1"], ["Q5_0", "Q5_0"], ["Q5_1", "Q5_1"], ["Q8_0", "Q8_0"],
         ["Q2_K", "Q2_K"], ["Q3_K_M", "Q3_K"], ["Q5_K_M", "Q5_K"], ["Q6_K", "Q6_K"], ["IQ4_NL", "IQ4_NL"],
-        ["IQ4_XS", "IQ4_XS"], ["F16", "F16"], ["BF16", "BF16"], ["TQ2_0", "TQ2_0"], ["TQ1_0", "TQ1_0"]]) {
+        ["IQ4_XS", "IQ4_XS"], ["IQ3_S", "IQ3_S"], ["F16", "F16"], ["BF16", "BF16"], ["TQ2_0", "TQ2_0"], ["TQ1_0", "TQ1_0"]]) {
         quantize(ftype, true);
         const r = await compare(qfile);
         check(r.types[want]?.tensors > 0, `${ftype}: has ${want} tensors (${Object.keys(r.types)})`);

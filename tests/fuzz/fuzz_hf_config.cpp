@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -17,12 +18,18 @@
 namespace {
 
 const std::string& dir() {
-  static const std::string d = [] {
-    std::string p = std::filesystem::temp_directory_path().string() + "/oxi_fuzz_hf_" + std::to_string(::getpid());
-    std::filesystem::create_directories(p);
+  // Leaked on purpose: the atexit cleanup runs after static destructors would.
+  static const std::string* d = [] {
+    auto* p = new std::string(std::filesystem::temp_directory_path().string() + "/oxi_fuzz_hf_" +
+                              std::to_string(::getpid()));
+    std::filesystem::create_directories(*p);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(dir(), ec);
+    });
     return p;
   }();
-  return d;
+  return *d;
 }
 
 void put(const std::string& name, const std::string& text, bool present) {
