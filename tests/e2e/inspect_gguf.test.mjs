@@ -93,6 +93,8 @@ function ggufBytes(kvs, tensors) {
     for (const [k, type, v] of kvs) {
         str(k); u32(type);
         if (type === 4) u32(v); else if (type === 6) f32(v); else if (type === 8) str(v);
+        else if (type === 2) { const b = Buffer.alloc(2); b.writeUInt16LE(v); parts.push(b); }
+        else if (type === 5) { const b = Buffer.alloc(4); b.writeInt32LE(v); parts.push(b); }
         else if (type === 9) { u32(8); u64(v.length); v.forEach(str); }
     }
     let off = 0;
@@ -133,6 +135,28 @@ const f32file = path.join(WORK, "tiny-f32.gguf");
 fs.writeFileSync(f32file, ggufBytes(kvs, tensors));
 const f32 = await compare(f32file);
 check(f32.types.F32?.tensors === tensors.length, "f32 file: all F32");
+
+// --- 3. The same model as a 2-part split GGUF (llama.cpp's naming and split.* keys); node-llama-cpp
+// reads the parts together too.
+{
+    const p1 = path.join(WORK, "tiny-split-00001-of-00002.gguf"), p2 = path.join(WORK, "tiny-split-00002-of-00002.gguf");
+    const split = (no) => [["split.no", 2, no], ["split.count", 2, 2], ["split.tensors.count", 5, tensors.length]];
+    fs.writeFileSync(p1, ggufBytes([...kvs, ...split(0)], tensors.slice(0, 5)));
+    fs.writeFileSync(p2, ggufBytes(split(1), tensors.slice(5)));
+    const ours = inspect(p1);
+    const ref = await nlc.readGgufFileInfo(p1, { readTensorInfo: true });
+    const infos = ref.fullTensorInfo ?? ref.tensorInfo;
+    check(ours.tensor_count === tensors.length && infos.length === tensors.length, `split: tensor count ${ours.tensor_count}`);
+    check(ours.files.length === 2, "split: two files");
+    const byName = new Map(ours.tensors.map((t) => [t.name, t]));
+    for (const t of infos) {
+        const o = byName.get(t.name);
+        check(o && JSON.stringify(o.shape) === JSON.stringify(t.dimensions.map(Number).reverse()), `split: ${t.name} shape`);
+    }
+    check(byName.get(tensors[7].name)?.file === p2, "split: tensor in part 2");
+    const r = spawnSync(OXINFER, ["inspect", p2], { encoding: "utf8" });
+    check(r.status === 1 && r.stderr.includes("00001-of-00002"), "split: opening part 2 names part 1");
+}
 
 const quant = path.join(SHARED, "oracle/quantize_llama.py");
 const qfile = path.join(WORK, "tiny-q4km.gguf");
