@@ -471,11 +471,11 @@ inline void unpack_q4k(const BlockQ4_K& b, KRow& o, const __m512i* idx) {
   const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
   const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
   o.mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
   for (int k = 0; k < 4; ++k) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
-    o.q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, m4)),
-                                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), 1);
+    // [v | v] by a broadcast load, high half shifted by 4: [low nibbles | high nibbles].
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k)));
+    o.q[k] = _mm512_and_si512(_mm512_srlv_epi64(v, sh), m4);
     o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
   }
   o.d = _cvtsh_ss(b.d);
