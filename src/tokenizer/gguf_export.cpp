@@ -84,7 +84,9 @@ void write_tokenizer_gguf_metadata(const TokenizerData& d, const json& tokenizer
     types[i] = static_cast<int32_t>(t);
   }
   if (opt.vocab_size > 0) {
-    if (opt.vocab_size > (1 << 30)) throw_error(ErrorCode::kFormat, d.source + ": vocab_size too large");
+    if (opt.vocab_size > static_cast<int64_t>(n0) + (1 << 20))
+      throw_error(ErrorCode::kFormat, d.source + ": vocab_size " + std::to_string(opt.vocab_size) +
+                                          " is far above the tokenizer's " + std::to_string(n0) + " tokens");
     for (size_t i = n0; i < static_cast<size_t>(opt.vocab_size); ++i) {
       tokens.push_back("[PAD" + std::to_string(i) + "]");
       types.push_back(static_cast<int32_t>(TokenType::kUnused));

@@ -169,6 +169,10 @@ TokenizerData tokenizer_data_from_json(const std::string& tokenizer_json_text,
       if (id < 0 || id >= (1 << 30)) format_error(source, "added token id out of range: " + std::to_string(id));
       max_id = std::max(max_id, id);
     }
+    // Ids must be (nearly) dense: a hostile file must not make us allocate 2^30 strings.
+    if (max_id >= static_cast<int64_t>(vocab.size() + added.size()) + 65536)
+      format_error(source, "token ids are sparse (max id " + std::to_string(max_id) + " for " +
+                               std::to_string(vocab.size() + added.size()) + " tokens)");
     const size_t n = static_cast<size_t>(max_id + 1);
     d.tokens.assign(n, std::string());
     d.types.assign(n, TokenType::kUndefined);

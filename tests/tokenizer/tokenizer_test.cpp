@@ -322,6 +322,9 @@ TEST(TokenizerErrors, UnsupportedAndMalformed) {
   EXPECT_EQ(code_of(R"({"model":{"type":"BPE","vocab":{"a":-1},"merges":[]},"normalizer":{"type":"Replace",
       "pattern":{"String":" "},"content":"\u2581"}})"),
             ErrorCode::kFormat);
+  EXPECT_EQ(code_of(R"({"model":{"type":"BPE","vocab":{"a":1000000000},"merges":[]},"normalizer":{"type":"Replace",
+      "pattern":{"String":" "},"content":"\u2581"}})"),
+            ErrorCode::kFormat);
   EXPECT_EQ(code_of(R"({"model":{"type":"BPE","vocab":{"a":"x"},"merges":[]},"normalizer":{"type":"Replace",
       "pattern":{"String":" "},"content":"\u2581"}})"),
             ErrorCode::kFormat);
