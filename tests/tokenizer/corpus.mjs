@@ -45,6 +45,7 @@ const fixed = [
   "e\u0301 a\u0300 o\u0308 n\u0303 A\u030A e\u0301\u0327 \u1100\u1161\u11A8",
   "x\u0301\u0301\u0301 \u0301 \u0301abc 1\u0301 .\u0301 ",
   "ſtreet 'ſ K Å ﬁ ﬀ ㎏ ①",
+  "'ſtreet 'ſt 'Kelvin 'ſll x'ſ 'İs 'ıs",
   "zero\u200bwidth\u200cjoiner\u200d nbsp\u00a0here \u3000ideographic \u2003em",
   "mixed123abc456 ABC-DEF_ghi.jkl",
   "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
