@@ -188,6 +188,14 @@ oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params p) 
     if (s < -1) usage_error("invalid value for --seed (-1 for random, else >= 0)");
     p.seed = s == -1 ? OXI_SEED_RANDOM : static_cast<uint64_t>(s);
   }
+  // Greedy means the argmax of the model's logits: penalties that only came from the model's
+  // defaults are dropped (given on the command line, they still apply).
+  if (!(p.temperature > 0.0f) &&
+      !args.get({"--repeat-penalty", "--presence-penalty", "--frequency-penalty"})) {
+    p.repeat_penalty = 1.0f;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+  }
   auto bad = [](const std::string& m) { usage_error(m); };
   if (!(p.temperature == p.temperature)) bad("invalid value for --temp");
   if (!(p.top_p >= 0.0f)) bad("invalid value for --top-p (>= 0)");

@@ -61,7 +61,9 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& f
 // Sampling options shared by run / chat / serve, with llama.cpp's spellings:
 //   --temp T  --top-k K  --top-p P  --min-p P  --repeat-penalty R  --repeat-last-n N
 //   --presence-penalty P  --frequency-penalty F  --seed S (-1: random)
-// Values given on the command line override `base` (the model's defaults); --temp 0 is greedy.
+// Values given on the command line override `base` (the model's defaults); --temp 0 is greedy:
+// the argmax of the raw logits, without the model's default penalties (explicit penalty flags
+// still apply).
 extern const std::vector<std::string> kSamplingOptions;
 oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params base);
 

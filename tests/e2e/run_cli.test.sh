@@ -81,6 +81,14 @@ check "seed: same seed, same tokens" "[ -n '$S1' ] && [ '$S1' = '$S2' ]"
 check "seed: another seed, other tokens" "[ -n '$S3' ] && [ '$S1' != '$S3' ]"
 check "seed: sampling differs from greedy" "[ '$S1' != '$G1' ]"
 
+# 3b. Model-default penalties do not change --temp 0 (greedy = argmax of the raw logits).
+mkdir -p "$WORK/q35pen"
+for f in "$M"/*; do ln -sf "$f" "$WORK/q35pen/"; done
+rm -f "$WORK/q35pen/generation_config.json"
+echo '{"temperature":1.0,"top_k":20,"top_p":0.95,"repetition_penalty":3.0,"presence_penalty":10.0}' > "$WORK/q35pen/generation_config.json"
+"$OXINFER" run -m "$WORK/q35pen" --tokens 1,2,3 -n 6 --json --top-logprobs 5 --temp 0 > "$WORK/pen.out" 2>/dev/null
+check "greedy ignores the model's default penalties" "head -n 6 '$WORK/pen.out' | cmp -s - <(head -n 6 '$WORK/g1.out')"
+
 # 4. -p goes through the Qwen 3.5 template: <|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n
 #    (ids of the public Qwen vocabulary: 151644 <|im_start|>, 872 user, 198 \n, 9707 Hello,
 #    151645 <|im_end|>, 77091 assistant, 151667 <think>, 271 \n\n, 151668 </think>).
