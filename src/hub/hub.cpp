@@ -287,6 +287,9 @@ std::string resolve_online(const std::string& cache_dir, const HubSpec& spec, co
     if (!is_safe_blob_name(m.blob)) {
       throw_error(ErrorCode::kFormat, spec.repo + "/" + f + ": the Hub gave no usable etag/oid ('" + m.blob + "')");
     }
+    if (m.size > (int64_t(1) << 56)) {
+      throw_error(ErrorCode::kFormat, spec.repo + "/" + f + ": implausible size " + std::to_string(m.size));
+    }
     if (!m.sha256.empty() && !is_hex(m.sha256, 64)) {
       throw_error(ErrorCode::kFormat, spec.repo + "/" + f + ": malformed lfs sha256 '" + m.sha256 + "'");
     }

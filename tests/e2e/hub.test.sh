@@ -52,18 +52,19 @@ echo '{"drop": {"f-Q4_K_M.gguf": "always"}}' > $REPOS/test/flaky2.json
 R=$REPOS/test/corrupt; mk $R/c-Q4_K_M.gguf 5000
 echo '{"corrupt": ["c-Q4_K_M.gguf"]}' > $REPOS/test/corrupt.json
 R=$REPOS/test/huge; mk $R/h-Q4_K_M.gguf 1000
-echo '{"fake_size": {"h-Q4_K_M.gguf": 1125899906842624000}}' > $REPOS/test/huge.json
+echo '{"fake_size": {"h-Q4_K_M.gguf": 1125899906842624}}' > $REPOS/test/huge.json
 R=$REPOS/test/notree; mk $R/n-Q4_K_M.gguf 3000; echo '{"a":1}' > $R/n.json
 echo '{"no_tree": true}' > $REPOS/test/notree.json
 R=$REPOS/test/slow; mk $R/s-Q4_K_M.gguf 200000
 echo '{"slow": {"s-Q4_K_M.gguf": 200000}}' > $REPOS/test/slow.json
 R=$REPOS/test/big; mk $R/b-Q4_K_M.gguf 300000
-for i in 1 2 3 4 5; do mkdir -p $REPOS/bad/b$i; mk $REPOS/bad/b$i/x-Q4_K_M.gguf 100; done
+for i in 1 2 3 4 5 6; do mkdir -p $REPOS/bad/b$i; mk $REPOS/bad/b$i/x-Q4_K_M.gguf 100; done
 echo '{"revision_body": "not json {"}' > $REPOS/bad/b1.json
 echo '{"revision_body": "{\"sha\": 5, \"siblings\": 7}"}' > $REPOS/bad/b2.json
 echo '{"revision_body": "{\"sha\": \"../../etc\", \"siblings\": [{\"rfilename\": \"../x-Q4_K_M.gguf\"}]}"}' > $REPOS/bad/b3.json
 echo '{"tree_body": "[{\"type\": 1, \"path\": []}, 5, {\"type\": \"file\", \"path\": \"x-Q4_K_M.gguf\", \"oid\": \"../../x\", \"size\": \"big\"}]"}' > $REPOS/bad/b4.json
 echo '{"tree_body": "[{\"type\": \"file\", \"path\": \"x-Q4_K_M.gguf\", \"lfs\": {\"oid\": \"zz\", \"size\": -3}}]"}' > $REPOS/bad/b5.json
+echo '{"fake_size": {"x-Q4_K_M.gguf": 9223372036854775807}}' > $REPOS/bad/b6.json
 R=$REPOS/other/made; mk $R/made-Q4_K_M.gguf 4000
 
 VOCAB="${OXI_SHARED_DIR:-$SRC/../shared}/testdata/tokenizer/ggml-vocab-qwen35.gguf"
@@ -254,7 +255,7 @@ pull "not a spec"
 check "bad spec: usage error" '[ "$(rc)" = 1 ] && err_has "org/name"'
 pull
 check "no spec: usage" '[ "$(rc)" = 2 ]'
-for i in 1 2 3 4 5; do
+for i in 1 2 3 4 5 6; do
   pull bad/b$i
   check "malformed Hub answer $i: clean error" '[ "$(rc)" = 1 ] && grep -q "^error: " "$WORK/err"'
 done
