@@ -63,17 +63,140 @@ void flatten(const json& j, const char* list_key, std::vector<const json*>& out)
   out.push_back(&j);
 }
 
+
+// SAX handler: builds a DOM of tokenizer.json except model.vocab and model.merges, which go
+// straight into vectors (the 262k-key vocab object and 515k merges dominate the DOM parse).
+class TokenizerJsonSax : public nlohmann::json_sax<json> {
+ public:
+  json root;
+  std::vector<std::pair<std::string, int64_t>> vocab;
+  std::vector<std::pair<std::string, std::string>> merges;
+  bool have_vocab = false, have_merges = false;
+  std::string error;
+
+  bool null() override { return value(json()); }
+  bool boolean(bool v) override { return value(json(v)); }
+  bool number_integer(number_integer_t v) override {
+    if (mode_ == kVocab) { vocab.emplace_back(std::move(vkey_), v); return true; }
+    return value(json(v));
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (mode_ == kVocab) {
+      vocab.emplace_back(std::move(vkey_), v > (1u << 31) ? -1 : static_cast<int64_t>(v));
+      return true;
+    }
+    return value(json(v));
+  }
+  bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
+  bool string(string_t& v) override {
+    if (mode_ == kMerges) {
+      const size_t sp = v.find(' ', 1);
+      if (sp == std::string::npos) return fail("malformed merge '" + v + "'");
+      merges.emplace_back(v.substr(0, sp), v.substr(sp + 1));
+      return true;
+    }
+    if (mode_ == kPair) {
+      pair_.push_back(std::move(v));
+      return pair_.size() <= 2 || fail("malformed merge entry");
+    }
+    return value(json(std::move(v)));
+  }
+  bool binary(binary_t&) override { return fail("unexpected binary value"); }
+  bool start_object(std::size_t) override {
+    if (mode_ != kDom) return fail(mode_ == kVocab ? "model.vocab: nested object" : "malformed merge entry");
+    if (in_model() && key_ == "vocab") {
+      mode_ = kVocab;
+      have_vocab = true;
+      return true;
+    }
+    return push(json::object());
+  }
+  bool key(string_t& k) override {
+    if (mode_ == kVocab) vkey_ = std::move(k);
+    else key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    if (mode_ == kVocab) { mode_ = kDom; return true; }
+    stack_.pop_back();
+    names_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (mode_ == kVocab) return fail("model.vocab: unexpected array");
+    if (mode_ == kPair) return fail("malformed merge entry");
+    if (mode_ == kMerges) { mode_ = kPair; pair_.clear(); return true; }
+    if (in_model() && key_ == "merges") {
+      mode_ = kMerges;
+      have_merges = true;
+      return true;
+    }
+    return push(json::array());
+  }
+  bool end_array() override {
+    if (mode_ == kPair) {
+      if (pair_.size() != 2) return fail("malformed merge entry");
+      merges.emplace_back(std::move(pair_[0]), std::move(pair_[1]));
+      mode_ = kMerges;
+      return true;
+    }
+    if (mode_ == kMerges) { mode_ = kDom; return true; }
+    stack_.pop_back();
+    names_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    return fail(std::string("invalid JSON: ") + e.what());
+  }
+
+ private:
+  enum Mode { kDom, kVocab, kMerges, kPair };
+  Mode mode_ = kDom;
+  std::vector<json*> stack_;
+  std::vector<std::string> names_;
+  std::string key_, vkey_;
+  std::vector<std::string> pair_;
+
+  bool fail(const std::string& what) {
+    if (error.empty()) error = what;
+    return false;
+  }
+  bool in_model() const { return stack_.size() == 2 && names_[1] == "model" && stack_[1]->is_object(); }
+  json* place(json&& v) {
+    if (mode_ != kDom) { fail("unexpected value in model.vocab/merges"); return nullptr; }
+    if (stack_.empty()) { root = std::move(v); return &root; }
+    json& top = *stack_.back();
+    if (top.is_array()) { top.push_back(std::move(v)); return &top.back(); }
+    json& slot = top[key_];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool value(json&& v) { return place(std::move(v)) != nullptr; }
+  bool push(json&& v) {
+    const std::string name = stack_.empty() || stack_.back()->is_array() ? std::string() : key_;
+    json* p = place(std::move(v));
+    if (!p) return false;
+    stack_.push_back(p);
+    names_.push_back(name);
+    return true;
+  }
+};
+
 }  // namespace
 
 TokenizerData tokenizer_data_from_json(const std::string& tokenizer_json_text,
                                        const std::string& tokenizer_config_text,
                                        const std::string& source) {
-  json tj, cfg = json::object();
+  json cfg = json::object();
+  TokenizerJsonSax sax;
+  bool ok = false;
   try {
-    tj = json::parse(tokenizer_json_text);
+    ok = json::sax_parse(tokenizer_json_text, &sax);
   } catch (const std::exception& e) {
     format_error(source, std::string("invalid JSON: ") + e.what());
   }
+  if (!ok) format_error(source, sax.error.empty() ? std::string("invalid JSON") : sax.error);
+  json& tj = sax.root;
   if (!tokenizer_config_text.empty()) {
     try {
       cfg = json::parse(tokenizer_config_text);
@@ -155,13 +278,13 @@ TokenizerData tokenizer_data_from_json(const std::string& tokenizer_json_text,
     d.ignore_merges = model.value("ignore_merges", false);
 
     // Vocabulary: model.vocab plus added_tokens (which may extend it).
-    const json& vocab = model.at("vocab");
-    if (!vocab.is_object()) format_error(source, "model.vocab is not an object");
+    if (!sax.have_vocab) format_error(source, "model.vocab missing or not an object");
+    const auto& vocab = sax.vocab;
     int64_t max_id = -1;
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || id >= (1 << 30)) format_error(source, "token id out of range: " + std::to_string(id));
-      max_id = std::max(max_id, id);
+    for (const auto& v : vocab) {
+      if (v.second < 0 || v.second >= (1 << 30))
+        format_error(source, "token id out of range: " + std::to_string(v.second));
+      max_id = std::max(max_id, v.second);
     }
     const json added = tj.value("added_tokens", json::array());
     for (const auto& a : added) {
@@ -177,12 +300,12 @@ TokenizerData tokenizer_data_from_json(const std::string& tokenizer_json_text,
     d.tokens.assign(n, std::string());
     d.types.assign(n, TokenType::kUndefined);
     std::vector<uint8_t> seen(n, 0);
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const auto id = static_cast<size_t>(it.value().get<int64_t>());
-      d.tokens[id] = it.key();
+    for (const auto& v : vocab) {
+      const auto id = static_cast<size_t>(v.second);
+      d.tokens[id] = v.first;
       seen[id] = 1;
       d.types[id] = (d.model == TokenizerModel::kSentencePieceBpe && d.byte_fallback &&
-                     is_byte_token_text(it.key()))
+                     is_byte_token_text(v.first))
                         ? TokenType::kByte
                         : TokenType::kNormal;
     }
@@ -206,20 +329,8 @@ TokenizerData tokenizer_data_from_json(const std::string& tokenizer_json_text,
       }
     }
     // Merges: "a b" strings (older files) or ["a", "b"] pairs.
-    const json& merges = model.at("merges");
-    d.merges.reserve(merges.size());
-    for (const auto& m : merges) {
-      if (m.is_string()) {
-        const std::string s = m.get<std::string>();
-        const size_t sp = s.find(' ', 1);
-        if (sp == std::string::npos) format_error(source, "malformed merge '" + s + "'");
-        d.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-      } else if (m.is_array() && m.size() == 2) {
-        d.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-      } else {
-        format_error(source, "malformed merge entry");
-      }
-    }
+    if (!sax.have_merges) format_error(source, "model.merges missing or not an array");
+    d.merges = std::move(sax.merges);
     if (model.contains("unk_token") && model["unk_token"].is_string())
       d.unk = id_of(d, model["unk_token"].get<std::string>());
 
