@@ -2,6 +2,7 @@
 // picks one at start-up (isa.cpp) and only calls through it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "format/dtype.h"
@@ -47,6 +48,11 @@ extern const Kernels kAvx2Kernels;
 #if defined(OXI_HAVE_AVX512)
 extern const Kernels kAvx512Kernels;
 #endif
+
+// Per-thread scratch for ISA kernels (64-byte aligned, grows, slot 0..3). The per-ISA files use
+// this instead of std containers: an out-of-line std template instantiated in a file compiled
+// with -mavx512f would be a COMDAT the linker may pick for generic code too.
+void* thread_scratch(int slot, size_t bytes);
 
 // The active table.
 const Kernels& active_kernels();

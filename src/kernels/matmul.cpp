@@ -1,7 +1,9 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,31 @@ uint64_t act_row_bytes(AType a, int64_t cols) {
     case kAQ8_K: return static_cast<uint64_t>(cols / QK_K) * sizeof(BlockQ8_K);
     default: return 0;
   }
+}
+
+namespace {
+struct ScratchSlots {
+  void* p[4] = {};
+  size_t n[4] = {};
+  ~ScratchSlots() {
+    for (void* q : p) std::free(q);
+  }
+};
+}  // namespace
+
+void* thread_scratch(int slot, size_t bytes) {
+  thread_local ScratchSlots s;
+  if (s.n[slot] < bytes) {
+    std::free(s.p[slot]);
+    const size_t n = (bytes + 63) / 64 * 64;
+    s.p[slot] = std::aligned_alloc(64, n);
+    if (!s.p[slot]) {
+      s.n[slot] = 0;
+      throw std::bad_alloc();
+    }
+    s.n[slot] = n;
+  }
+  return s.p[slot];
 }
 
 }  // namespace kern

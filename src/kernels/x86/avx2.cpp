@@ -5,7 +5,6 @@
 
 #include <cstring>
 
-#include "core/half.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
 
@@ -299,7 +298,16 @@ void act_f16(const float* x, void* dst, int64_t n) {
 }
 void act_bf16(const float* x, void* dst, int64_t n) {
   uint16_t* d = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(x[i]);
+  for (int64_t i = 0; i < n; ++i) {  // round to nearest even, NaN stays quiet NaN (as f32_to_bf16)
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      d[i] = static_cast<uint16_t>((u >> 16) | 0x40u);
+    } else {
+      u += 0x7fffu + ((u >> 16) & 1u);
+      d[i] = static_cast<uint16_t>(u >> 16);
+    }
+  }
 }
 void act_q8_0(const float* x, void* dst, int64_t n) {
   BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);

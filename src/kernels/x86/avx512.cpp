@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
@@ -304,26 +303,24 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const fl
 template <class W>
 void mm_q8_gemv(const MMArgs& a) {
   const int64_t nb = a.cols / 32, npairs = (nb + 1) / 2;
-  thread_local std::vector<uint8_t> xbuf;
-  thread_local std::vector<float> dxbuf;
-  if (xbuf.size() < static_cast<size_t>(npairs * 128)) xbuf.resize(static_cast<size_t>(npairs * 128));
-  if (dxbuf.size() < static_cast<size_t>(nb)) dxbuf.resize(static_cast<size_t>(nb));
+  uint8_t* xbuf = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(npairs * 128)));
+  float* dxbuf = static_cast<float*>(thread_scratch(1, static_cast<size_t>(nb + 8) * sizeof(float)));
   for (int64_t t = a.t0; t < a.t1; ++t) {
     const uint8_t* x = a.x + t * a.x_stride;
     const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
     for (int64_t b = 0; b < nb; b += 2) {
       const uint8_t* q = x + b * 34;
       const __m512i xv = b + 2 <= nb ? load2x256(q + 2, q + 36) : load1x256(q + 2);
-      _mm512_storeu_si512(xbuf.data() + b * 64, xv);
-      _mm512_storeu_si512(xbuf.data() + b * 64 + 64,
+      _mm512_storeu_si512(xbuf + b * 64, xv);
+      _mm512_storeu_si512(xbuf + b * 64 + 64,
                           _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv)));
     }
     for (int64_t b = 0; b < nb; ++b) dxbuf[b] = h2f(x + b * 34);
     MMArgs at = a;
     at.t0 = t;
     int64_t r = a.r0;
-    for (; r + 4 <= a.r1; r += 4) gemv_q8_rows<W, 4>(at, r, xbuf.data(), dxbuf.data(), nb);
-    for (; r < a.r1; ++r) gemv_q8_rows<W, 1>(at, r, xbuf.data(), dxbuf.data(), nb);
+    for (; r + 4 <= a.r1; r += 4) gemv_q8_rows<W, 4>(at, r, xbuf, dxbuf, nb);
+    for (; r < a.r1; ++r) gemv_q8_rows<W, 1>(at, r, xbuf, dxbuf, nb);
   }
 }
 
@@ -400,26 +397,25 @@ template <class W, int R, int T>
 void mm_q8_gemm(const MMArgs& a) {
   const int64_t nb = a.cols / 32, npairs = (nb + 1) / 2;
   const int64_t ntok = a.t1 - a.t0;
-  thread_local std::vector<uint8_t> xbuf, wbuf;
   const uint64_t xps = static_cast<uint64_t>(npairs) * kXPair, wps = static_cast<uint64_t>(npairs) * kWPair;
-  if (xbuf.size() < xps * ntok) xbuf.resize(xps * ntok);
-  if (wbuf.size() < wps * R) wbuf.resize(wps * R);
-  for (int64_t j = 0; j < ntok; ++j) prep_x_row<W>(a.x + (a.t0 + j) * a.x_stride, nb, xbuf.data() + j * xps);
+  uint8_t* xbuf = static_cast<uint8_t*>(thread_scratch(0, xps * ntok));
+  uint8_t* wbuf = static_cast<uint8_t*>(thread_scratch(1, wps * R));
+  for (int64_t j = 0; j < ntok; ++j) prep_x_row<W>(a.x + (a.t0 + j) * a.x_stride, nb, xbuf + j * xps);
   int64_t r = a.r0;
   for (; r < a.r1; r += R) {
     const int64_t nr = std::min<int64_t>(R, a.r1 - r);
-    for (int64_t i = 0; i < nr; ++i) prep_w_row<W>(a.w + (r + i) * a.w_stride, nb, wbuf.data() + i * wps);
+    for (int64_t i = 0; i < nr; ++i) prep_w_row<W>(a.w + (r + i) * a.w_stride, nb, wbuf + i * wps);
     int64_t t = 0;
     if (nr == R) {
-      for (; t + T <= ntok; t += T) gemm_q8_tile<R, T>(a, wbuf.data(), wps, xbuf.data() + t * xps, xps, npairs, r, a.t0 + t);
-      for (; t < ntok; ++t) gemm_q8_tile<R, 1>(a, wbuf.data(), wps, xbuf.data() + t * xps, xps, npairs, r, a.t0 + t);
+      for (; t + T <= ntok; t += T) gemm_q8_tile<R, T>(a, wbuf, wps, xbuf + t * xps, xps, npairs, r, a.t0 + t);
+      for (; t < ntok; ++t) gemm_q8_tile<R, 1>(a, wbuf, wps, xbuf + t * xps, xps, npairs, r, a.t0 + t);
     } else {
       for (int64_t i = 0; i < nr; ++i) {
         int64_t tt = 0;
         for (; tt + T <= ntok; tt += T)
-          gemm_q8_tile<1, T>(a, wbuf.data() + i * wps, wps, xbuf.data() + tt * xps, xps, npairs, r + i, a.t0 + tt);
+          gemm_q8_tile<1, T>(a, wbuf + i * wps, wps, xbuf + tt * xps, xps, npairs, r + i, a.t0 + tt);
         for (; tt < ntok; ++tt)
-          gemm_q8_tile<1, 1>(a, wbuf.data() + i * wps, wps, xbuf.data() + tt * xps, xps, npairs, r + i, a.t0 + tt);
+          gemm_q8_tile<1, 1>(a, wbuf + i * wps, wps, xbuf + tt * xps, xps, npairs, r + i, a.t0 + tt);
       }
     }
   }
@@ -590,8 +586,7 @@ struct TileK {
 template <class B, int Kind, int R, int T>
 void mm_k_gemm(const MMArgs& a) {
   const int64_t nb = a.cols / 256, ntok = a.t1 - a.t0;
-  thread_local std::vector<KRow> buf;
-  if (buf.size() < static_cast<size_t>(R * nb)) buf.resize(static_cast<size_t>(R * nb));
+  KRow* buf = static_cast<KRow*>(thread_scratch(0, sizeof(KRow) * static_cast<size_t>(R * nb)));
   __m512i idx[4];
   k_indices<Kind>(idx);
   for (int64_t r = a.r0; r < a.r1; r += R) {
