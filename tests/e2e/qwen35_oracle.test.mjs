@@ -179,7 +179,7 @@ for (const [ci, c] of cases.entries()) {
       const median = per[Math.floor(per.length / 2)];
       if (!(median < 1e-4)) r4.problems.push(`${c.name} q8_0 (OXI_ISA=${isa}): median step diff ${median} >= 1e-4`);
       if (isa === "auto" && r4.problems.length && !q8.includes("scalar-failed"))
-        r4.problems.push(`  (scalar kernels match llama.cpp on the same file: the SIMD Q8_0 matmul differs — a kernels issue)`);
+        r4.problems.push(`  (scalar kernels match llama.cpp on the same file: the SIMD kernels differ — a kernels issue, see docs/qwen35.md)`);
       if (isa === "scalar" && r4.problems.length) q8 += " scalar-failed";
       failures.push(...r4.problems);
       q8 += ` [q8_0 GGUF ${isa}: max ${r4.maxDiff.toExponential(2)}, median ${median.toExponential(2)}]`;
