@@ -615,9 +615,10 @@ const std::unordered_map<std::string, Value>& Interp::globals() {
       }
       return Value::list(std::move(out));
     });
-    auto make_ns = [](Interp&, CallArgs& a, DictData::Kind kind) {
+    auto make_ns = [](Interp& in, CallArgs& a, DictData::Kind kind) {
       auto d = std::make_shared<DictData>();
       d->kind = kind;
+      if (kind == DictData::Kind::kNamespace) in.track_namespace(d);
       for (auto& p : a.pos) {
         if (p.is_mapping()) {
           for (auto& [k, v] : p.d()->items) d->set(k, v);

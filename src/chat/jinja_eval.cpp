@@ -246,6 +246,13 @@ void slice_indices(int64_t len, const Value* a, const Value* b, const Value* c, 
 
 Interp::Interp(const JinjaLimits& limits) : limits_(limits) {}
 
+Interp::~Interp() {
+  for (auto& d : namespaces_) {
+    d->items.clear();
+    d->index.clear();
+  }
+}
+
 void Interp::step() {
   if (++steps_ > limits_.max_steps) rt_error("template ran too long (step limit reached)");
 }

@@ -30,6 +30,8 @@ bool is_known_test(const std::string& name);
 class Interp {
  public:
   explicit Interp(const JinjaLimits& limits);
+  ~Interp();  // breaks reference cycles through namespaces (`set ns.self = ns`)
+  void track_namespace(const DictPtr& d) { namespaces_.push_back(d); }
 
   enum class Flow { kNormal, kBreak, kContinue };
   Flow exec(const Body& body, Frame& f, std::string& out);
@@ -72,6 +74,7 @@ class Interp {
   bool compare(const std::string& op, const Value& l, const Value& r);
 
   JinjaLimits limits_;
+  std::vector<DictPtr> namespaces_;
   uint64_t steps_ = 0;
   size_t depth_ = 0;
   int loop_depth_ = 0;
