@@ -467,18 +467,18 @@ TokenizerPtr load_tokenizer_gguf(const GgufMetadata& md, const std::string& sour
   return std::make_shared<const Tokenizer>(tokenizer_data_from_gguf(md, source));
 }
 
-TokenizerPtr load_tokenizer(const ModelFiles& files) {
-  if (files.gguf) return load_tokenizer_gguf(files.gguf->metadata, files.path);
-  if (!files.hf) throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
-  const HfCheckpoint& hf = *files.hf;
-  if (hf.tokenizer_json_path.empty())
-    throw_error(ErrorCode::kFormat, hf.dir + ": no tokenizer.json");
-  TokenizerData d = tokenizer_data_from_json(read_text_file(hf.tokenizer_json_path),
-                                             hf.tokenizer_config.is_object() ? hf.tokenizer_config.dump() : "",
-                                             hf.tokenizer_json_path);
-  if (!hf.chat_template.empty()) d.chat_template = hf.chat_template;
+namespace {
+
+// HF checkpoint pieces -> tokenizer: chat template override and config eos ids as extra EOG.
+TokenizerPtr load_hf_tokenizer(const std::string& tokenizer_json_path, const json& tokenizer_config,
+                               const std::string& chat_template,
+                               std::initializer_list<const json*> configs) {
+  TokenizerData d = tokenizer_data_from_json(read_text_file(tokenizer_json_path),
+                                             tokenizer_config.is_object() ? tokenizer_config.dump() : "",
+                                             tokenizer_json_path);
+  if (!chat_template.empty()) d.chat_template = chat_template;
   // config.json / generation_config.json eos ids are end-of-generation too.
-  for (const json* c : {&hf.generation_config, &hf.text_config, &hf.config}) {
+  for (const json* c : configs) {
     if (!c->is_object() || !c->contains("eos_token_id")) continue;
     const json& e = (*c)["eos_token_id"];
     auto add = [&](const json& v) {
@@ -493,16 +493,45 @@ TokenizerPtr load_tokenizer(const ModelFiles& files) {
   return std::make_shared<const Tokenizer>(std::move(d));
 }
 
+json read_json_if_exists(const std::filesystem::path& p) {
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) return json::object();
+  try {
+    return json::parse(read_text_file(p.string()));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    format_error(p.string(), std::string("invalid JSON: ") + e.what());
+  }
+}
+
+}  // namespace
+
+TokenizerPtr load_tokenizer(const ModelFiles& files) {
+  if (files.gguf) return load_tokenizer_gguf(files.gguf->metadata, files.path);
+  if (!files.hf) throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
+  const HfCheckpoint& hf = *files.hf;
+  if (hf.tokenizer_json_path.empty())
+    throw_error(ErrorCode::kFormat, hf.dir + ": no tokenizer.json");
+  return load_hf_tokenizer(hf.tokenizer_json_path, hf.tokenizer_config, hf.chat_template,
+                           {&hf.generation_config, &hf.text_config, &hf.config});
+}
+
 TokenizerPtr load_tokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
+    // An HF checkpoint directory (weights not needed) or a bare tokenizer directory.
     const fs::path dir(path);
-    if (fs::exists(dir / "config.json", ec)) return load_tokenizer(open_model_files(path));
     const fs::path tj = dir / "tokenizer.json";
     if (!fs::exists(tj, ec)) throw_error(ErrorCode::kIo, path + ": no tokenizer.json in directory");
-    const fs::path tc = dir / "tokenizer_config.json";
-    return load_tokenizer_json(tj.string(), fs::exists(tc, ec) ? tc.string() : "");
+    const json tcfg = read_json_if_exists(dir / "tokenizer_config.json");
+    const json config = read_json_if_exists(dir / "config.json");
+    const json gen = read_json_if_exists(dir / "generation_config.json");
+    const json text_config = config.is_object() && config.contains("text_config") ? config["text_config"] : json::object();
+    std::string tmpl;
+    if (fs::exists(dir / "chat_template.jinja", ec)) tmpl = read_text_file((dir / "chat_template.jinja").string());
+    return load_hf_tokenizer(tj.string(), tcfg, tmpl, {&gen, &text_config, &config});
   }
   const std::string ext = path.size() >= 5 ? path.substr(path.size() - 5) : "";
   if (ext == ".json") {

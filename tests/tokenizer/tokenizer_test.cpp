@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -436,6 +438,30 @@ TEST(GgufExport, GemmaJsonToGgufMirrorsLlamaCppFile) {
     EXPECT_EQ(t->encode(s), js->encode(s)) << s;
     EXPECT_EQ(t->encode(s), gemma_gguf()->encode(s)) << s;
   }
+}
+
+}  // namespace
+}  // namespace oxi
+
+namespace oxi {
+namespace {
+
+TEST(TokenizerHfDir, LoadsWithoutWeights) {
+  if (!file_exists(kQwenJson)) GTEST_SKIP() << "npm references not installed";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("oxi_tok_hfdir_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(kQwenJson, dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(kQwenJson).parent_path() / "tokenizer_config.json", dir / "tokenizer_config.json",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "config.json") << R"({"model_type":"qwen3","eos_token_id":151643})";
+  std::ofstream(dir / "chat_template.jinja") << "{{ messages }}";
+  const TokenizerPtr t = load_tokenizer(dir.string());
+  EXPECT_EQ(t->chat_template(), "{{ messages }}");
+  EXPECT_EQ(t->eos_id(), 151645);
+  EXPECT_TRUE(t->is_eog(151643));
+  EXPECT_EQ(t->encode("Hello<|im_end|>"), qwen_json()->encode("Hello<|im_end|>"));
+  fs::remove_all(dir);
 }
 
 }  // namespace
