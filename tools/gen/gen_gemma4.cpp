@@ -7,8 +7,10 @@
 //        scale and per-expert scale, fused gate_up experts), global layers with K = V (no v_proj)
 //        and fewer KV heads.
 //   31b  31B-like: dense, global layers with K = V and fewer KV heads.
-// Scales: matrices ~ N(0, 1/fan_in); norm weights ~ 1 + N(0, 0.1) (Gemma 4 norms are used as
-// stored); embeddings with std 4/sqrt(d) so the tied head gives decisive logits; layer_scalar in
+// Scales: matrices ~ N(0, 1/fan_in); q/k norm weights ~ 1.5·hd^-1/4 (attention scores O(1) under
+// Gemma 4's scale 1.0); other norm weights ~ 1 + N(0, 0.1) (Gemma 4 norms are used as
+// stored); embeddings with std 1/sqrt(d) (x = E·sqrt(d) has unit RMS; tied-head logits ~ N(0, 1)
+// with maxima ~5, so f16 effects in llama.cpp's attention stay below 1e-3 in logprobs); layer_scalar in
 // [0.5, 1]. The 262,144-token vocabulary is the real one (tokenizer from --tokenizer-dir).
 #include <cmath>
 #include <string>
@@ -74,6 +76,7 @@ int gen_gemma4(GenArgs& a) {
     c.top_k = a.get_int("--top-k", c.top_k);
     c.expert_ffn = a.get_int("--expert-ffn", c.expert_ffn);
   }
+  const double emb_gain = a.get_float("--emb-gain", 1.0);
   a.finish();
   if (c.d <= 0 || c.layers <= 0 || c.n_head <= 0 || c.n_kv <= 0 || c.hd <= 0 || c.hd_global <= 0 ||
       c.ffn <= 0 || c.vocab <= 0 || c.window <= 0 || c.full_every <= 0 || c.kv_shared < 0 ||
@@ -91,7 +94,7 @@ int gen_gemma4(GenArgs& a) {
   Rng rng(a.seed);
   Checkpoint ck;
   const std::string p = "model.language_model.";
-  const double emb_std = 4.0 / std::sqrt(static_cast<double>(c.d));
+  const double emb_std = emb_gain / std::sqrt(static_cast<double>(c.d));
   ck.add(p + "embed_tokens.weight", {c.vocab, c.d}, randn(rng, c.vocab * c.d, emb_std));
   if (c.ple > 0) {
     const int64_t LP = c.layers * c.ple;
@@ -110,8 +113,11 @@ int gen_gemma4(GenArgs& a) {
     ck.add(b + "self_attn.k_proj.weight", {hkv * hd, c.d}, mat(rng, hkv * hd, c.d));
     if (s || !c.k_eq_v) ck.add(b + "self_attn.v_proj.weight", {hkv * hd, c.d}, mat(rng, hkv * hd, c.d));
     ck.add(b + "self_attn.o_proj.weight", {c.d, c.n_head * hd}, mat(rng, c.d, c.n_head * hd, 0.7));
-    ck.add(b + "self_attn.q_norm.weight", {hd}, norm_w(rng, hd));
-    ck.add(b + "self_attn.k_norm.weight", {hd}, norm_w(rng, hd));
+    // Attention scale is 1.0 on RMS-normalised q and k, so the q/k norm weights set the score
+    // scale: ~hd^-1/4 each keeps q·k ~ N(0, 1) (trained checkpoints keep scores moderate too).
+    const double qk = std::pow(static_cast<double>(hd), -0.25);
+    ck.add(b + "self_attn.q_norm.weight", {hd}, randn(rng, hd, 0.1 * qk, 1.5 * qk));
+    ck.add(b + "self_attn.k_norm.weight", {hd}, randn(rng, hd, 0.1 * qk, 1.5 * qk));
     ck.add(b + "post_attention_layernorm.weight", {c.d}, norm_w(rng, c.d));
     ck.add(b + "pre_feedforward_layernorm.weight", {c.d}, norm_w(rng, c.d));
     const int64_t ff = (c.double_wide && l >= first_shared) ? 2 * c.ffn : c.ffn;
@@ -209,5 +215,5 @@ int gen_gemma4(GenArgs& a) {
 OXI_GEN_FAMILY(gemma4,
                "--shape e2b|26b|31b [--window 16] [--hidden N] [--layers N] [--heads N] [--kv-heads N] "
                "[--global-kv-heads N] [--head-dim N] [--global-head-dim N] [--ffn N] [--kv-shared N] [--ple N] "
-               "[--experts N] [--top-k N] [--expert-ffn N] [--full-every N] [--vocab N]",
+               "[--experts N] [--top-k N] [--expert-ffn N] [--full-every N] [--vocab N] [--emb-gain 1.0]",
                oxi::gen::gen_gemma4);

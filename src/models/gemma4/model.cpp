@@ -251,7 +251,7 @@ class Gemma4Model final : public Model {
   std::vector<float> ple_proj_norm_;
   std::vector<Layer> layers_;
   bool exact_gelu_ = false;
-  int fma_mode_ = 0;
+  bool unfused_mad_ = false;  // debug: OXI_GEMMA4_UNFUSED_MAD=1
   int attn_mode_ = 0;  // 0: as llama.cpp (vector path under 64 tokens); 1: always vector; 2: always f32
 };
 
@@ -335,7 +335,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg) : files_(files), c
   if (is_hf_) prefix_ = hf_prefix(*files_.hf);
   if (const char* e = std::getenv("OXI_GEMMA4_EXACT_GELU")) exact_gelu_ = (e[0] == '1');
   if (const char* e = std::getenv("OXI_GEMMA4_ATTN")) attn_mode_ = std::atoi(e);
-  if (const char* e = std::getenv("OXI_GEMMA4_FMA")) fma_mode_ = std::atoi(e);
+  if (const char* e = std::getenv("OXI_GEMMA4_UNFUSED_MAD")) unfused_mad_ = (e[0] == '1');
   const Config& c = cfg_;
   const int64_t d = c.n_embd;
 
@@ -664,7 +664,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
           return lc.v.data() + slot * kvw + kh * hd;
         };
         float* o = att.data() + (t * H + h) * hd;
-        const bool fused_mad = fma_mode_ == 0 ? true : fma_mode_ == 1 ? false : (hd % 64 == 0);
+        const bool fused_mad = !unfused_mad_;
         if (vec_path) {
           // online softmax, Q in f16, f16 accumulator (ggml's vector kernel)
           for (int64_t i = 0; i < hd; ++i) qq[static_cast<size_t>(i)] = f16_to_f32(f32_to_f16(qh[i]));
