@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -405,14 +406,25 @@ void Qwen35Model::run_batch(State& st, const int32_t* toks, int64_t n, float* lo
   std::vector<float> h(static_cast<size_t>(n * d)), u(h.size()), o(h.size());
   for (int64_t t = 0; t < n; ++t) dequantize_row(embd_, toks[t], h.data() + t * d);
   const int64_t pos0 = st.n_past_;
+  // OXI_TRACE=1: per-layer sums of squares of the mixer and FFN outputs of the last token (debugging).
+  static const bool trace = std::getenv("OXI_TRACE") != nullptr;
+  auto ss = [&](const std::vector<float>& v) {
+    double s = 0;
+    for (int64_t i = (n - 1) * d; i < n * d; ++i) s += static_cast<double>(v[static_cast<size_t>(i)]) * v[static_cast<size_t>(i)];
+    return s;
+  };
+  int li = 0;
   for (const Layer& L : layers_) {
     ops::rms_norm_rows(h.data(), L.attn_norm.data(), u.data(), n, d, c_.eps);
     if (L.recurrent) gdn_forward(L, st, u.data(), n, o.data());
     else attn_forward(L, st, u.data(), n, pos0, o.data());
+    if (trace) std::fprintf(stderr, "layer %d %s out %.9g\n", li, L.recurrent ? "gdn" : "attn", ss(o));
     for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
     ops::rms_norm_rows(h.data(), L.post_norm.data(), u.data(), n, d, c_.eps);
     ffn_forward(L, u.data(), n, o.data());
+    if (trace) std::fprintf(stderr, "layer %d ffn out %.9g\n", li, ss(o));
     for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
+    ++li;
   }
   st.n_past_ += n;
   if (!logits) return;
