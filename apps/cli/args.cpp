@@ -10,6 +10,7 @@
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "hub/hub.h"
+#include "kernels/isa.h"
 
 namespace oxi::cli {
 
@@ -205,7 +206,18 @@ oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params p) 
 }
 
 const std::vector<std::string> kModelOptions = {"-m", "--model", "-hf", "--hf-repo", "--hf-token",
-                                                "-t", "--threads", "--chat-template-file"};
+                                                "-t", "--threads", "--chat-template-file", "--isa"};
+
+void apply_isa_from_args(const Args& args) {
+  const auto isa = args.get({"--isa"});
+  if (!isa) return;
+  if (*isa != "auto" && *isa != "scalar" && *isa != "avx2" && *isa != "avx512") {
+    usage_error("invalid value for --isa: '" + *isa + "' (expected scalar, avx2, avx512 or auto)");
+  }
+  set_isa(*isa);
+}
+
+void log_kernels() { std::fprintf(stderr, "oxinfer: %s\n", kernels_summary().c_str()); }
 
 void check_status(oxi_status st) {
   if (st != OXI_OK) throw Error(static_cast<ErrorCode>(st), oxi_last_error());
@@ -213,6 +225,7 @@ void check_status(oxi_status st) {
 
 oxi_model* open_model_from_args(const Args& args) {
   const std::string path = resolve_model_path(args);
+  apply_isa_from_args(args);
   oxi_model_params mp = oxi_model_default_params();
   const long long t = args.get_int({"-t", "--threads"}, 0);
   if (t < 0 || t > 1024) usage_error("invalid value for -t (0..1024)");

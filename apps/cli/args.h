@@ -68,11 +68,17 @@ extern const std::vector<std::string> kSamplingOptions;
 oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params base);
 
 // Model options shared by the commands that load a model: -m/--model, -hf/--hf-repo,
-// --hf-token, -t/--threads, --chat-template-file.
+// --hf-token, -t/--threads, --chat-template-file, --isa.
 extern const std::vector<std::string> kModelOptions;
 // Opens the model named by the arguments (resolve_model_path, threads, --chat-template-file).
 // Throws oxi::Error with the C API's message on failure. Free with oxi_model_free.
 oxi_model* open_model_from_args(const Args& args);
+// --isa scalar|avx2|avx512|auto: selects the kernel set (kernels/isa.h) before a model loads;
+// absent, env OXI_ISA or the best the CPU runs applies. Unknown name: UsageError; a set this CPU
+// lacks: oxi::Error(kUnsupported).
+void apply_isa_from_args(const Args& args);
+// The start-up line on stderr: "oxinfer: isa avx512 (host: avx512 avx2 scalar), 2 threads".
+void log_kernels();
 // Throws oxi::Error(code, oxi_last_error()) when st != OXI_OK.
 void check_status(oxi_status st);
 

@@ -1,13 +1,324 @@
-// oxinfer bench: not implemented yet. It says so and exits 2 rather than printing anything fake.
+// oxinfer bench: llama-bench style speed test on the model API (models/model.h), no tokenizer,
+// no sampler. Tests (each from a fresh sequence state, r timed repetitions after one warm-up):
+//   ppN  prefill N fixed pseudo-random token ids (chunks of 512, logits of the last token only)
+//   tgN  N single-token forward passes from an empty state, each fed the argmax of the previous
+//        step's logits (the first gets a fixed pseudo-random id), as llama_bench.mjs does
+// t/s = N / seconds per repetition; reported as mean ± sample standard deviation (n - 1).
+// Output: a markdown table (rows printed as each test ends) or a JSON array (README: CLI
+// reference, `oxinfer bench`).
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "args.h"
 #include "commands.h"
+#include "core/error.h"
+#include "format/model_files.h"
+#include "kernels/isa.h"
+#include "kernels/thread_pool.h"
+#include "models/model.h"
+#include "oxinfer.h"
 
 namespace oxi::cli {
 
-int cmd_bench(int, char**) {
-  std::fprintf(stderr, "error: 'oxinfer bench' is not implemented yet\n");
-  return 2;
+namespace {
+
+const char* kUsage =
+    "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
+    "         [-o md|json] [--isa scalar|avx2|avx512|auto]\n"
+    "\n"
+    "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
+    "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
+    "  -t, --threads N         threads (default 0: all hardware threads)\n"
+    "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
+    "  -o, --output md|json    markdown table (default) or a JSON array, one object per test\n"
+    "  --isa NAME              kernel set (default: env OXI_ISA, else the best this CPU runs)\n";
+
+constexpr int64_t kPrefillChunk = 512;  // tokens per forward() in ppN, as Session's default
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// "512" / "128,512" → sizes; UsageError naming the flag on anything else.
+std::vector<int64_t> parse_sizes(const std::string& text, const char* flag) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    const size_t j = std::min(text.find(',', i), text.size());
+    const std::string tok = text.substr(i, j - i);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(tok.c_str(), &end, 10);
+    if (tok.empty() || *end != '\0' || errno != 0 || v < 0 || v > (1 << 20)) {
+      usage_error(std::string("invalid value for ") + flag + ": '" + tok + "' (integers 0.." +
+                  std::to_string(1 << 20) + ", comma-separated)");
+    }
+    out.push_back(v);
+    i = j + 1;
+  }
+  return out;
+}
+
+// llama_ftype (GGUF general.file_type) → short name, as quantisers spell the recipes.
+const char* ftype_name(int64_t t) {
+  switch (t) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K_S";
+    case 12: return "Q3_K_M";
+    case 13: return "Q3_K_L";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    default: return nullptr;
+  }
+}
+
+// The file's weight type: general.file_type, else the dtype holding the most tensor bytes.
+std::string file_type(const ModelFiles& files) {
+  if (files.gguf) {
+    if (const GgufValue* v = files.gguf->metadata.find("general.file_type")) {
+      if (const char* n = ftype_name(v->as_int())) return n;
+    }
+  }
+  std::map<DType, uint64_t> bytes;
+  for (const auto& [name, t] : files.tensors().all()) bytes[t.dtype] += t.nbytes;
+  const auto it = std::max_element(bytes.begin(), bytes.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  return it == bytes.end() ? "?" : dtype_name(it->first);
+}
+
+// 0.75e9 → "0.8B", 2.1e7 → "21M" (a size label like the ones model names carry).
+std::string params_label(uint64_t n) {
+  char buf[32];
+  if (n >= 100'000'000) {
+    std::snprintf(buf, sizeof buf, "%.1fB", n / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0fM", n / 1e6);
+  }
+  return buf;
+}
+
+// Peak resident set size of this process (VmHWM), or -1 where /proc is absent.
+int64_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  }
+  return -1;
+}
+
+// Fixed pseudo-random ids in [0, n_vocab) (64-bit LCG, high bits).
+std::vector<int32_t> token_ids(int64_t n, int64_t n_vocab, uint64_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  uint64_t x = seed;
+  for (auto& id : ids) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(n_vocab));
+  }
+  return ids;
+}
+
+struct Test {
+  int64_t n_prompt = 0, n_gen = 0;
+  std::string name() const { return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen); }
+};
+
+class Runner {
+ public:
+  Runner(const Model& model, int64_t n_ctx)
+      : model_(model), state_(model.new_state(n_ctx)), logits_(static_cast<size_t>(model.info().n_vocab)) {}
+
+  // One timed run of `t` from an empty state; returns seconds.
+  double run(const Test& t, int64_t n) {
+    state_->clear();
+    const int64_t n_vocab = model_.info().n_vocab;
+    if (t.n_prompt > 0) {
+      const std::vector<int32_t> ids = token_ids(n, n_vocab, 42);
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < n; i += kPrefillChunk) {
+        const size_t len = static_cast<size_t>(std::min(kPrefillChunk, n - i));
+        model_.forward(*state_, std::span<const int32_t>(ids.data() + i, len), logits_.data(), false);
+      }
+      return seconds_since(t0);
+    }
+    int32_t tok = token_ids(1, n_vocab, 7)[0];
+    const auto t0 = Clock::now();
+    for (int64_t i = 0; i < n; ++i) {
+      model_.forward(*state_, std::span<const int32_t>(&tok, 1), logits_.data(), false);
+      tok = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    }
+    return seconds_since(t0);
+  }
+
+ private:
+  const Model& model_;
+  std::unique_ptr<SequenceState> state_;
+  std::vector<float> logits_;
+};
+
+struct Stats {
+  double avg = 0, sd = 0;
+};
+Stats stats(const std::vector<double>& v) {
+  Stats s;
+  for (double x : v) s.avg += x;
+  s.avg /= static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.avg) * (x - s.avg);
+    s.sd = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  try {
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline"});
+    if (args.flag({"-h", "--help"})) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n",
+                      "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa"});
+    if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
+    const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, "512"), "-p");
+    const auto tg = parse_sizes(args.get_or({"-n", "--n-gen"}, "128"), "-n");
+    const long long reps = args.get_int({"-r", "--repetitions"}, 5);
+    if (reps < 1 || reps > 1000) usage_error("invalid value for -r (1..1000)");
+    const long long threads = args.get_int({"-t", "--threads"}, 0);
+    if (threads < 0 || threads > 1024) usage_error("invalid value for -t (0..1024)");
+    const std::string out = args.get_or({"-o", "--output"}, "md");
+    if (out != "md" && out != "json") usage_error("invalid value for -o: '" + out + "' (md or json)");
+    std::vector<Test> tests;
+    for (int64_t n : pp) if (n > 0) tests.push_back({n, 0});
+    for (int64_t n : tg) if (n > 0) tests.push_back({0, n});
+    if (tests.empty()) usage_error("nothing to run: every -p and -n size is 0");
+    const std::string path = resolve_model_path(args);
+
+    apply_isa_from_args(args);
+    if (threads > 0) set_num_threads(static_cast<int>(threads));
+    const auto t_load = Clock::now();
+    const ModelFiles files = open_model_files(path);
+    LoadOptions lo;
+    lo.n_threads = static_cast<int>(threads);
+    const std::unique_ptr<Model> model = load_model(files, lo);
+    const double load_ms = seconds_since(t_load) * 1e3;
+    log_kernels();
+
+    const ModelInfo& info = model->info();
+    uint64_t size = info.weight_bytes;
+    if (size == 0) {
+      for (const auto& [name, t] : files.tensors().all()) size += t.nbytes;
+    }
+    const std::string type = info.arch + " " + params_label(info.n_params) + " " + file_type(files);
+    int64_t n_ctx = 0;
+    for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen);
+    Runner runner(*model, n_ctx);
+    const std::string isa = isa_name();
+    const int n_threads = num_threads();
+    std::fprintf(stderr, "bench: %s, load %.0f ms\n", type.c_str(), load_ms);
+
+    if (out == "md") {
+      std::printf("| %-30s | %10s | %8s | %-6s | %7s | %10s | %20s |\n", "model", "size", "params", "isa",
+                  "threads", "test", "t/s");
+      std::printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", std::string(30, '-').c_str(),
+                  std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(6, '-').c_str(),
+                  std::string(6, '-').c_str(), std::string(9, '-').c_str(), std::string(19, '-').c_str());
+      std::fflush(stdout);
+    }
+    nlohmann::ordered_json results = nlohmann::ordered_json::array();
+    const std::string when = utc_now();
+    for (const Test& t : tests) {
+      const int64_t n = t.n_prompt > 0 ? t.n_prompt : t.n_gen;
+      runner.run(t, t.n_prompt > 0 ? n : std::min<int64_t>(n, 8));  // warm-up
+      std::vector<double> ts, ns;
+      for (long long r = 0; r < reps; ++r) {
+        const double s = runner.run(t, n);
+        ts.push_back(static_cast<double>(n) / s);
+        ns.push_back(s * 1e9);
+      }
+      const Stats st = stats(ts), sn = stats(ns);
+      if (out == "md") {
+        char tps[64];
+        std::snprintf(tps, sizeof tps, "%.2f ± %.2f", st.avg, st.sd);
+        // "±" is two bytes but one column: pad by hand.
+        const std::string cell = std::string(std::max<int>(0, 21 - static_cast<int>(std::strlen(tps))), ' ') + tps;
+        std::printf("| %-30s | %6.2f GiB | %6.2f B | %-6s | %7d | %10s | %s |\n", type.c_str(),
+                    size / 1073741824.0, info.n_params / 1e9, isa.c_str(), n_threads, t.name().c_str(), cell.c_str());
+        std::fflush(stdout);
+      }
+      nlohmann::ordered_json j;
+      j["model_filename"] = path;
+      j["model_type"] = type;
+      j["model_size"] = size;
+      j["model_n_params"] = info.n_params;
+      j["arch"] = info.arch;
+      j["isa"] = isa;
+      j["n_threads"] = n_threads;
+      j["n_prompt"] = t.n_prompt;
+      j["n_gen"] = t.n_gen;
+      j["test"] = t.name();
+      j["n_reps"] = reps;
+      j["avg_ts"] = st.avg;
+      j["stddev_ts"] = st.sd;
+      j["samples_ts"] = ts;
+      j["avg_ns"] = std::llround(sn.avg);
+      std::vector<int64_t> ns_int;
+      for (double x : ns) ns_int.push_back(std::llround(x));
+      j["samples_ns"] = ns_int;
+      j["load_ms"] = load_ms;
+      j["test_time"] = when;
+      j["oxinfer_version"] = oxi_version();
+      results.push_back(std::move(j));
+    }
+    const int64_t rss = peak_rss_bytes();
+    for (auto& j : results) j["peak_rss_bytes"] = rss >= 0 ? nlohmann::ordered_json(rss) : nlohmann::ordered_json(nullptr);
+    if (out == "json") {
+      const std::string s = results.dump(2);
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fputc('\n', stdout);
+    } else {
+      std::fprintf(stderr, "bench: peak RSS %.1f MiB\n", rss / 1048576.0);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    return report_error(e);
+  }
 }
 
 }  // namespace oxi::cli

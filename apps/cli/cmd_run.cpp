@@ -26,7 +26,7 @@ const char* kUsage =
     "         [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
     "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
-    "         [--ignore-eos]\n"
+    "         [--ignore-eos] [--isa scalar|avx2|avx512|auto]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
@@ -42,7 +42,8 @@ const char* kUsage =
     "  --top-logprobs K  alternatives per token in --json (0..20; log-softmax of raw logits)\n"
     "  --system S        system message (chat template only)\n"
     "  --no-think        render the template with enable_thinking=false\n"
-    "  --ignore-eos      keep generating past end-of-generation tokens\n";
+    "  --ignore-eos      keep generating past end-of-generation tokens\n"
+    "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n";
 
 volatile int g_cancel = 0;
 extern "C" void oxi_run_on_sigint(int) { g_cancel = 1; }
@@ -139,6 +140,7 @@ int cmd_run(int argc, char** argv) {
 
     ModelHolder h;
     h.m = open_model_from_args(args);
+    log_kernels();
     oxi_model_desc desc;
     check_status(oxi_model_describe(h.m, &desc));
 

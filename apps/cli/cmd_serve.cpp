@@ -5,6 +5,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "kernels/thread_pool.h"
 #include "server/server.h"
 
 namespace oxi::cli {
@@ -22,7 +23,8 @@ const char* kHelp =
     "  --cache-ram MiB       prompt-cache budget (default 2048; 0 disables checkpoints)\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
-    "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n";
+    "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n"
+    "  --isa NAME            kernel set: scalar|avx2|avx512|auto (default: env OXI_ISA, else best)\n";
 }
 
 int cmd_serve(int argc, char** argv) {
@@ -34,7 +36,7 @@ int cmd_serve(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np", "--parallel",
                       "-c", "--ctx-size", "-t", "--threads", "--api-key", "--cache-ram", "--chat-template-file",
-                      "--alias", "--max-body-bytes"});
+                      "--alias", "--max-body-bytes", "--isa"});
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
     server::ServerOptions o;
     o.model_path = resolve_model_path(args);
@@ -50,7 +52,12 @@ int cmd_serve(int argc, char** argv) {
     o.max_body_bytes = static_cast<size_t>(args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes)));
     if (o.port < 0 || o.port > 65535) throw_error(ErrorCode::kInvalidArgument, "--port must be 0..65535");
     if (o.n_slots < 1 || o.n_slots > 256) throw_error(ErrorCode::kInvalidArgument, "-np must be 1..256");
+    if (o.n_threads < 0 || o.n_threads > 1024) throw_error(ErrorCode::kInvalidArgument, "-t must be 0..1024");
     if (o.n_ctx < 16) throw_error(ErrorCode::kInvalidArgument, "-c must be at least 16");
+    apply_isa_from_args(args);
+    // The server sets the same thread count when it loads; set here so the start-up line is true.
+    if (o.n_threads > 0) set_num_threads(o.n_threads);
+    log_kernels();
     return server::run_server(o);
   } catch (const std::exception& e) {
     return report_error(e);
