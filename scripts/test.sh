@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # The test command: builds the release preset, runs every test (unit, end-to-end against llama.cpp
-# and the real tokenizers), then builds the wasm32 core and runs its unit tests under node.
-# Usage: scripts/test.sh [--no-wasm]
+# and the real tokenizers), then builds the wasm32 core and runs its unit tests under node, then
+# cross-builds the kernels for aarch64 and runs their tests under qemu-user (every NEON set).
+# Usage: scripts/test.sh [--no-wasm] [--no-aarch64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="$(nproc)"
+WASM=1 AARCH64=1
+for a in "$@"; do
+  case "$a" in
+    --no-wasm) WASM=0 ;;
+    --no-aarch64) AARCH64=0 ;;
+    *) echo "usage: scripts/test.sh [--no-wasm] [--no-aarch64]" >&2; exit 2 ;;
+  esac
+done
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$JOBS"
 ctest --preset release -j"$JOBS" --timeout 1200
 
-if [ "${1:-}" != "--no-wasm" ]; then
+if [ "$WASM" = 1 ]; then
   scripts/build_wasm.sh
   ctest --test-dir build/wasm --output-on-failure -j"$JOBS" --timeout 600
+fi
+
+if [ "$AARCH64" = 1 ]; then
+  scripts/build_aarch64.sh
 fi

@@ -48,6 +48,18 @@ extern const Kernels kAvx2Kernels;
 #if defined(OXI_HAVE_AVX512)
 extern const Kernels kAvx512Kernels;
 #endif
+#if defined(OXI_HAVE_NEON)
+extern const Kernels kNeonKernels;
+#endif
+#if defined(OXI_HAVE_NEON_DOTPROD)
+extern const Kernels kNeonDotprodKernels;
+#endif
+#if defined(OXI_HAVE_NEON_I8MM)
+extern const Kernels kNeonI8mmKernels;
+#endif
+#if defined(OXI_HAVE_SIMD128)
+extern const Kernels kSimd128Kernels;
+#endif
 
 // Per-thread scratch for ISA kernels (64-byte aligned, grows, slot 0..3). The per-ISA files use
 // this instead of std containers: an out-of-line std template instantiated in a file compiled

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/dispatch.h"
@@ -10,6 +11,9 @@
 
 #if defined(OXI_KERNELS_X86)
 #include <cpuid.h>
+#endif
+#if defined(OXI_KERNELS_ARM) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace oxi {
@@ -19,6 +23,9 @@ namespace {
 struct HostCaps {
   bool avx2 = false;
   bool avx512 = false;
+  bool neon = false;
+  bool neon_dotprod = false;
+  bool neon_i8mm = false;
 };
 
 HostCaps detect() {
@@ -43,6 +50,15 @@ HostCaps detect() {
   c.avx2 = os_avx && avx2 && fma && f16c;
   c.avx512 = c.avx2 && os_avx512 && f && dq && bw && vl && vnni && bf16;
 #endif
+#if defined(OXI_KERNELS_ARM)
+  c.neon = true;  // AdvSIMD (with f16 conversions) is mandatory on aarch64
+#if defined(__linux__)
+  // The kernel reports what user space may execute: HWCAP_ASIMDDP (bit 20), HWCAP2_I8MM (bit 13).
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  c.neon_dotprod = hw & (1ul << 20);
+  c.neon_i8mm = c.neon_dotprod && (hw2 & (1ul << 13));
+#endif
+#endif
   return c;
 }
 
@@ -51,29 +67,54 @@ HostCaps detect() {
   return caps;
 }
 
-const Kernels* table_for(std::string_view name) {
-  if (name == "scalar") return &kScalarKernels;
+// Every kernel set name any build knows, and the sets compiled into this one, worst first.
+constexpr std::string_view kKnown[] = {"scalar", "avx2", "avx512", "neon", "neon-dotprod", "neon-i8mm", "simd128"};
+
+struct IsaEntry {
+  const Kernels* table;
+  bool usable;
+};
+
+std::vector<IsaEntry> compiled() {
+  std::vector<IsaEntry> v{{&kScalarKernels, true}};
 #if defined(OXI_HAVE_AVX2)
-  if (name == "avx2") return host().avx2 ? &kAvx2Kernels : nullptr;
+  v.push_back({&kAvx2Kernels, host().avx2});
 #endif
 #if defined(OXI_HAVE_AVX512)
-  if (name == "avx512") return host().avx512 ? &kAvx512Kernels : nullptr;
+  v.push_back({&kAvx512Kernels, host().avx512});
 #endif
+#if defined(OXI_HAVE_NEON)
+  v.push_back({&kNeonKernels, host().neon});
+#endif
+#if defined(OXI_HAVE_NEON_DOTPROD)
+  v.push_back({&kNeonDotprodKernels, host().neon_dotprod});
+#endif
+#if defined(OXI_HAVE_NEON_I8MM)
+  v.push_back({&kNeonI8mmKernels, host().neon_i8mm});
+#endif
+#if defined(OXI_HAVE_SIMD128)
+  v.push_back({&kSimd128Kernels, true});  // wasm: chosen when this module was built (-msimd128)
+#endif
+  return v;
+}
+
+const Kernels* table_for(std::string_view name) {
+  for (const IsaEntry& e : compiled())
+    if (e.usable && name == e.table->name) return e.table;
   return nullptr;
 }
 
 bool known(std::string_view name) {
-  return name == "scalar" || name == "avx2" || name == "avx512";
+  for (std::string_view k : kKnown)
+    if (name == k) return true;
+  return false;
 }
 
 const Kernels* best() {
-#if defined(OXI_HAVE_AVX512)
-  if (host().avx512) return &kAvx512Kernels;
-#endif
-#if defined(OXI_HAVE_AVX2)
-  if (host().avx2) return &kAvx2Kernels;
-#endif
-  return &kScalarKernels;
+  const Kernels* k = &kScalarKernels;
+  for (const IsaEntry& e : compiled())
+    if (e.usable) k = e.table;
+  return k;
 }
 
 const Kernels* choose_initial() {
@@ -103,13 +144,9 @@ const Kernels& active_kernels() {
 const char* isa_name() { return kern::active_kernels().name; }
 
 std::vector<std::string> available_isas() {
-  std::vector<std::string> v{"scalar"};
-#if defined(OXI_HAVE_AVX2)
-  if (kern::host().avx2) v.push_back("avx2");
-#endif
-#if defined(OXI_HAVE_AVX512)
-  if (kern::host().avx512) v.push_back("avx512");
-#endif
+  std::vector<std::string> v;
+  for (const kern::IsaEntry& e : kern::compiled())
+    if (e.usable) v.emplace_back(e.table->name);
   return v;
 }
 
@@ -120,7 +157,7 @@ void set_isa(std::string_view name) {
   }
   if (!kern::known(name))
     throw_error(ErrorCode::kInvalidArgument,
-                "unknown ISA '" + std::string(name) + "' (expected auto, scalar, avx2 or avx512)");
+                "unknown ISA '" + std::string(name) + "' (expected auto, scalar, avx2, avx512, neon, neon-dotprod, neon-i8mm or simd128)");
   const kern::Kernels* k = kern::table_for(name);
   if (!k) throw_error(ErrorCode::kUnsupported, "ISA '" + std::string(name) + "' is not supported by this CPU");
   kern::g_active.store(k, std::memory_order_release);

@@ -1,5 +1,7 @@
 // Runtime ISA selection for the kernels. Chosen once, on first use, from CPUID (with an XGETBV
-// check that the OS saves the vector registers); env OXI_ISA or set_isa() overrides it.
+// check that the OS saves the vector registers) on x86, getauxval(AT_HWCAP/AT_HWCAP2) on aarch64
+// Linux; the wasm build's "simd128" is fixed when it is compiled. Env OXI_ISA or set_isa()
+// overrides it.
 #pragma once
 
 #include <string>
@@ -8,14 +10,14 @@
 
 namespace oxi {
 
-// Name of the kernel set in use: "scalar", "avx2" (AVX2+FMA+F16C) or "avx512"
-// (AVX-512 F/BW/VL/DQ + VNNI + BF16).
+// Name of the kernel set in use: "scalar", "avx2" (AVX2+FMA+F16C), "avx512"
+// (AVX-512 F/BW/VL/DQ + VNNI + BF16), "neon", "neon-dotprod", "neon-i8mm" or "simd128" (wasm).
 const char* isa_name();
 
 // Kernel sets this host can run, best last ("scalar" first).
 std::vector<std::string> available_isas();
 
-// Selects a kernel set by name ("scalar", "avx2", "avx512", or "auto" / "" for the best).
+// Selects a kernel set by name (one of the above, or "auto" / "" for the best).
 // Throws oxi::Error(kInvalidArgument) for an unknown name, (kUnsupported) if the host lacks it.
 // Not to be called while a matmul runs.
 void set_isa(std::string_view name);
