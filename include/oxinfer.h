@@ -40,6 +40,8 @@ typedef struct oxi_model_params {
   int32_t n_threads; /* 0: all hardware threads (the kernels' thread pool is process-wide) */
   const char* quant; /* NULL/"" keep file types; "q8_0" | "q4_0" | "q4_k" (HF checkpoints) */
   const char* chat_template; /* NULL: the model's own; else Jinja source used instead (copied) */
+  const char* device; /* NULL: env OXI_DEVICE, else "auto"; "none" | "auto" | a backend name
+                         (process-wide, like the thread pool; docs/backends.md) */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);

@@ -9,6 +9,7 @@
 
 #include "core/byte_source.h"
 #include "core/error.h"
+#include "backend/backend.h"
 #include "hub/hub.h"
 #include "kernels/isa.h"
 
@@ -206,7 +207,8 @@ oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params p) 
 }
 
 const std::vector<std::string> kModelOptions = {"-m", "--model", "-hf", "--hf-repo", "--hf-token",
-                                                "-t", "--threads", "--chat-template-file", "--isa"};
+                                                "-t", "--threads", "--chat-template-file", "--isa",
+                                                "--device"};
 
 void apply_isa_from_args(const Args& args) {
   const auto isa = args.get({"--isa"});
@@ -217,7 +219,10 @@ void apply_isa_from_args(const Args& args) {
   set_isa(*isa);
 }
 
-void log_kernels() { std::fprintf(stderr, "oxinfer: %s\n", kernels_summary().c_str()); }
+void log_kernels() {
+  std::fprintf(stderr, "oxinfer: %s\n", kernels_summary().c_str());
+  std::fprintf(stderr, "oxinfer: %s\n", backend::device_line().c_str());  // docs/backends.md
+}
 
 void check_status(oxi_status st) {
   if (st != OXI_OK) throw Error(static_cast<ErrorCode>(st), oxi_last_error());
@@ -230,6 +235,9 @@ oxi_model* open_model_from_args(const Args& args) {
   const long long t = args.get_int({"-t", "--threads"}, 0);
   if (t < 0 || t > 1024) usage_error("invalid value for -t (0..1024)");
   mp.n_threads = static_cast<int32_t>(t);
+  // --device none|auto|NAME (docs/backends.md); absent: env OXI_DEVICE, else auto.
+  const auto device = args.get({"--device"});
+  if (device) mp.device = device->c_str();
   std::string tmpl;
   if (auto f = args.get({"--chat-template-file"})) {
     tmpl = read_text_file(*f);

@@ -26,6 +26,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "format/model_files.h"
+#include "backend/backend.h"
 #include "kernels/isa.h"
 #include "kernels/thread_pool.h"
 #include "models/model.h"
@@ -231,6 +232,7 @@ int cmd_bench(int argc, char** argv) {
 
     apply_isa_from_args(args);
     if (threads > 0) set_num_threads(static_cast<int>(threads));
+    backend::init();  // OXI_DEVICE (docs/backends.md), before the weights load
     const auto t_load = Clock::now();
     const ModelFiles files = open_model_files(path);
     LoadOptions lo;

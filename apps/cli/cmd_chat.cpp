@@ -33,6 +33,7 @@ const char* kUsage =
     "         [--system S] [--no-think] [--chat-template-file F] [--temp T] [--seed S]\n"
     "         [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [--repeat-last-n N] [--isa scalar|avx2|avx512|auto]\n"
+    "         [--device none|auto|NAME]\n"
     "       oxinfer chat --template-only ...   (render a conversation; see --template-only --help)\n"
     "\n"
     "Type a message and press Enter (end a line with \\ to continue it on the next).\n"

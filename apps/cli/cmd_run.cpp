@@ -26,7 +26,7 @@ const char* kUsage =
     "         [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
     "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
-    "         [--ignore-eos] [--isa scalar|avx2|avx512|auto]\n"
+    "         [--ignore-eos] [--isa scalar|avx2|avx512|auto] [--device none|auto|NAME]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
@@ -43,7 +43,9 @@ const char* kUsage =
     "  --system S        system message (chat template only)\n"
     "  --no-think        render the template with enable_thinking=false\n"
     "  --ignore-eos      keep generating past end-of-generation tokens\n"
-    "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n";
+    "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
+    "  --device D        device backend for large matmuls: none, auto (default; env OXI_DEVICE)\n"
+    "                    or a name (cpu-ref: the reference test backend)\n";
 
 volatile int g_cancel = 0;
 extern "C" void oxi_run_on_sigint(int) { g_cancel = 1; }

@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "kernels/thread_pool.h"
 #include "server/server.h"
@@ -24,7 +25,8 @@ const char* kHelp =
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n"
-    "  --isa NAME            kernel set: scalar|avx2|avx512|auto (default: env OXI_ISA, else best)\n";
+    "  --isa NAME            kernel set: scalar|avx2|avx512|auto (default: env OXI_ISA, else best)\n"
+    "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n";
 }
 
 int cmd_serve(int argc, char** argv) {
@@ -36,7 +38,7 @@ int cmd_serve(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np", "--parallel",
                       "-c", "--ctx-size", "-t", "--threads", "--api-key", "--cache-ram", "--chat-template-file",
-                      "--alias", "--max-body-bytes", "--isa"});
+                      "--alias", "--max-body-bytes", "--isa", "--device"});
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
     server::ServerOptions o;
     o.model_path = resolve_model_path(args);
@@ -57,6 +59,7 @@ int cmd_serve(int argc, char** argv) {
     apply_isa_from_args(args);
     // The server sets the same thread count when it loads; set here so the start-up line is true.
     if (o.n_threads > 0) set_num_threads(o.n_threads);
+    backend::init(args.get_or({"--device"}, ""));  // before the load: the engine keeps this choice
     log_kernels();
     return server::run_server(o);
   } catch (const std::exception& e) {

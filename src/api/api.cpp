@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "format/model_files.h"
 #include "api/api_internal.h"
+#include "backend/backend.h"
 #include "kernels/thread_pool.h"
 #include "models/model.h"
 #include "oxinfer.h"
@@ -177,6 +178,7 @@ oxi_model_params oxi_model_default_params(void) {
   p.n_threads = 0;
   p.quant = nullptr;
   p.chat_template = nullptr;
+  p.device = nullptr;
   return p;
 }
 
@@ -189,6 +191,8 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
     OXI_REQUIRE(p.n_threads >= 0, "oxi_model_open: n_threads must be >= 0");
     // The pool is process-wide and defaults to every hardware thread; only a request changes it.
     if (p.n_threads > 0) oxi::set_num_threads(p.n_threads);
+    // The device backend is chosen before the weights load (they may be uploaded at load).
+    oxi::backend::init(p.device ? p.device : "");
     auto m = std::make_unique<oxi_model>();
     m->files = oxi::open_model_files(path);
     oxi::LoadOptions lo;

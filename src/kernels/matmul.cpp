@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/hook.h"  // seam: device backend (docs/backends.md)
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/dispatch.h"
@@ -160,6 +161,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   if (wt < 0 && !is_fallback_type(w.dtype)) unsupported(w.dtype, "no matmul kernel");
   check_view(w);
   if (n_tokens <= 0 || w.rows == 0) return;
+  if (device::try_matmul(&w, &y, 1, x, n_tokens)) return;  // seam: a device backend ran it
   if (wt < 0) return matmul_fallback(w, x, n_tokens, y);
   const Kernels& K = active_kernels();
   const AType at = atype_of(wt);

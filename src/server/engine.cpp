@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backend/backend.h"
 #include "chat/jinja.h"
 #include "core/byte_source.h"
 #include "core/error.h"
@@ -255,6 +256,7 @@ class ServerEngine final : public Engine {
   void load() {
     try {
       set_num_threads(opt_.n_threads);
+      backend::init();  // the device (OXI_DEVICE, default auto) before the weights load
       files_ = std::make_unique<ModelFiles>(open_model_files(opt_.model_path));
       LoadOptions lo;
       lo.n_threads = opt_.n_threads;

@@ -1,0 +1,301 @@
+// The backend seam: routing by the size rule, one upload per matrix, declines falling back to the
+// CPU with identical results, device (cpu-ref) results against the CPU kernels and a double
+// reference, selection by name / env.
+#include "backend/backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "backend/hook.h"
+#include "core/error.h"
+#include "format/dtype.h"
+#include "kernels/matmul.h"
+
+namespace {
+
+using oxi::DType;
+using oxi::MatrixView;
+namespace be = oxi::backend;
+
+// A quantised matrix the test owns.
+struct Mat {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+Mat make_mat(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  Mat m;
+  const uint64_t rb = *oxi::dtype_row_bytes(t, static_cast<uint64_t>(cols));
+  m.bytes.resize(rb * static_cast<uint64_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = nd(rng);
+    oxi::quantize_row(t, row.data(), cols, m.bytes.data() + rb * static_cast<uint64_t>(r));
+  }
+  m.view = MatrixView{t, rows, cols, m.bytes.data(), rb};
+  return m;
+}
+
+std::vector<float> make_x(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+// Independent reference: the dequantised matrix times x in double.
+std::vector<double> reference(const MatrixView& w, const std::vector<float>& x, int64_t T) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  std::vector<double> y(static_cast<size_t>(T * w.rows));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    oxi::dequantize_row(w, r, row.data());
+    for (int64_t t = 0; t < T; ++t) {
+      double s = 0;
+      for (int64_t c = 0; c < w.cols; ++c) s += static_cast<double>(row[c]) * x[t * w.cols + c];
+      y[t * w.rows + r] = s;
+    }
+  }
+  return y;
+}
+
+// Max |a - ref| relative to the reference's RMS.
+double rel_err(const std::vector<float>& a, const std::vector<double>& ref) {
+  double m = 0, ss = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    m = std::max(m, std::fabs(a[i] - ref[i]));
+    ss += ref[i] * ref[i];
+  }
+  return m / std::sqrt(ss / static_cast<double>(ref.size()));
+}
+
+std::vector<float> run_matmul(const MatrixView& w, const std::vector<float>& x, int64_t T) {
+  std::vector<float> y(static_cast<size_t>(T * w.rows), -7.0f);
+  oxi::matmul(w, x.data(), T, y.data());
+  return y;
+}
+
+std::vector<float> cpu_matmul(const MatrixView& w, const std::vector<float>& x, int64_t T) {
+  be::activate(nullptr);
+  return run_matmul(w, x, T);
+}
+
+// Wraps cpu-ref: counts uploads, and declines matrices / batches on request.
+struct Spy : be::Backend {
+  std::unique_ptr<be::Backend> inner = be::make_cpu_ref();
+  int* prepares;
+  bool decline_prepare = false, decline_batch = false;
+  explicit Spy(int* p) : prepares(p) {}
+  std::string name() const override { return "spy"; }
+  std::string description() const override { return "test"; }
+  std::unique_ptr<be::DeviceMatrix> prepare(const MatrixView& w) override {
+    ++*prepares;
+    return decline_prepare ? nullptr : inner->prepare(w);
+  }
+  bool matmul_batch(std::span<const be::Job> jobs, const float* x, int64_t n) override {
+    if (decline_batch) {
+      for (const auto& j : jobs) j.y[0] = 12345.0f;  // a decline may leave garbage: the CPU overwrites
+      return false;
+    }
+    return inner->matmul_batch(jobs, x, n);
+  }
+};
+
+class Seam : public ::testing::Test {
+ protected:
+  void TearDown() override { be::activate(nullptr); }
+  int prepares = 0;
+  Spy* spy(be::SizeRule rule = {4, 0.0}) {
+    auto s = std::make_unique<Spy>(&prepares);
+    Spy* p = s.get();
+    be::activate(std::move(s), rule);
+    be::reset_stats();
+    return p;
+  }
+};
+
+TEST_F(Seam, SizeRuleSendsBigCallsToTheDeviceAndDecodeToTheCpu) {
+  Mat m = make_mat(DType::F32, 48, 64, 1);
+  const auto x = make_x(16 * 64, 2);
+  const auto cpu1 = cpu_matmul(m.view, x, 1);
+  const auto cpu16 = cpu_matmul(m.view, x, 16);
+  spy({4, 0.0});
+  const auto y1 = run_matmul(m.view, x, 1);
+  EXPECT_EQ(be::stats().small_batches, 1u);
+  EXPECT_EQ(be::stats().device_batches, 0u);
+  EXPECT_EQ(prepares, 0);  // nothing uploaded for a call the CPU runs
+  EXPECT_EQ(y1, cpu1);     // bit-identical: the CPU kernels ran it
+  const auto y16 = run_matmul(m.view, x, 16);
+  EXPECT_EQ(be::stats().device_batches, 1u);
+  EXPECT_EQ(prepares, 1);
+  const auto ref = reference(m.view, x, 16);
+  EXPECT_LT(rel_err(y16, ref), 1e-5);
+  EXPECT_LT(rel_err(cpu16, ref), 1e-5);
+}
+
+TEST_F(Seam, FlopThresholdKeepsSmallMatricesOnTheCpu) {
+  Mat m = make_mat(DType::F32, 16, 32, 3);
+  const auto x = make_x(8 * 32, 4);
+  spy({2, 2.0 * 16 * 32 * 8 + 1});  // one FLOP more than this call
+  run_matmul(m.view, x, 8);
+  EXPECT_EQ(be::stats().small_batches, 1u);
+  be::set_rule({2, 2.0 * 16 * 32 * 8});
+  run_matmul(m.view, x, 8);
+  EXPECT_EQ(be::stats().device_batches, 1u);
+}
+
+TEST_F(Seam, EachMatrixIsUploadedOnce) {
+  Mat a = make_mat(DType::Q8_0, 32, 64, 5), b = make_mat(DType::Q4_K, 32, 256, 6);
+  const auto xa = make_x(8 * 64, 7), xb = make_x(8 * 256, 8);
+  spy();
+  for (int i = 0; i < 3; ++i) {
+    run_matmul(a.view, xa, 8);
+    run_matmul(b.view, xb, 8);
+  }
+  EXPECT_EQ(prepares, 2);
+  EXPECT_EQ(be::stats().prepared, 2u);
+  EXPECT_EQ(be::stats().device_batches, 6u);
+  // A view of part of a matrix (an expert slice, the first rows) is a matrix of its own.
+  MatrixView half = a.view;
+  half.rows = 16;
+  run_matmul(half, xa, 8);
+  EXPECT_EQ(prepares, 3);
+}
+
+TEST_F(Seam, EagerPrepareUploadsAtLoadNotAtFirstUse) {
+  Mat a = make_mat(DType::BF16, 32, 64, 9);
+  spy();
+  oxi::device::prepare(&a.view, 1);
+  EXPECT_EQ(prepares, 1);
+  run_matmul(a.view, make_x(8 * 64, 10), 8);
+  EXPECT_EQ(prepares, 1);
+  EXPECT_EQ(be::stats().device_batches, 1u);
+}
+
+TEST_F(Seam, NewContentAtAReusedAddressIsUploadedAgain) {
+  Mat a = make_mat(DType::F32, 32, 64, 11);
+  const auto x = make_x(8 * 64, 12);
+  spy();
+  run_matmul(a.view, x, 8);
+  // Same pointer and shape, new weights (a freed buffer reused by the next model).
+  Mat b = make_mat(DType::F32, 32, 64, 13);
+  std::copy(b.bytes.begin(), b.bytes.end(), a.bytes.begin());
+  const auto y = run_matmul(a.view, x, 8);
+  EXPECT_EQ(prepares, 2);
+  EXPECT_LT(rel_err(y, reference(b.view, x, 8)), 1e-5);
+  // forget() drops the copy: the next use uploads again.
+  oxi::device::forget(a.bytes.data(), a.bytes.data() + a.bytes.size());
+  run_matmul(a.view, x, 8);
+  EXPECT_EQ(prepares, 3);
+}
+
+// The spy declines (a matrix, or the batch): results bit-identical to the CPU's, declines counted.
+TEST_F(Seam, DeclinesFallBackToTheCpuIdentically) {
+  for (const bool whole_batch : {false, true}) {
+    SCOPED_TRACE(whole_batch ? "batch declined" : "matrix declined");
+    Mat m = make_mat(whole_batch ? DType::Q4_K : DType::Q4_0, 40, 256, 14);
+    const auto x = make_x(8 * 256, 15);
+    const auto cpu = cpu_matmul(m.view, x, 8);
+    prepares = 0;
+    Spy* s = spy();
+    (whole_batch ? s->decline_batch : s->decline_prepare) = true;
+    EXPECT_EQ(run_matmul(m.view, x, 8), cpu);
+    EXPECT_EQ(run_matmul(m.view, x, 8), cpu);
+    EXPECT_EQ(prepares, 1);  // one upload (or one remembered decline)
+    EXPECT_EQ(be::stats().prepare_declined, whole_batch ? 0u : 1u);
+    EXPECT_EQ(be::stats().declined_batches, 2u);
+    EXPECT_EQ(be::stats().device_batches, 0u);
+  }
+}
+
+TEST_F(Seam, BatchSharingOneInputRunsAsOneDeviceCall) {
+  Mat q = make_mat(DType::F16, 64, 128, 18), k = make_mat(DType::F16, 32, 128, 19),
+      v = make_mat(DType::Q8_0, 32, 128, 20);
+  const auto x = make_x(8 * 128, 21);
+  std::vector<float> yq(8 * 64), yk(8 * 32), yv(8 * 32);
+  const MatrixView ws[] = {q.view, k.view, v.view};
+  float* const ys[] = {yq.data(), yk.data(), yv.data()};
+  spy();
+  ASSERT_TRUE(oxi::device::try_matmul(ws, ys, 3, x.data(), 8));
+  EXPECT_EQ(be::stats().device_batches, 1u);
+  EXPECT_EQ(be::stats().device_jobs, 3u);
+  EXPECT_LT(rel_err(yq, reference(q.view, x, 8)), 1e-5);
+  EXPECT_LT(rel_err(yv, reference(v.view, x, 8)), 1e-5);
+  // One declined matrix sends the whole batch to the CPU.
+  spy()->decline_prepare = true;
+  EXPECT_FALSE(oxi::device::try_matmul(ws, ys, 3, x.data(), 8));
+}
+
+// Device (cpu-ref: dequantised f32 copy, f32 activations) and CPU kernels (activations in the
+// weight type's dot format) both against the double reference, every native weight type.
+TEST_F(Seam, DeviceAgreesWithCpuKernelsOnEveryType) {
+  struct Case {
+    DType t;
+    double cpu_tol;
+  };
+  // CPU tolerances: f16/bf16 activation rounding, Q8_0 / Q8_K activation quantisation.
+  for (const Case c : {Case{DType::F32, 1e-5}, Case{DType::F16, 2e-2}, Case{DType::BF16, 3e-2}, Case{DType::Q8_0, 5e-2},
+                       Case{DType::Q4_0, 5e-2}, Case{DType::Q4_K, 5e-2}}) {
+    SCOPED_TRACE(oxi::dtype_name(c.t));
+    Mat m = make_mat(c.t, 72, 512, 22);
+    const auto x = make_x(20 * 512, 23);
+    const auto ref = reference(m.view, x, 20);
+    const auto cpu = cpu_matmul(m.view, x, 20);
+    spy();
+    const auto dev = run_matmul(m.view, x, 20);
+    ASSERT_EQ(be::stats().device_batches, 1u);
+    EXPECT_LT(rel_err(dev, ref), 1e-5);  // f32 sums of exact dequantised weights
+    EXPECT_LT(rel_err(cpu, ref), c.cpu_tol);
+  }
+}
+
+TEST_F(Seam, SelectionByName) {
+  EXPECT_EQ(be::init("none"), "device: none (CPU)");
+  EXPECT_EQ(be::active(), nullptr);
+  const std::string line = be::init("cpu-ref");
+  EXPECT_EQ(line.rfind("device: cpu-ref (", 0), 0u) << line;
+  ASSERT_NE(be::active(), nullptr);
+  EXPECT_EQ(be::active()->name(), "cpu-ref");
+  EXPECT_EQ(be::active_rule().min_tokens, 2);
+  EXPECT_EQ(be::device_line(), line);
+  try {
+    be::init("no-such-device");
+    FAIL() << "no throw";
+  } catch (const oxi::Error& e) {
+    EXPECT_EQ(e.code(), oxi::ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("cpu-ref"), std::string::npos) << e.what();  // lists the known
+  }
+  // auto never picks a test backend.
+  be::init("auto");
+  if (be::active()) {
+    EXPECT_NE(be::active()->name(), "cpu-ref");
+  }
+}
+
+TEST_F(Seam, EnvironmentSelectsAndTunesTheRule) {
+  setenv("OXI_DEVICE", "cpu-ref", 1);
+  setenv("OXI_DEVICE_MIN_TOKENS", "5", 1);
+  setenv("OXI_DEVICE_MIN_FLOPS", "1e9", 1);
+  be::init("none");
+  EXPECT_EQ(be::init(""), "device: none (CPU)");  // a default keeps the choice made
+  be::activate(nullptr);                          // back to "nothing chosen yet"
+  be::init("");
+  ASSERT_NE(be::active(), nullptr);
+  EXPECT_EQ(be::active_rule().min_tokens, 5);
+  EXPECT_EQ(be::active_rule().min_flops, 1e9);
+  setenv("OXI_DEVICE_MIN_TOKENS", "five", 1);
+  be::activate(nullptr);
+  EXPECT_THROW(be::init(""), oxi::Error);
+  unsetenv("OXI_DEVICE");
+  unsetenv("OXI_DEVICE_MIN_TOKENS");
+  unsetenv("OXI_DEVICE_MIN_FLOPS");
+  be::init("none");
+}
+
+}  // namespace

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The device seam through the CLI: `oxinfer run --device cpu-ref` (and OXI_DEVICE=cpu-ref) give
+# the same greedy tokens as --device none on a synthetic Qwen 3.5 (f32 weights, so the two paths
+# differ only in summation order), and an unknown or malformed device is a clear error, exit 1.
+# (tests/backend checks in-process that the prefill really ran on the device.)
+set -u
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+OXINFER="${OXINFER:-$SRC/build/release/apps/cli/oxinfer}"
+OXI_GEN="${OXI_GEN:-$SRC/build/release/tools/gen/oxi-gen}"
+export NLC_DIR="${NLC_DIR:-$SRC/tools/node}"
+WORK="${OXI_WORK_DIR:-$(mktemp -d)}/device_cli"
+rm -rf "$WORK" && mkdir -p "$WORK"
+
+fails=0
+ok() { echo "ok   - $1"; }
+bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
+
+node "$SRC/tools/gen/extract_tokenizer.mjs" "$WORK/tok" >/dev/null || { echo "FAIL - tokenizer extraction"; exit 1; }
+"$OXI_GEN" qwen35 --out "$WORK/q35" --seed 5 --dtype f32 --hidden 64 --layers 4 --ffn 128 \
+  --tokenizer-dir "$WORK/tok" >/dev/null || { echo "FAIL - oxi-gen"; exit 1; }
+M="$WORK/q35"
+PROMPT=$(seq -s, 100 137)  # 38 prompt tokens: prefill goes to the device
+
+ids() {
+  "$OXINFER" run -m "$M" --tokens "$PROMPT" -n 12 --temp 0 --json "$@" 2>"$WORK/err" |
+    python3 -c 'import json,sys; print(",".join(str(json.loads(l)["id"]) for l in sys.stdin if "\"id\"" in l))'
+}
+cpu=$(ids --device none)
+if grep -q "^oxinfer: device: none (CPU)" "$WORK/err"; then ok "start-up line: no device"
+else bad "no start-up line for none: $(cat "$WORK/err")"; fi
+ref=$(ids --device cpu-ref)
+if grep -q "^oxinfer: device: cpu-ref (" "$WORK/err"; then ok "start-up line names the device"
+else bad "no start-up line for cpu-ref: $(cat "$WORK/err")"; fi
+env_ref=$(OXI_DEVICE=cpu-ref ids)
+auto=$(ids --device auto)
+n=$(echo "$cpu" | tr ',' '\n' | grep -c .)
+if [ "$n" = 12 ]; then ok "12 greedy tokens on the CPU"; else bad "CPU run gave '$cpu'"; fi
+if [ "$ref" = "$cpu" ]; then ok "--device cpu-ref: same greedy tokens"; else bad "--device cpu-ref: '$ref' vs '$cpu'"; fi
+if [ "$env_ref" = "$cpu" ]; then ok "OXI_DEVICE=cpu-ref: same greedy tokens"; else bad "OXI_DEVICE=cpu-ref: '$env_ref' vs '$cpu'"; fi
+if [ "$auto" = "$cpu" ]; then ok "--device auto: same greedy tokens"; else bad "--device auto: '$auto' vs '$cpu'"; fi
+
+"$OXINFER" run -m "$M" --tokens 1,2 -n 1 --device no-such-gpu >/dev/null 2>"$WORK/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "unknown device 'no-such-gpu'" "$WORK/err"; then ok "unknown device: error, exit 1"
+else bad "unknown device: rc=$rc, stderr: $(cat "$WORK/err")"; fi
+OXI_DEVICE=cpu-ref OXI_DEVICE_MIN_TOKENS=x "$OXINFER" run -m "$M" --tokens 1,2 -n 1 >/dev/null 2>"$WORK/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "invalid OXI_DEVICE_MIN_TOKENS=x" "$WORK/err"; then ok "bad size rule env: error, exit 1"
+else bad "bad size rule env: rc=$rc, stderr: $(cat "$WORK/err")"; fi
+
+[ $fails = 0 ] && echo "all passed" || echo "$fails failed"
+exit $((fails > 0))
