@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/half.h"
+#include "kernels/fused.h"
 
 namespace oxi::ops {
 
@@ -72,33 +73,7 @@ void rope_neox(float* x, int64_t n_rot, const float* cs) {
 
 void attend_one(const float* q, const float* K, const float* V, int64_t stride, int64_t kv_off,
                 int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out, bool f16_like) {
-  float qr[1024];
-  if (f16_like && hd <= 1024) {
-    for (int64_t i = 0; i < hd; ++i) qr[i] = f16_to_f32(f32_to_f16(q[i]));
-    q = qr;
-  }
-  float mx = -INFINITY;
-  for (int64_t p = 0; p < n_kv_pos; ++p) {
-    const float* k = K + p * stride + kv_off;
-    float s = 0.0f;
-    for (int64_t i = 0; i < hd; ++i) s += q[i] * k[i];
-    s *= scale;
-    scores[p] = s;
-    mx = std::max(mx, s);
-  }
-  double sum = 0.0;
-  for (int64_t p = 0; p < n_kv_pos; ++p) {
-    scores[p] = std::exp(scores[p] - mx);
-    sum += scores[p];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  std::memset(out, 0, sizeof(float) * static_cast<size_t>(hd));
-  for (int64_t p = 0; p < n_kv_pos; ++p) {
-    float w = scores[p] * inv;
-    if (f16_like) w = f16_to_f32(f32_to_f16(w));
-    const float* v = V + p * stride + kv_off;
-    for (int64_t i = 0; i < hd; ++i) out[i] += w * v[i];
-  }
+  oxi::attend_one(q, K, V, stride, kv_off, n_kv_pos, hd, scale, scores, out, f16_like);  // kernels/fused.h
 }
 
 }  // namespace oxi::ops

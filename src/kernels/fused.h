@@ -1,0 +1,55 @@
+// Fused f32 blocks of the models' non-matmul hot paths (Qwen 3.5 Gated DeltaNet, causal attention
+// of one head), compiled once per ISA like the matmul kernels and dispatched with the active set.
+// Model code calls these; the generic instance is the scalar build of the same source.
+#pragma once
+
+#include <cstdint>
+
+namespace oxi {
+
+// Gated delta rule for one value head, f32. State S[dk][dv] (row i = key index, value index
+// contiguous). Per token t:
+//   S ← exp(g_t)·S;  δ = β_t (v_t − Sᵀk_t);  S ← S + k_t ⊗ δ;  o_t = Sᵀ q_t
+// q and k are already L2-normalised (q also scaled by 1/sqrt(dk)); g_t ≤ 0 is the log decay.
+struct GdnHeadIO {
+  const float* q = nullptr;  // token t at q + t*q_stride (dk values)
+  const float* k = nullptr;
+  const float* v = nullptr;  // dv values
+  int64_t qk_stride = 0;
+  int64_t v_stride = 0;
+  const float* g = nullptr;  // token t at g[t*gb_stride]
+  const float* beta = nullptr;
+  int64_t gb_stride = 1;
+  float* o = nullptr;  // dv values at o + t*o_stride
+  int64_t o_stride = 0;
+};
+
+// Token-by-token recurrence (decode): two passes over S per token.
+void gdn_step(int64_t T, int64_t dk, int64_t dv, const GdnHeadIO& io, float* S);
+// The equivalent chunked (WY) form for prefill, chunks of `chunk` tokens expressed as small f32
+// matrix products; same result up to f32 rounding. Scratch is per thread (no allocation per call
+// once warm).
+void gdn_chunked(int64_t T, int64_t dk, int64_t dv, const GdnHeadIO& io, float* S, int64_t chunk = 64);
+
+// Causal attention of one query head against cached keys/values of its KV head.
+// q [hd]; K/V rows [n_kv_pos, stride] starting at offset `kv_off` in each row; scale applied to
+// q·k; writes out [hd]. scores: scratch of n_kv_pos floats.
+// f16_like: mimic llama.cpp's default CPU path (f16 KV cache, no flash attention): q and the
+// softmax weights are rounded to f16 before their products with the (f16-valued) K and V.
+void attend_one(const float* q, const float* K, const float* V, int64_t stride, int64_t kv_off, int64_t n_kv_pos,
+                int64_t hd, float scale, float* scores, float* out, bool f16_like = false);
+
+namespace kern {
+// Per-ISA table of the above (internal; the functions above dispatch through the active one).
+struct FusedKernels {
+  void (*gdn_step)(int64_t, int64_t, int64_t, const GdnHeadIO&, float*);
+  void (*gdn_chunked)(int64_t, int64_t, int64_t, const GdnHeadIO&, float*, int64_t);
+  void (*attend_one)(const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, float, float*,
+                     float*, bool);
+};
+// The generic build, and the one matching the active matmul set (generic where none is compiled).
+const FusedKernels& generic_fused();
+const FusedKernels& active_fused();
+}  // namespace kern
+
+}  // namespace oxi
