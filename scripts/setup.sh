@@ -15,6 +15,7 @@ PKGS=(
   libcurl4-openssl-dev
   emscripten                        # wasm32 build of the core, tests run under node
   g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # NEON kernels: cross build + qemu tests
+  libvulkan1 mesa-vulkan-drivers    # the Vulkan device probe's test (lavapipe); dlopen'ed, not linked
   nodejs npm python3
 )
 missing=()

@@ -65,7 +65,8 @@ struct Stats {
 
 // A probe looks for its device without linking anything device-specific (dlopen). It returns a
 // backend or nullptr (with `why` set), and a score: auto picks the highest score > 0; score 0 is
-// "available only when named" (test backends, CPU-emulated devices).
+// "available only when named" (CPU-emulated devices, probes without kernels), and auto's start-up
+// line mentions it as found.
 struct ProbeResult {
   std::unique_ptr<Backend> backend;
   int score = 0;
@@ -75,6 +76,7 @@ using ProbeFn = ProbeResult (*)();
 struct ProbeEntry {
   const char* name;
   ProbeFn probe;
+  bool named_only;  // auto does not even probe it (test backends)
 };
 std::span<const ProbeEntry> probes();
 

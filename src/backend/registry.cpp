@@ -14,7 +14,8 @@ namespace {
 
 // Ordered for display only; auto picks by score.
 const ProbeEntry kProbes[] = {
-    {"cpu-ref", probe_cpu_ref},
+    {"vulkan", probe_vulkan, true},  // named only until it has kernels: no start-up cost
+    {"cpu-ref", probe_cpu_ref, true},
 };
 
 struct Selection {
@@ -79,16 +80,22 @@ std::string init(const std::string& spec_in) {
     set_active(nullptr, {});
   } else if (spec == "auto") {
     ProbeResult best;
+    std::string unused;  // devices found that auto does not use (score 0)
     for (const auto& p : kProbes) {
+      if (p.named_only) continue;
       ProbeResult r = p.probe();
-      if (r.backend)
-        log_debug(std::string("device probe ") + p.name + ": score " + std::to_string(r.score));
-      else
+      if (!r.backend) {
         log_debug(std::string("device probe ") + p.name + ": " + r.why);
-      if (r.backend && r.score > 0 && r.score > best.score) best = std::move(r);
+      } else if (r.score > best.score) {
+        best = std::move(r);
+      } else if (r.score == 0) {
+        unused += std::string("; found ") + p.name + ": " + r.backend->description();
+      }
     }
-    const SizeRule rule = best.backend ? rule_for(*best.backend) : SizeRule{};
+    const bool chose = best.backend != nullptr;
+    const SizeRule rule = chose ? rule_for(*best.backend) : SizeRule{};
     set_active(std::move(best.backend), rule);
+    if (!chose && !unused.empty()) s.line = "device: none (CPU" + unused + ")";
   } else {
     const ProbeEntry* entry = nullptr;
     for (const auto& p : kProbes)

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -296,6 +298,38 @@ TEST_F(Seam, EnvironmentSelectsAndTunesTheRule) {
   unsetenv("OXI_DEVICE_MIN_TOKENS");
   unsetenv("OXI_DEVICE_MIN_FLOPS");
   be::init("none");
+}
+
+}  // namespace
+
+namespace {
+
+// The Vulkan probe: where a loader and a driver are installed (CI: lavapipe) it names the device
+// and declines every job, so results are the CPU's.
+TEST_F(Seam, VulkanProbeNamesTheDeviceAndDeclinesEverything) {
+  const be::ProbeEntry* vulkan = nullptr;
+  for (const auto& p : be::probes())
+    if (std::string(p.name) == "vulkan") vulkan = &p;
+  ASSERT_NE(vulkan, nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  be::ProbeResult r = vulkan->probe();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.backend) GTEST_SKIP() << "no Vulkan device: " << r.why;
+  std::printf("vulkan probe: %s (%.1f ms)\n", r.backend->description().c_str(), ms);
+  EXPECT_EQ(r.score, 0);  // no kernels yet: auto must not pick it
+  EXPECT_EQ(r.backend->name(), "vulkan");
+  EXPECT_FALSE(r.backend->description().empty());
+
+  Mat m = make_mat(DType::Q8_0, 64, 256, 30);
+  const auto x = make_x(32 * 256, 31);
+  const auto cpu = cpu_matmul(m.view, x, 32);
+  const std::string line = be::init("vulkan");
+  EXPECT_EQ(line.rfind("device: vulkan (", 0), 0u) << line;
+  be::set_rule({1, 0.0});
+  be::reset_stats();
+  EXPECT_EQ(run_matmul(m.view, x, 32), cpu);
+  EXPECT_EQ(be::stats().prepare_declined, 1u);
+  EXPECT_EQ(be::stats().device_batches, 0u);
 }
 
 }  // namespace
