@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# wasm32 build of the portable core (format, tokenizer) with Debian's emscripten 3.1.6.
+# wasm32 build of the portable core (format, tokenizer, kernels with the simd128 set) with Debian's
+# emscripten 3.1.6; scripts/test.sh then runs its unit tests under node.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NODE_PATH=/usr/share/nodejs  # emcc's acorn lives there (see ../shared/spec/toolchain.md)

@@ -18,6 +18,13 @@
 using namespace oxi;
 using namespace oxi::kern;
 
+// The wasm build without pthreads has a one-thread pool: thread-count tests do not apply.
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+#define OXI_SKIP_WITHOUT_THREADS() GTEST_SKIP() << "wasm build without threads"
+#else
+#define OXI_SKIP_WITHOUT_THREADS() (void)0
+#endif
+
 namespace {
 
 std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
@@ -80,6 +87,7 @@ std::vector<float> dequant_matmul(const MatrixView& w, const float* x, int64_t n
 }  // namespace
 
 TEST(ThreadPool, ParallelForCoversAllOnce) {
+  OXI_SKIP_WITHOUT_THREADS();
   for (int nth : {1, 2, 3}) {
     set_num_threads(nth);
     EXPECT_EQ(num_threads(), nth);
@@ -96,6 +104,7 @@ TEST(ThreadPool, ParallelForCoversAllOnce) {
 }
 
 TEST(ThreadPool, NestedRunsSeriallyAndExceptionsPropagate) {
+  OXI_SKIP_WITHOUT_THREADS();
   set_num_threads(2);
   std::atomic<int> n{0};
   parallel_for(4, [&](int64_t) {
@@ -308,6 +317,27 @@ TEST(Matmul, EveryIsaMatchesScalar) {
   set_num_threads(0);
 }
 
+// Every finite f16 weight (normals, subnormals, ±0) converted exactly by every ISA: with one-hot
+// activations each output is a single weight, so y must equal f16_to_f32 bit for bit.
+TEST(Matmul, EveryIsaConvertsEveryFiniteF16Weight) {
+  IsaGuard g;
+  const int64_t cols = 256, rows = 2 * (0x7c00 / cols);  // patterns 0..0x7bff, then negated
+  std::vector<uint16_t> wb(rows * cols);
+  for (int64_t i = 0; i < rows * cols; ++i)
+    wb[i] = static_cast<uint16_t>((i % (rows * cols / 2)) | (i >= rows * cols / 2 ? 0x8000 : 0));
+  MatrixView w{DType::F16, rows, cols, reinterpret_cast<const uint8_t*>(wb.data()), cols * 2};
+  std::vector<float> x(cols * cols, 0.0f);
+  for (int64_t t = 0; t < cols; ++t) x[t * cols + t] = 1.0f;
+  for (const auto& isa : available_isas()) {
+    set_isa(isa);
+    std::vector<float> y(cols * rows, NAN);
+    matmul(w, x.data(), cols, y.data());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < cols; ++t)
+        ASSERT_EQ(y[t * rows + r], f16_to_f32(wb[r * cols + t])) << isa << " f16 bits " << wb[r * cols + t];
+  }
+}
+
 // Activation quantisers of every ISA produce exactly the scalar bytes.
 TEST(Activations, EveryIsaBitIdentical) {
   IsaGuard g;
@@ -333,6 +363,7 @@ TEST(Activations, EveryIsaBitIdentical) {
 }
 
 TEST(ThreadPool, EverySlotRunsOnceUnderStress) {
+  OXI_SKIP_WITHOUT_THREADS();
   for (int nth : {2, 3}) {
     set_num_threads(nth);
     for (int rep = 0; rep < 20000; ++rep) {

@@ -1,0 +1,345 @@
+// WebAssembly SIMD128 kernel set "simd128" (fixed-width 128-bit, no FMA, no f16 instructions).
+// A wasm module cannot test for SIMD at run time (a module that uses it fails to validate on an
+// engine without it), so this set is a build-time choice: the wasm build compiles everything with
+// -msimd128 and registers it next to "scalar" (OXI_ISA=scalar still selects the reference).
+//
+// Integer dot products: int8 → int16 (extend) then i32x4.dot_i16x8_s, exact; K-quant weights are
+// unpacked to int16 once per super-block and reused for every token of the tile.
+#include <wasm_simd128.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/half.h"
+#include "kernels/dispatch.h"
+#include "kernels/quant.h"
+#include "kernels/tile_drive.h"
+
+namespace oxi::kern {
+namespace {
+
+inline float h2f(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+inline float hsum(v128_t v) {
+  return (wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1)) +
+         (wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3));
+}
+inline int32_t hsum_i32(v128_t v) {
+  return (wasm_i32x4_extract_lane(v, 0) + wasm_i32x4_extract_lane(v, 1)) +
+         (wasm_i32x4_extract_lane(v, 2) + wasm_i32x4_extract_lane(v, 3));
+}
+inline v128_t fma(v128_t acc, v128_t a, v128_t b) { return wasm_f32x4_add(acc, wasm_f32x4_mul(a, b)); }
+
+// ---- F32 / F16 / BF16: 8 elements per step as two f32x4, a zero-padded copy for the tail -------
+struct F32L {
+  using E = float;
+  static void load(const float* p, v128_t& lo, v128_t& hi) {
+    lo = wasm_v128_load(p);
+    hi = wasm_v128_load(p + 4);
+  }
+};
+// f16 bits (in u32 lanes) → f32: the 15 magnitude bits shifted into place are an f32 2^112 times
+// too small — exact for normals and subnormals alike; inf/NaN get the all-ones exponent.
+inline v128_t f16x4_to_f32(v128_t h) {
+  const v128_t em = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
+  const v128_t sign = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16);
+  const v128_t shifted = wasm_i32x4_shl(em, 13);
+  const v128_t fin = wasm_f32x4_mul(shifted, wasm_i32x4_splat(0x77800000));  // × 2^112
+  const v128_t inf = wasm_v128_or(shifted, wasm_i32x4_splat(0x7f800000));
+  return wasm_v128_or(sign, wasm_v128_bitselect(inf, fin, wasm_i32x4_ge(em, wasm_i32x4_splat(0x7c00))));
+}
+struct F16L {
+  using E = uint16_t;
+  static void load(const uint16_t* p, v128_t& lo, v128_t& hi) {
+    const v128_t v = wasm_v128_load(p);
+    lo = f16x4_to_f32(wasm_u32x4_extend_low_u16x8(v));
+    hi = f16x4_to_f32(wasm_u32x4_extend_high_u16x8(v));
+  }
+};
+struct BF16L {
+  using E = uint16_t;
+  static void load(const uint16_t* p, v128_t& lo, v128_t& hi) {
+    const v128_t v = wasm_v128_load(p);
+    lo = wasm_i32x4_shl(wasm_u32x4_extend_low_u16x8(v), 16);
+    hi = wasm_i32x4_shl(wasm_u32x4_extend_high_u16x8(v), 16);
+  }
+};
+
+template <class L>
+struct TileFloat {
+  template <int R, int T>
+  struct Tile {
+    using E = typename L::E;
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      v128_t acc[R][T];
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) acc[i][j] = wasm_f32x4_splat(0.0f);
+      const E* w[R];
+      const E* x[T];
+      for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const E*>(a.w + (r + i) * a.w_stride);
+      for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const E*>(a.x + (t + j) * a.x_stride);
+      auto step = [&](const E* const* wp, const E* const* xp, int64_t k) {
+        v128_t wl[R], wh[R];
+        for (int i = 0; i < R; ++i) L::load(wp[i] + k, wl[i], wh[i]);
+        for (int j = 0; j < T; ++j) {
+          v128_t xl, xh;
+          L::load(xp[j] + k, xl, xh);
+          for (int i = 0; i < R; ++i) acc[i][j] = fma(fma(acc[i][j], wl[i], xl), wh[i], xh);
+        }
+      };
+      int64_t k = 0;
+      for (; k + 8 <= a.cols; k += 8) step(w, x, k);
+      if (k < a.cols) {
+        const int64_t left = a.cols - k;
+        E wb[R][8] = {}, xb[T][8] = {};
+        const E* wq[R];
+        const E* xq[T];
+        for (int i = 0; i < R; ++i) {
+          std::memcpy(wb[i], w[i] + k, left * sizeof(E));
+          wq[i] = wb[i];
+        }
+        for (int j = 0; j < T; ++j) {
+          std::memcpy(xb[j], x[j] + k, left * sizeof(E));
+          xq[j] = xb[j];
+        }
+        step(wq, xq, 0);
+      }
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = hsum(acc[i][j]);
+    }
+  };
+};
+
+// ---- Q8_0 / Q4_0 × Q8_0: one 32-element block per step as four int16x8 ------------------------
+inline void widen(v128_t v, v128_t* o) {
+  o[0] = wasm_i16x8_extend_low_i8x16(v);
+  o[1] = wasm_i16x8_extend_high_i8x16(v);
+}
+struct Q8_0W {
+  static constexpr int kBytes = 34;
+  static void load(const uint8_t* p, v128_t* o) {  // o[4]: elements 0..31 as int16
+    widen(wasm_v128_load(p + 2), o);
+    widen(wasm_v128_load(p + 18), o + 2);
+  }
+};
+struct Q4_0W {  // low nibbles: elements 0..15, high: 16..31; value = nibble − 8
+  static constexpr int kBytes = 18;
+  static void load(const uint8_t* p, v128_t* o) {
+    const v128_t v = wasm_v128_load(p + 2);
+    const v128_t eight = wasm_i8x16_splat(8);
+    widen(wasm_i8x16_sub(wasm_v128_and(v, wasm_i8x16_splat(0x0F)), eight), o);
+    widen(wasm_i8x16_sub(wasm_u8x16_shr(v, 4), eight), o + 2);
+  }
+};
+
+template <class W>
+struct TileQ8 {
+  template <int R, int T>
+  struct Tile {
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      v128_t acc[R][T];
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) acc[i][j] = wasm_f32x4_splat(0.0f);
+      const int64_t nb = a.cols / 32;
+      for (int64_t b = 0; b < nb; ++b) {
+        v128_t wv[R][4];
+        float dw[R];
+        for (int i = 0; i < R; ++i) {
+          const uint8_t* p = a.w + (r + i) * a.w_stride + b * W::kBytes;
+          W::load(p, wv[i]);
+          dw[i] = h2f(p);
+        }
+        for (int j = 0; j < T; ++j) {
+          const uint8_t* q = a.x + (t + j) * a.x_stride + b * 34;
+          v128_t xv[4];
+          Q8_0W::load(q, xv);
+          const float dx = h2f(q);
+          for (int i = 0; i < R; ++i) {
+            v128_t s = wasm_i32x4_dot_i16x8(wv[i][0], xv[0]);
+            for (int c = 1; c < 4; ++c) s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(wv[i][c], xv[c]));
+            acc[i][j] = fma(acc[i][j], wasm_f32x4_convert_i32x4(s), wasm_f32x4_splat(dw[i] * dx));
+          }
+        }
+      }
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = hsum(acc[i][j]);
+    }
+  };
+};
+
+// ---- K-quants × Q8_K ----------------------------------------------------------------------------
+// A weight super-block as 32 int16x8 in element order (Q4_K/Q5_K: 0..31, Q6_K: q − 32), the
+// integer scale of each G-element group and the Q4_K/Q5_K sub-block mins.
+struct KRow {
+  v128_t q[32];
+  int32_t sc[16];
+  int32_t mins[8];
+  float d, dmin;
+};
+
+inline void k4_scales(const uint8_t* s, int32_t* sc, int32_t* mn) {
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      sc[j] = s[j] & 63;
+      mn[j] = s[j + 4] & 63;
+    } else {
+      sc[j] = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+      mn[j] = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+  }
+}
+
+// Q4_K/Q5_K: 64 elements per 32 bytes of qs (low nibbles: sub-block 2k, high: 2k+1); Q5_K's
+// fifth bit of element l of sub-block s is bit s of qh[l].
+inline void unpack_q45(const uint8_t* scales, const uint8_t* qs, const uint8_t* qh, KRow& o) {
+  k4_scales(scales, o.sc, o.mins);
+  const v128_t m4 = wasm_i8x16_splat(0x0F), b4 = wasm_i8x16_splat(0x10);
+  v128_t h[2] = {wasm_i8x16_splat(0), wasm_i8x16_splat(0)};
+  if (qh) h[0] = wasm_v128_load(qh), h[1] = wasm_v128_load(qh + 16);
+  for (int k = 0; k < 4; ++k) {
+    for (int p = 0; p < 2; ++p) {
+      const v128_t v = wasm_v128_load(qs + 32 * k + 16 * p);
+      v128_t lo = wasm_v128_and(v, m4), hi = wasm_u8x16_shr(v, 4);
+      if (qh) {  // bit 2k (lo) / 2k+1 (hi) of qh, moved to bit 4
+        const v128_t bl = wasm_v128_and(wasm_i8x16_splat(static_cast<int8_t>(1u << (2 * k))), h[p]);
+        const v128_t bh = wasm_v128_and(wasm_i8x16_splat(static_cast<int8_t>(2u << (2 * k))), h[p]);
+        lo = wasm_v128_or(lo, wasm_v128_andnot(b4, wasm_i8x16_eq(bl, wasm_i8x16_splat(0))));
+        hi = wasm_v128_or(hi, wasm_v128_andnot(b4, wasm_i8x16_eq(bh, wasm_i8x16_splat(0))));
+      }
+      widen(lo, &o.q[8 * k + 2 * p]);
+      widen(hi, &o.q[8 * k + 4 + 2 * p]);
+    }
+  }
+}
+
+inline void unpack(const BlockQ4_K& b, KRow& o) {
+  unpack_q45(b.scales, b.qs, nullptr, o);
+  o.d = h2f(&b.d);
+  o.dmin = h2f(&b.dmin);
+}
+inline void unpack(const BlockQ5_K& b, KRow& o) {
+  unpack_q45(b.scales, b.qs, b.qh, o);
+  o.d = h2f(&b.d);
+  o.dmin = h2f(&b.dmin);
+}
+// Q6_K, per 128-element half: group g (32 elements) takes the low (g < 2) or high nibbles of
+// ql[32·(g&1) + l] and bits 2g..2g+1 of qh[l].
+inline void unpack(const BlockQ6_K& b, KRow& o) {
+  const v128_t m4 = wasm_i8x16_splat(0x0F), m3 = wasm_i8x16_splat(3), off = wasm_i8x16_splat(32);
+  for (int h = 0; h < 2; ++h) {
+    for (int p = 0; p < 2; ++p) {
+      const v128_t l0 = wasm_v128_load(b.ql + 64 * h + 16 * p);
+      const v128_t l1 = wasm_v128_load(b.ql + 64 * h + 32 + 16 * p);
+      const v128_t H = wasm_v128_load(b.qh + 32 * h + 16 * p);
+      const v128_t lows[4] = {wasm_v128_and(l0, m4), wasm_v128_and(l1, m4), wasm_u8x16_shr(l0, 4),
+                              wasm_u8x16_shr(l1, 4)};
+      for (int g = 0; g < 4; ++g) {
+        const v128_t hb = wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(H, 2 * g), m3), 4);
+        widen(wasm_i8x16_sub(wasm_v128_or(lows[g], hb), off), &o.q[2 * (8 * h + 2 * g + p)]);
+      }
+    }
+  }
+  for (int g = 0; g < 16; ++g) o.sc[g] = b.scales[g];
+  o.d = h2f(&b.d);
+  o.dmin = 0.0f;
+}
+
+template <class B, int G>  // G: elements per scale (32: Q4_K/Q5_K with mins; 16: Q6_K)
+struct TileK {
+  template <int R, int T>
+  struct Tile {
+    static void run(const MMArgs& a, int64_t r, int64_t t) {
+      float acc[R][T] = {};
+      const int64_t nb = a.cols / 256;
+      for (int64_t b = 0; b < nb; ++b) {
+        KRow rw[R];
+        for (int i = 0; i < R; ++i) unpack(reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b], rw[i]);
+        for (int j = 0; j < T; ++j) {
+          const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(a.x + (t + j) * a.x_stride)[b];
+          v128_t xv[32];
+          for (int g = 0; g < 16; ++g) widen(wasm_v128_load(xb.qs + 16 * g), &xv[2 * g]);
+          for (int i = 0; i < R; ++i) {
+            v128_t s = wasm_i32x4_splat(0);
+            for (int g = 0; g < 32; g += G / 8) {
+              v128_t d = wasm_i32x4_dot_i16x8(rw[i].q[g], xv[g]);
+              for (int c = 1; c < G / 8; ++c) d = wasm_i32x4_add(d, wasm_i32x4_dot_i16x8(rw[i].q[g + c], xv[g + c]));
+              s = wasm_i32x4_add(s, wasm_i32x4_mul(d, wasm_i32x4_splat(rw[i].sc[g / (G / 8)])));
+            }
+            const int32_t sumi = hsum_i32(s);
+            if constexpr (G == 32) {
+              int32_t summ = 0;
+              for (int k = 0; k < 8; ++k) summ += rw[i].mins[k] * (xb.bsums[2 * k] + xb.bsums[2 * k + 1]);
+              acc[i][j] += xb.d * (rw[i].d * static_cast<float>(sumi)) - xb.d * (rw[i].dmin * static_cast<float>(summ));
+            } else {
+              acc[i][j] += xb.d * rw[i].d * static_cast<float>(sumi);
+            }
+          }
+        }
+      }
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = acc[i][j];
+    }
+  };
+};
+
+template <int R, int T> using TF32 = TileFloat<F32L>::Tile<R, T>;
+template <int R, int T> using TF16 = TileFloat<F16L>::Tile<R, T>;
+template <int R, int T> using TBF16 = TileFloat<BF16L>::Tile<R, T>;
+template <int R, int T> using TQ8_0 = TileQ8<Q8_0W>::Tile<R, T>;
+template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
+template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 32>::Tile<R, T>;
+template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 32>::Tile<R, T>;
+template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 16>::Tile<R, T>;
+
+// ---- activations (bytes identical to the scalar converters) -------------------------------------
+// No f16 conversion instruction in SIMD128: the scalar converters (identical by construction).
+void act_f16(const float* x, void* dst, int64_t n) { kScalarKernels.act[kAF16](x, dst, n); }
+void act_bf16(const float* x, void* dst, int64_t n) { kScalarKernels.act[kABF16](x, dst, n); }
+// Q8_0: d = amax/127 (f16), q = round-half-even(x · 127/amax) (f32x4.nearest), as
+// ref_quantize_act_q8_0; |x · id| ≤ 127 so the saturating narrows never clip.
+void act_q8_0(const float* x, void* dst, int64_t n) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    v128_t v[8];
+    v128_t m = wasm_f32x4_splat(0.0f);
+    for (int k = 0; k < 8; ++k) {
+      v[k] = wasm_v128_load(x + 4 * k);
+      m = wasm_f32x4_max(m, wasm_f32x4_abs(v[k]));
+    }
+    const float amax = std::max(std::max(wasm_f32x4_extract_lane(m, 0), wasm_f32x4_extract_lane(m, 1)),
+                                std::max(wasm_f32x4_extract_lane(m, 2), wasm_f32x4_extract_lane(m, 3)));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = f32_to_f16(amax / 127.0f);
+    const v128_t vid = wasm_f32x4_splat(id);
+    v128_t q[8];
+    for (int k = 0; k < 8; ++k) q[k] = wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_nearest(wasm_f32x4_mul(v[k], vid)));
+    const v128_t h0 = wasm_i16x8_narrow_i32x4(q[0], q[1]), h1 = wasm_i16x8_narrow_i32x4(q[2], q[3]);
+    const v128_t h2 = wasm_i16x8_narrow_i32x4(q[4], q[5]), h3 = wasm_i16x8_narrow_i32x4(q[6], q[7]);
+    wasm_v128_store(y[i].qs, wasm_i8x16_narrow_i16x8(h0, h1));
+    wasm_v128_store(y[i].qs + 16, wasm_i8x16_narrow_i16x8(h2, h3));
+  }
+}
+void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
+
+void mm_f32(const MMArgs& a) { drive_tiles<TF32, 4, 4>(a); }
+void mm_f16(const MMArgs& a) { drive_tiles<TF16, 4, 4>(a); }
+void mm_bf16(const MMArgs& a) { drive_tiles<TBF16, 4, 4>(a); }
+void mm_q8_0(const MMArgs& a) { drive_tiles<TQ8_0, 2, 4>(a); }
+void mm_q4_0(const MMArgs& a) { drive_tiles<TQ4_0, 2, 4>(a); }
+void mm_q4_K(const MMArgs& a) { drive_tiles<TQ4_K, 1, 4>(a); }
+void mm_q5_K(const MMArgs& a) { drive_tiles<TQ5_K, 1, 4>(a); }
+void mm_q6_K(const MMArgs& a) { drive_tiles<TQ6_K, 1, 4>(a); }
+
+}  // namespace
+
+const Kernels kSimd128Kernels = {
+    "simd128",
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+};
+
+}  // namespace oxi::kern
