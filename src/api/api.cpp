@@ -126,6 +126,7 @@ oxi::SamplingParams from_c(const oxi_sampling_params& c) {
 }  // namespace
 
 struct oxi_model {
+  oxi::backend::WeightsLease lease;  // first: outlives the weights; the last model out drops device copies
   oxi::ModelFiles files;  // owns the mapped weights; the model points into them
   std::unique_ptr<oxi::Model> model;
   oxi::TokenizerPtr tok;

@@ -99,6 +99,16 @@ std::string device_line();
 Stats stats();
 void reset_stats();
 
+// Held by every open model (the C API's oxi_model): when the last one closes, every device copy
+// is dropped — the weights they copy are gone, and a GPU's memory is returned.
+class WeightsLease {
+ public:
+  WeightsLease();
+  ~WeightsLease();
+  WeightsLease(const WeightsLease&) = delete;
+  WeightsLease& operator=(const WeightsLease&) = delete;
+};
+
 // The CPU-reference test backend (cpu_ref.cpp): an f32 copy of each matrix made at prepare, and a
 // plain f32 GEMM. Its default rule sends every call of n_tokens >= 2 to it.
 std::unique_ptr<Backend> make_cpu_ref();

@@ -167,6 +167,19 @@ Stats stats() {
           r.device_jobs.load(), r.small_batches.load(),    r.declined_batches.load()};
 }
 
+namespace {
+std::atomic<int> g_leases{0};
+}
+
+WeightsLease::WeightsLease() { g_leases.fetch_add(1); }
+
+WeightsLease::~WeightsLease() {
+  if (g_leases.fetch_sub(1) == 1) {
+    std::lock_guard<std::mutex> lock(R().mu);
+    R().cache.clear();
+  }
+}
+
 void reset_stats() {
   Router& r = R();
   for (auto* c :

@@ -198,6 +198,22 @@ TEST_F(Seam, NewContentAtAReusedAddressIsUploadedAgain) {
 }
 
 // The spy declines (a matrix, or the batch): results bit-identical to the CPU's, declines counted.
+TEST_F(Seam, ClosingTheLastModelDropsDeviceCopies) {
+  Mat a = make_mat(DType::F32, 32, 64, 40);
+  const auto x = make_x(8 * 64, 41);
+  spy();
+  auto first = std::make_unique<be::WeightsLease>();
+  {
+    be::WeightsLease second;
+    run_matmul(a.view, x, 8);
+  }  // another model still open: copies kept
+  run_matmul(a.view, x, 8);
+  EXPECT_EQ(prepares, 1);
+  first.reset();  // the last model closed
+  run_matmul(a.view, x, 8);
+  EXPECT_EQ(prepares, 2);
+}
+
 TEST_F(Seam, DeclinesFallBackToTheCpuIdentically) {
   for (const bool whole_batch : {false, true}) {
     SCOPED_TRACE(whole_batch ? "batch declined" : "matrix declined");
