@@ -16,7 +16,8 @@ cmake --build "$B" -j"$(nproc)" --target oxi_kernels_tests
 [ "${1:-}" = "--no-test" ] && exit 0
 
 # The dotprod/i8mm objects must not export COMDATs the linker could pick for generic code.
-if nm -C "$B"/kernels/CMakeFiles/oxi_kernels.dir/arm/neon_{dotprod,i8mm}.cpp.o | grep ' [WVu] '; then
+syms="$(aarch64-linux-gnu-nm -C "$B"/kernels/CMakeFiles/oxi_kernels.dir/arm/neon_{dotprod,i8mm}.cpp.o)"
+if grep ' [WVu] ' <<<"$syms"; then
   echo "error: weak symbols in a +dotprod/+i8mm object (see docs/kernels.md)" >&2
   exit 1
 fi
