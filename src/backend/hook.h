@@ -2,9 +2,8 @@
 //
 // Header-only on purpose: kernels/matmul.cpp includes it without linking oxi_backend (which itself
 // uses the kernels), and oxi_backend installs the hooks when a device is selected at start-up. With
-// no device the cost of the seam is one atomic load per matmul call. Model code never calls this
-// directly except `device::prepare` (backend-neutral: "these matrices will be used by matmul"),
-// which is a no-op without a device.
+// no device the cost of the seam is one atomic load per matmul call. Model code never includes it:
+// it calls the kernels' matmul entry points, which come here.
 #pragma once
 
 #include <atomic>
