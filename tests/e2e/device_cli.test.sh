@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device seam through the CLI: `oxinfer run --device cpu-ref` (and OXI_DEVICE=cpu-ref) give
-# the same greedy tokens as --device none on a synthetic Qwen 3.5 (f32 weights, so the two paths
-# differ only in summation order), and an unknown or malformed device is a clear error, exit 1.
+# the same greedy tokens as --device none on synthetic Qwen 3.5 and Gemma 4 models (f32 weights, so
+# the two paths differ only in summation order), and an unknown or malformed device is a clear
+# error, exit 1.
 # (tests/backend checks in-process that the prefill really ran on the device.)
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -38,6 +39,24 @@ if [ "$n" = 12 ]; then ok "12 greedy tokens on the CPU"; else bad "CPU run gave 
 if [ "$ref" = "$cpu" ]; then ok "--device cpu-ref: same greedy tokens"; else bad "--device cpu-ref: '$ref' vs '$cpu'"; fi
 if [ "$env_ref" = "$cpu" ]; then ok "OXI_DEVICE=cpu-ref: same greedy tokens"; else bad "OXI_DEVICE=cpu-ref: '$env_ref' vs '$cpu'"; fi
 if [ "$auto" = "$cpu" ]; then ok "--device auto: same greedy tokens"; else bad "--device auto: '$auto' vs '$cpu'"; fi
+
+# Gemma 4 (E2B-like: per-layer embeddings, shared KV; 26B-like: MoE expert slices), f32.
+if node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/gtok" >/dev/null 2>&1; then
+  for shape in e2b 26b; do
+    if "$OXI_GEN" gemma4 --shape $shape --dtype f32 --out "$WORK/g4_$shape" --seed 4 --tokenizer-dir "$WORK/gtok" >/dev/null 2>&1; then
+      M="$WORK/g4_$shape"
+      g_cpu=$(ids --device none)
+      g_ref=$(ids --device cpu-ref)
+      if [ -n "$g_cpu" ] && [ "$g_ref" = "$g_cpu" ]; then ok "gemma4 $shape: cpu-ref gives the CPU's greedy tokens"
+      else bad "gemma4 $shape: '$g_ref' vs '$g_cpu'"; fi
+    else
+      bad "oxi-gen gemma4 $shape"
+    fi
+  done
+  M="$WORK/q35"
+else
+  bad "gemma4 tokenizer extraction"
+fi
 
 "$OXINFER" run -m "$M" --tokens 1,2 -n 1 --device no-such-gpu >/dev/null 2>"$WORK/err"
 rc=$?
