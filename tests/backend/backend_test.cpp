@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "backend/hook.h"
@@ -168,6 +170,25 @@ TEST_F(Seam, EachMatrixIsUploadedOnce) {
   half.rows = 16;
   run_matmul(half, xa, 8);
   EXPECT_EQ(prepares, 3);
+}
+
+// Sequences served from several threads share the device copies: each matrix is uploaded once.
+TEST_F(Seam, ConcurrentCallersShareOneUploadPerMatrix) {
+  Mat a = make_mat(DType::Q8_0, 48, 128, 50), b = make_mat(DType::F16, 40, 128, 51);
+  const auto x = make_x(8 * 128, 52);
+  const auto ref_a = reference(a.view, x, 8), ref_b = reference(b.view, x, 8);
+  spy();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; ++i)
+    ts.emplace_back([&] {
+      for (int k = 0; k < 5; ++k)
+        if (rel_err(run_matmul(a.view, x, 8), ref_a) > 1e-5 || rel_err(run_matmul(b.view, x, 8), ref_b) > 1e-5) ++bad;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(prepares, 2);
+  EXPECT_EQ(be::stats().device_batches, 40u);
 }
 
 TEST_F(Seam, EagerPrepareUploadsAtLoadNotAtFirstUse) {
