@@ -134,16 +134,6 @@ std::vector<float> randu(Rng& rng, int64_t n, double lo, double hi) {
 
 std::vector<float> filled(int64_t n, float v) { return std::vector<float>(static_cast<size_t>(n), v); }
 
-void Checkpoint::add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values,
-                     std::optional<DType> dtype) {
-  int64_t n = 1;
-  for (auto s : shape) n *= s;
-  if (n != static_cast<int64_t>(values.size())) {
-    throw_error(ErrorCode::kInternal, "oxi-gen: " + name + ": value count does not match shape");
-  }
-  tensors_.push_back({name, std::move(shape), std::move(values), dtype});
-}
-
 namespace {
 
 std::vector<uint8_t> encode(const std::vector<float>& v, DType dt) {
@@ -161,6 +151,37 @@ std::vector<uint8_t> encode(const std::vector<float>& v, DType dt) {
   return out;
 }
 
+}  // namespace
+
+void Checkpoint::add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values,
+                     std::optional<DType> dtype) {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  if (n != static_cast<int64_t>(values.size())) {
+    throw_error(ErrorCode::kInternal, "oxi-gen: " + name + ": value count does not match shape");
+  }
+  DType dt = dtype.value_or(default_dtype_);
+  auto bytes = encode(values, dt);
+  tensors_.push_back({name, std::move(shape), std::move(bytes), dt});
+}
+
+void Checkpoint::add_randn(const std::string& name, std::vector<int64_t> shape, Rng& rng,
+                           double stddev, double mean) {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  const DType dt = default_dtype_;
+  const size_t elt = dt == DType::F32 ? 4 : 2;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * elt);
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t i = 0; i < n; i += kChunk) {
+    auto part = encode(randn(rng, std::min(kChunk, n - i), stddev, mean), dt);
+    std::memcpy(bytes.data() + static_cast<size_t>(i) * elt, part.data(), part.size());
+  }
+  tensors_.push_back({name, std::move(shape), std::move(bytes), dt});
+}
+
+namespace {
+
 void copy_file_to(const std::string& src, const std::string& dst) {
   std::string text = read_text_file(src);
   write_file_atomic(dst, text.data(), text.size());
@@ -168,12 +189,12 @@ void copy_file_to(const std::string& src, const std::string& dst) {
 
 }  // namespace
 
-void Checkpoint::write(const GenArgs& args) const {
+void Checkpoint::write(const GenArgs& args) {
   fs::create_directories(args.out_dir);
   const int n_shards = std::min<int>(args.shards, std::max<int>(1, static_cast<int>(tensors_.size())));
   // Greedy split by bytes, keeping file order.
   uint64_t total = 0;
-  for (const auto& t : tensors_) total += t.values.size();
+  for (const auto& t : tensors_) total += t.bytes.size();
   std::vector<SafetensorsWriter> writers(static_cast<size_t>(n_shards));
   nlohmann::json weight_map = nlohmann::json::object();
   uint64_t done = 0;
@@ -184,14 +205,12 @@ void Checkpoint::write(const GenArgs& args) const {
     return std::string(buf);
   };
   uint64_t total_bytes = 0;
-  for (const auto& t : tensors_) {
+  for (auto& t : tensors_) {
     int s = static_cast<int>((done * static_cast<uint64_t>(n_shards)) / std::max<uint64_t>(total, 1));
     if (s >= n_shards) s = n_shards - 1;
-    done += t.values.size();
-    DType dt = t.dtype.value_or(args.dtype);
-    auto bytes = encode(t.values, dt);
-    total_bytes += bytes.size();
-    writers[static_cast<size_t>(s)].add_tensor(t.name, dt, t.shape, std::move(bytes));
+    done += t.bytes.size();
+    total_bytes += t.bytes.size();
+    writers[static_cast<size_t>(s)].add_tensor(t.name, t.dtype, t.shape, std::move(t.bytes));
     weight_map[t.name] = shard_name(s);
   }
   for (int s = 0; s < n_shards; ++s) {

@@ -80,20 +80,29 @@ std::vector<float> filled(int64_t n, float v);
 
 class Checkpoint {
  public:
+  // Tensors are encoded to their file dtype as they are added, so a large checkpoint (E2B-shaped:
+  // a 2.3 G-entry per-layer-embedding table) is held once, at bf16, not as f32.
+  explicit Checkpoint(DType default_dtype) : default_dtype_(default_dtype) {}
   // `dtype` nullopt: the checkpoint's --dtype. Values are row-major in `shape`.
   void add(const std::string& name, std::vector<int64_t> shape, std::vector<float> values,
            std::optional<DType> dtype = std::nullopt);
+  // Same values as add(name, shape, randn(rng, n, stddev, mean)) but generated and encoded in
+  // chunks: no f32 copy of the whole tensor.
+  void add_randn(const std::string& name, std::vector<int64_t> shape, Rng& rng, double stddev,
+                 double mean = 0.0);
   // model.safetensors or shards + index; tokenizer/chat template copies. Creates the directory.
-  void write(const GenArgs& args) const;
+  // Moves the tensors out: call once.
+  void write(const GenArgs& args);
   size_t size() const { return tensors_.size(); }
 
  private:
   struct T {
     std::string name;
     std::vector<int64_t> shape;
-    std::vector<float> values;
-    std::optional<DType> dtype;
+    std::vector<uint8_t> bytes;  // encoded as `dtype`
+    DType dtype;
   };
+  DType default_dtype_;
   std::vector<T> tensors_;
 };
 

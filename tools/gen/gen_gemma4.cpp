@@ -92,13 +92,13 @@ int gen_gemma4(GenArgs& a) {
     throw_error(ErrorCode::kInvalidArgument, "gemma4: --global-kv-heads must divide --heads");
 
   Rng rng(a.seed);
-  Checkpoint ck;
+  Checkpoint ck(a.dtype);
   const std::string p = "model.language_model.";
   const double emb_std = emb_gain / std::sqrt(static_cast<double>(c.d));
-  ck.add(p + "embed_tokens.weight", {c.vocab, c.d}, randn(rng, c.vocab * c.d, emb_std));
+  ck.add_randn(p + "embed_tokens.weight", {c.vocab, c.d}, rng, emb_std);
   if (c.ple > 0) {
     const int64_t LP = c.layers * c.ple;
-    ck.add(p + "embed_tokens_per_layer.weight", {c.vocab, LP}, randn(rng, c.vocab * LP, 1.0));
+    ck.add_randn(p + "embed_tokens_per_layer.weight", {c.vocab, LP}, rng, 1.0);
     ck.add(p + "per_layer_model_projection.weight", {LP, c.d}, mat(rng, LP, c.d));
     ck.add(p + "per_layer_projection_norm.weight", {c.ple}, norm_w(rng, c.ple));
   }

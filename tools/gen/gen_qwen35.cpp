@@ -115,9 +115,9 @@ int gen_qwen35(GenArgs& a) {
   const std::vector<int64_t> mrope = {(slots + 2) / 3, (slots + 1) / 3, slots / 3};
 
   Rng rng(a.seed);
-  Checkpoint ck;
+  Checkpoint ck(a.dtype);
   const std::string lm = c.text_only ? "model." : "model.language_model.";
-  ck.add(lm + "embed_tokens.weight", {c.vocab, c.d}, randn(rng, c.vocab * c.d, embed_gain / std::sqrt(double(c.d))));
+  ck.add_randn(lm + "embed_tokens.weight", {c.vocab, c.d}, rng, embed_gain / std::sqrt(double(c.d)));
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = lm + "layers." + std::to_string(i) + ".";
     ck.add(p + "input_layernorm.weight", {c.d}, randn(rng, c.d, 0.1));
