@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 
@@ -82,6 +83,22 @@ void* thread_scratch(int slot, size_t bytes) {
     s.n[slot] = n;
   }
   return s.p[slot];
+}
+
+uint64_t gemm_packed_bytes(int wtype, int64_t cols, int64_t n_total) {
+  const uint64_t n = static_cast<uint64_t>(n_total), c = static_cast<uint64_t>(cols);
+  if (wtype == kWQ8_0 || wtype == kWQ4_0) return c / 32 * n * 40;  // qs 32 + corr 4 + d 4 per block
+  return c / 256 * n * 292;                                          // qs 256 + bsums 32 + d 4
+}
+
+const GemmKernels* active_gemm() {
+  // OXI_GEMM_OFF=1: same-binary A/B against the per-token tiles (docs/kernels.md).
+  static const bool off = std::getenv("OXI_GEMM_OFF") != nullptr;
+  if (off) return nullptr;
+#if defined(OXI_HAVE_AVX512)
+  if (&active_kernels() == &kAvx512Kernels) return &kAvx512Gemm;
+#endif
+  return nullptr;
 }
 
 }  // namespace kern
@@ -188,40 +205,58 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
     xa = buf;
   }
 
-  // 2. The tiles, shared among the threads.
-  MMArgs base{};
-  base.w = w.data;
-  base.w_stride = w.row_bytes;
-  base.x = xa;
-  base.x_stride = x_stride;
-  base.y = y;
-  base.ldy = w.rows;
-  base.cols = w.cols;
   const int nth = in_parallel_region() ? 1 : num_threads();
-  const MMFn fn = K.mm[wt];
   const int64_t rows = w.rows;
   // Work units: row chunks × token tiles (row-chunk-major), shared dynamically.
-  constexpr int64_t kTokTile = 64;
-  const int64_t n_tt = (n_tokens + kTokTile - 1) / kTokTile;
-  int64_t row_chunk;
+  auto run_units = [&](MMFn fn, const uint8_t* xp, uint64_t xs, int64_t tok_tile, int64_t row_chunk) {
+    MMArgs base{};
+    base.w = w.data;
+    base.w_stride = w.row_bytes;
+    base.x = xp;
+    base.x_stride = xs;
+    base.y = y;
+    base.ldy = w.rows;
+    base.cols = w.cols;
+    const int64_t n_tt = (n_tokens + tok_tile - 1) / tok_tile;
+    if (row_chunk == 0) {  // GEMM: 64 rows, halved while there are fewer than 4 units per thread
+      row_chunk = 64;
+      while (row_chunk > 16 && ((rows + row_chunk - 1) / row_chunk) * n_tt < nth * 4) row_chunk /= 2;
+    }
+    const int64_t n_rc = (rows + row_chunk - 1) / row_chunk;
+    parallel_for(n_rc * n_tt, [&](int64_t u) {
+      MMArgs a = base;
+      const int64_t rc = u / n_tt, tt = u % n_tt;
+      a.r0 = rc * row_chunk;
+      a.r1 = std::min(rows, a.r0 + row_chunk);
+      a.t0 = tt * tok_tile;
+      a.t1 = std::min(n_tokens, a.t0 + tok_tile);
+      fn(a);
+    });
+  };
+
+  // 2a. Multi-token GEMM of the active set (kernels/gemm.h): activations repacked once, then
+  // units of up to 64 rows × 256 tokens (each unit repacks its weight rows once).
+  const GemmKernels* G = n_tokens > 4 ? active_gemm() : nullptr;
+  if (G && G->run[wt] && n_tokens >= G->min_tokens) {
+    thread_local std::vector<uint8_t> packed;
+    const size_t need = static_cast<size_t>(gemm_packed_bytes(wt, w.cols, n_tokens)) + 64;
+    if (packed.size() < need) packed.resize(need);
+    uint8_t* X = packed.data();
+    const GemmPackFn pack = G->pack[wt];
+    const int64_t cols = w.cols;
+    parallel_for_chunked(n_tokens, 16, [&](int64_t t0, int64_t t1) { pack(xa, x_stride, t0, t1, n_tokens, cols, X); });
+    run_units(G->run[wt], X, static_cast<uint64_t>(n_tokens), 256, 0);
+    return;
+  }
+
+  // 2b. The ISA's tiles on per-token activation rows.
+  int64_t row_chunk = 0;
   if (n_tokens <= 4) {
     // GEMV-like: a handful of chunks per thread for balance; multiples of 16 rows.
     row_chunk = (rows + nth * 8 - 1) / (nth * 8);
     row_chunk = std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
-  } else {
-    row_chunk = 64;
-    while (row_chunk > 16 && ((rows + row_chunk - 1) / row_chunk) * n_tt < nth * 4) row_chunk /= 2;
   }
-  const int64_t n_rc = (rows + row_chunk - 1) / row_chunk;
-  parallel_for(n_rc * n_tt, [&](int64_t u) {
-    MMArgs a = base;
-    const int64_t rc = u / n_tt, tt = u % n_tt;
-    a.r0 = rc * row_chunk;
-    a.r1 = std::min(rows, a.r0 + row_chunk);
-    a.t0 = tt * kTokTile;
-    a.t1 = std::min(n_tokens, a.t0 + kTokTile);
-    fn(a);
-  });
+  run_units(K.mm[wt], xa, x_stride, 64, row_chunk);
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

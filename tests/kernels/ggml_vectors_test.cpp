@@ -3,6 +3,7 @@
 // F16/BF16/Q4_K quantisers byte-identical, matmul ≈ ggml's vec_dot on every ISA.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -77,19 +78,26 @@ TEST(GgmlVectors, DequantiseQuantiseAndDot) {
         quantize_row(r.type, r.w.data() + size_t{row} * r.cols, r.cols, q.data() + row * rb);
       EXPECT_EQ(0, std::memcmp(q.data(), r.q.data(), q.size())) << tn << " quantisation differs from ggml";
     }
-    // 3. matmul vs ggml's vec_dot (same activation format; only summation order differs).
+    // 3. matmul vs ggml's vec_dot (same activation format; only summation order differs), as
+    // GEMV (1 token) and through the GEMM paths (the same activation row repeated as 37 tokens).
     MatrixView w{r.type, r.rows, r.cols, r.q.data(), rb};
     for (const auto& isa : available_isas()) {
       set_isa(isa);
-      std::vector<float> y(r.rows);
-      matmul(w, r.x.data(), 1, y.data());
-      for (uint32_t row = 0; row < r.rows; ++row) {
-        double mag = 0;
-        for (uint32_t c = 0; c < r.cols; ++c) mag += std::fabs(r.deq[size_t{row} * r.cols + c] * r.x[c]);
-        // Native kernels use ggml's activation format: only summation order differs. Fallback
-        // types (f32 activations) differ by ggml's activation quantisation error.
-        const double tol = oxi::kern::wtype_index(r.type) >= 0 ? 2e-6 : 1e-2;
-        EXPECT_NEAR(y[row], r.dots[row], tol * mag + 1e-6) << isa << " " << tn << " row " << row;
+      for (int64_t nt : {1, 37}) {
+        std::vector<float> xs(static_cast<size_t>(nt) * r.cols);
+        for (int64_t t = 0; t < nt; ++t) std::copy(r.x.begin(), r.x.end(), xs.begin() + t * r.cols);
+        std::vector<float> y(static_cast<size_t>(nt) * r.rows);
+        matmul(w, xs.data(), nt, y.data());
+        for (uint32_t row = 0; row < r.rows; ++row) {
+          double mag = 0;
+          for (uint32_t c = 0; c < r.cols; ++c) mag += std::fabs(r.deq[size_t{row} * r.cols + c] * r.x[c]);
+          // Native kernels use ggml's activation format: only summation order differs. Fallback
+          // types (f32 activations) differ by ggml's activation quantisation error.
+          const double tol = oxi::kern::wtype_index(r.type) >= 0 ? 2e-6 : 1e-2;
+          for (int64_t t = 0; t < nt; ++t)
+            EXPECT_NEAR(y[static_cast<size_t>(t * r.rows + row)], r.dots[row], tol * mag + 1e-6)
+                << isa << " " << tn << " row " << row << " tokens " << nt << " token " << t;
+        }
       }
     }
     set_isa("auto");
