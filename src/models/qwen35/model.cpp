@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 
 #include "core/error.h"
@@ -55,6 +56,27 @@ struct Layer {
 };
 
 constexpr uint32_t kSnapMagic = 0x35335158;  // "XQ35"
+
+// Per-thread f32 work buffers of one forward pass, reused across layers and calls: no zeroing and
+// no fresh pages per batch (every user writes a buffer fully before reading it).
+enum Buf : int { kH, kU, kO, kX, kZ, kB, kA, kCv, kCore, kQg, kK, kV, kAtt, kFa, kFb, kNumBufs };
+float* buf(Buf slot, int64_t n) {
+  thread_local std::unique_ptr<float[]> p[kNumBufs];
+  thread_local int64_t cap[kNumBufs] = {};
+  if (cap[slot] < n) {
+    p[slot].reset(new float[static_cast<size_t>(n)]);
+    cap[slot] = n;
+  }
+  return p[slot].get();
+}
+
+// Token-parallel loop for the per-token elementwise parts of prefill (chunks of 8 tokens).
+template <class F>
+void for_tokens(int64_t n, F&& fn) {
+  parallel_for_chunked(n, 8, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) fn(t);
+  });
+}
 
 class State final : public SequenceState {
  public:
@@ -403,153 +425,179 @@ void Qwen35Model::forward(SequenceState& state, std::span<const int32_t> tokens,
 
 void Qwen35Model::run_batch(State& st, const int32_t* toks, int64_t n, float* logits, bool all) const {
   const int64_t d = c_.n_embd;
-  std::vector<float> h(static_cast<size_t>(n * d)), u(h.size()), o(h.size());
-  for (int64_t t = 0; t < n; ++t) dequantize_row(embd_, toks[t], h.data() + t * d);
+  float* h = buf(kH, n * d);
+  float* u = buf(kU, n * d);
+  float* o = buf(kO, n * d);
+  for_tokens(n, [&](int64_t t) { dequantize_row(embd_, toks[t], h + t * d); });
   const int64_t pos0 = st.n_past_;
   // OXI_TRACE=1: per-layer sums of squares of the mixer and FFN outputs of the last token (debugging).
   static const bool trace = std::getenv("OXI_TRACE") != nullptr;
-  auto ss = [&](const std::vector<float>& v) {
+  auto ss = [&](const float* v) {
     double s = 0;
-    for (int64_t i = (n - 1) * d; i < n * d; ++i) s += static_cast<double>(v[static_cast<size_t>(i)]) * v[static_cast<size_t>(i)];
+    for (int64_t i = (n - 1) * d; i < n * d; ++i) s += static_cast<double>(v[i]) * v[i];
     return s;
   };
-  int li = 0;
-  for (const Layer& L : layers_) {
-    ops::rms_norm_rows(h.data(), L.attn_norm.data(), u.data(), n, d, c_.eps);
-    if (L.recurrent) gdn_forward(L, st, u.data(), n, o.data());
-    else attn_forward(L, st, u.data(), n, pos0, o.data());
-    if (trace) std::fprintf(stderr, "layer %d %s out %.9g\n", li, L.recurrent ? "gdn" : "attn", ss(o));
-    for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
-    ops::rms_norm_rows(h.data(), L.post_norm.data(), u.data(), n, d, c_.eps);
-    ffn_forward(L, u.data(), n, o.data());
-    if (trace) std::fprintf(stderr, "layer %d ffn out %.9g\n", li, ss(o));
-    for (size_t i = 0; i < h.size(); ++i) h[i] += o[i];
-    ++li;
+  // h += o; u = rms_norm(h) · w, per token.
+  auto add_norm = [&](const std::vector<float>& w) {
+    for_tokens(n, [&](int64_t t) {
+      float* ht = h + t * d;
+      const float* ot = o + t * d;
+      for (int64_t i = 0; i < d; ++i) ht[i] += ot[i];
+      ops::rms_norm(ht, w.data(), u + t * d, d, c_.eps);
+    });
+  };
+  if (!layers_.empty())
+    for_tokens(n, [&](int64_t t) { ops::rms_norm(h + t * d, layers_[0].attn_norm.data(), u + t * d, d, c_.eps); });
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& L = layers_[li];
+    if (L.recurrent) gdn_forward(L, st, u, n, o);
+    else attn_forward(L, st, u, n, pos0, o);
+    if (trace) std::fprintf(stderr, "layer %d %s out %.9g\n", static_cast<int>(li), L.recurrent ? "gdn" : "attn", ss(o));
+    add_norm(L.post_norm);
+    ffn_forward(L, u, n, o);
+    if (trace) std::fprintf(stderr, "layer %d ffn out %.9g\n", static_cast<int>(li), ss(o));
+    if (li + 1 < layers_.size()) {
+      add_norm(layers_[li + 1].attn_norm);
+    } else {
+      for_tokens(n, [&](int64_t t) {
+        for (int64_t i = 0; i < d; ++i) h[t * d + i] += o[t * d + i];
+      });
+    }
   }
   st.n_past_ += n;
   if (!logits) return;
   const int64_t first = all ? 0 : n - 1, rows = n - first;
-  ops::rms_norm_rows(h.data() + first * d, out_norm_.data(), u.data(), rows, d, c_.eps);
-  matmul(output_, u.data(), rows, logits);
+  ops::rms_norm_rows(h + first * d, out_norm_.data(), u, rows, d, c_.eps);
+  matmul(output_, u, rows, logits);
 }
 
 void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t n, float* out) const {
   const GdnW& w = L.gdn;
   const int64_t C = c_.conv_dim(), K = c_.conv_k, Hv = c_.hv, Hk = c_.hk, dk = c_.dk, dv = c_.dv;
   const int64_t KD = c_.key_dim(), VD = c_.value_dim();
-  std::vector<float> X(static_cast<size_t>((K - 1 + n) * C)), z(static_cast<size_t>(n * VD)), b(static_cast<size_t>(n * Hv)),
-      a(static_cast<size_t>(n * Hv)), cv(static_cast<size_t>(n * C)), core(static_cast<size_t>(n * VD));
+  float* X = buf(kX, (K - 1 + n) * C);
+  float* z = buf(kZ, n * VD);
+  float* b = buf(kB, n * Hv);
+  float* a = buf(kA, n * Hv);
+  float* cv = buf(kCv, n * C);
+  float* core = buf(kCore, n * VD);
   std::vector<float>& cs = st.conv_[static_cast<size_t>(L.cache)];
-  std::copy(cs.begin(), cs.end(), X.begin());
-  matmul(w.qkv, u, n, X.data() + (K - 1) * C);
-  matmul(w.z, u, n, z.data());
-  matmul(w.b, u, n, b.data());
-  matmul(w.a, u, n, a.data());
-  // Causal depthwise conv over [state | new rows], then SiLU.
-  for (int64_t t = 0; t < n; ++t) {
-    float* y = cv.data() + t * C;
+  std::copy(cs.begin(), cs.end(), X);
+  matmul(w.qkv, u, n, X + (K - 1) * C);
+  matmul(w.z, u, n, z);
+  matmul(w.b, u, n, b);
+  matmul(w.a, u, n, a);
+  // Per token: causal depthwise conv over [state | new rows], then SiLU; q, k: per-head L2 norm
+  // (q also scaled); β = sigmoid(b); g = ssm_a · softplus(a + dt_bias).
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
+  for_tokens(n, [&](int64_t t) {
+    float* y = cv + t * C;
     for (int64_t ch = 0; ch < C; ++ch) {
       const float* wc = w.conv.data() + ch * K;
       float s = 0.0f;
-      for (int64_t j = 0; j < K; ++j) s += wc[j] * X[static_cast<size_t>((t + j) * C + ch)];
+      for (int64_t j = 0; j < K; ++j) s += wc[j] * X[(t + j) * C + ch];
       y[ch] = ops::silu(s);
     }
-  }
-  std::copy(X.end() - static_cast<std::ptrdiff_t>(cs.size()), X.end(), cs.begin());
-  // q, k: per-head L2 norm (q also scaled); β = sigmoid(b); g = ssm_a · softplus(a + dt_bias).
-  const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
-  for (int64_t t = 0; t < n; ++t) {
-    float* row = cv.data() + t * C;
     for (int64_t j = 0; j < Hk; ++j) {
-      float* q = row + j * dk;
-      float* k = row + KD + j * dk;
+      float* q = y + j * dk;
+      float* k = y + KD + j * dk;
       ops::l2_norm(q, dk, c_.eps);
       ops::l2_norm(k, dk, c_.eps);
       for (int64_t e = 0; e < dk; ++e) q[e] *= qscale;
     }
     for (int64_t hh = 0; hh < Hv; ++hh) {
-      float& bb = b[static_cast<size_t>(t * Hv + hh)];
-      float& aa = a[static_cast<size_t>(t * Hv + hh)];
+      float& bb = b[t * Hv + hh];
+      float& aa = a[t * Hv + hh];
       bb = ops::sigmoid(bb);
       aa = w.ssm_a[static_cast<size_t>(hh)] * ops::softplus(aa + w.dt_bias[static_cast<size_t>(hh)]);
     }
-  }
+  });
+  std::copy(X + n * C, X + (K - 1 + n) * C, cs.begin());
   std::vector<float>& S = st.ssm_[static_cast<size_t>(L.cache)];
   const int64_t r = Hv / Hk;
   parallel_for(Hv, [&](int64_t hh) {
     const int64_t kh = tiled_ ? hh % Hk : hh / r;
     GdnHeadIO io;
-    io.q = cv.data() + kh * dk;
-    io.k = cv.data() + KD + kh * dk;
-    io.v = cv.data() + 2 * KD + hh * dv;
+    io.q = cv + kh * dk;
+    io.k = cv + KD + kh * dk;
+    io.v = cv + 2 * KD + hh * dv;
     io.qk_stride = C;
     io.v_stride = C;
-    io.g = a.data() + hh;
-    io.beta = b.data() + hh;
+    io.g = a + hh;
+    io.beta = b + hh;
     io.gb_stride = Hv;
-    io.o = core.data() + hh * dv;
+    io.o = core + hh * dv;
     io.o_stride = VD;
     float* Sh = S.data() + hh * dk * dv;
     if (n == 1) gdn_step(n, dk, dv, io, Sh);
     else gdn_chunked(n, dk, dv, io, Sh, 64);
   });
   // Gated RMSNorm per head: norm(o) · w · silu(z).
-  for (int64_t t = 0; t < n; ++t) {
+  for_tokens(n, [&](int64_t t) {
     for (int64_t hh = 0; hh < Hv; ++hh) {
-      float* o = core.data() + t * VD + hh * dv;
-      const float* zz = z.data() + t * VD + hh * dv;
+      float* o = core + t * VD + hh * dv;
+      const float* zz = z + t * VD + hh * dv;
       ops::rms_norm(o, w.norm.data(), o, dv, c_.eps);
       for (int64_t e = 0; e < dv; ++e) o[e] *= ops::silu(zz[e]);
     }
-  }
-  matmul(w.out, core.data(), n, out);
+  });
+  matmul(w.out, core, n, out);
 }
 
 void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_t n, int64_t pos0, float* out) const {
   const AttnW& w = L.attn;
   const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim, R = c_.n_rot;
   const int64_t QW = 2 * H * hd, KW = Hkv * hd;
-  std::vector<float> qg(static_cast<size_t>(n * QW)), k(static_cast<size_t>(n * KW)), v(k.size()), att(static_cast<size_t>(n * H * hd));
-  matmul(w.q, u, n, qg.data());
-  matmul(w.k, u, n, k.data());
-  matmul(w.v, u, n, v.data());
-  // Text positions: all mRoPE streams equal the token position, so every slot uses it.
-  std::vector<float> cs(static_cast<size_t>(R)), slot(static_cast<size_t>(R / 2));
-  for (int64_t t = 0; t < n; ++t) {
-    std::fill(slot.begin(), slot.end(), static_cast<float>(pos0 + t));
-    ops::rope_table(slot.data(), R, c_.rope_theta, cs.data());
-    for (int64_t hh = 0; hh < H; ++hh) {
-      float* q = qg.data() + t * QW + hh * 2 * hd;
-      ops::rms_norm(q, w.q_norm.data(), q, hd, c_.eps);
-      ops::rope_neox(q, R, cs.data());
-    }
-    for (int64_t g = 0; g < Hkv; ++g) {
-      float* kk = k.data() + t * KW + g * hd;
-      ops::rms_norm(kk, w.k_norm.data(), kk, hd, c_.eps);
-      ops::rope_neox(kk, R, cs.data());
-    }
-  }
+  float* qg = buf(kQg, n * QW);
+  float* k = buf(kK, n * KW);
+  float* v = buf(kV, n * KW);
+  float* att = buf(kAtt, n * H * hd);
+  matmul(w.q, u, n, qg);
+  matmul(w.k, u, n, k);
+  matmul(w.v, u, n, v);
   std::vector<float>& Kc = st.k_[static_cast<size_t>(L.cache)];
   std::vector<float>& Vc = st.v_[static_cast<size_t>(L.cache)];
   Kc.resize(static_cast<size_t>((pos0 + n) * KW));
   Vc.resize(Kc.size());
   const bool kv_f16 = kv_f16_;
-  for (size_t i = 0; i < k.size(); ++i) {
-    Kc[static_cast<size_t>(pos0 * KW) + i] = kv_f16 ? f16_to_f32(f32_to_f16(k[i])) : k[i];
-    Vc[static_cast<size_t>(pos0 * KW) + i] = kv_f16 ? f16_to_f32(f32_to_f16(v[i])) : v[i];
-  }
+  // Per token: q/k norms and RoPE (text positions: all mRoPE streams equal the token position, so
+  // every slot uses it), then K and V into the cache.
+  for_tokens(n, [&](int64_t t) {
+    thread_local std::vector<float> cs_v, slot_v;
+    cs_v.resize(static_cast<size_t>(R));
+    slot_v.assign(static_cast<size_t>(R / 2), static_cast<float>(pos0 + t));
+    float* csp = cs_v.data();
+    ops::rope_table(slot_v.data(), R, c_.rope_theta, csp);
+    for (int64_t hh = 0; hh < H; ++hh) {
+      float* q = qg + t * QW + hh * 2 * hd;
+      ops::rms_norm(q, w.q_norm.data(), q, hd, c_.eps);
+      ops::rope_neox(q, R, csp);
+    }
+    for (int64_t g = 0; g < Hkv; ++g) {
+      float* kk = k + t * KW + g * hd;
+      ops::rms_norm(kk, w.k_norm.data(), kk, hd, c_.eps);
+      ops::rope_neox(kk, R, csp);
+    }
+    float* kc = Kc.data() + (pos0 + t) * KW;
+    float* vc = Vc.data() + (pos0 + t) * KW;
+    for (int64_t i = 0; i < KW; ++i) {
+      kc[i] = kv_f16 ? f16_to_f32(f32_to_f16(k[t * KW + i])) : k[t * KW + i];
+      vc[i] = kv_f16 ? f16_to_f32(f32_to_f16(v[t * KW + i])) : v[t * KW + i];
+    }
+  });
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t grp = H / Hkv;
   parallel_for(n * H, [&](int64_t job) {
     const int64_t t = job / H, hh = job % H;
-    std::vector<float> scores(static_cast<size_t>(pos0 + t + 1));
-    const float* q = qg.data() + t * QW + hh * 2 * hd;
-    float* o = att.data() + t * H * hd + hh * hd;
+    thread_local std::vector<float> scores;
+    if (scores.size() < static_cast<size_t>(pos0 + t + 1)) scores.resize(static_cast<size_t>(pos0 + n));
+    const float* q = qg + t * QW + hh * 2 * hd;
+    float* o = att + t * H * hd + hh * hd;
     ops::attend_one(q, Kc.data(), Vc.data(), KW, (hh / grp) * hd, pos0 + t + 1, hd, scale, scores.data(), o, kv_f16);
     const float* gate = q + hd;
     for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
   });
-  matmul(w.o, att.data(), n, out);
+  matmul(w.o, att, n, out);
 }
 
 void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* out) const {
@@ -557,11 +605,14 @@ void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* 
   const int64_t d = c_.n_embd;
   auto swiglu = [&](const MatrixView& g, const MatrixView& up, const MatrixView& down, const float* x, int64_t m, float* y) {
     const int64_t I = g.rows;
-    std::vector<float> a(static_cast<size_t>(m * I)), bb(a.size());
-    matmul(g, x, m, a.data());
-    matmul(up, x, m, bb.data());
-    for (size_t i = 0; i < a.size(); ++i) a[i] = ops::silu(a[i]) * bb[i];
-    matmul(down, a.data(), m, y);
+    float* a = buf(kFa, m * I);
+    float* bb = buf(kFb, m * I);
+    matmul(g, x, m, a);
+    matmul(up, x, m, bb);
+    for_tokens(m, [&](int64_t t) {
+      for (int64_t i = t * I; i < (t + 1) * I; ++i) a[i] = ops::silu(a[i]) * bb[i];
+    });
+    matmul(down, a, m, y);
   };
   if (!c_.moe) {
     swiglu(f.gate, f.up, f.down, u, n, out);
