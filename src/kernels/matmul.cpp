@@ -172,14 +172,18 @@ void matmul_fallback(const MatrixView& w, const float* x, int64_t n_tokens, floa
 
 bool matmul_supports(DType t) { return kern::wtype_index(t) >= 0 || is_fallback_type(t); }
 
-void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+namespace {
+
+// Rows per GEMV work unit: about 8 chunks per thread (dynamic balance), multiples of 16 rows.
+int64_t gemv_row_chunk(int64_t rows, int nth) {
+  const int64_t row_chunk = (rows + nth * 8 - 1) / (nth * 8);
+  return std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
+}
+
+// Multi-token (5+) matmul of one matrix with a native kernel, after the device declined.
+void matmul_cpu(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   using namespace kern;
   const int wt = wtype_index(w.dtype);
-  if (wt < 0 && !is_fallback_type(w.dtype)) unsupported(w.dtype, "no matmul kernel");
-  check_view(w);
-  if (n_tokens <= 0 || w.rows == 0) return;
-  if (device::try_matmul(&w, &y, 1, x, n_tokens)) return;  // seam: a device backend ran it
-  if (wt < 0) return matmul_fallback(w, x, n_tokens, y);
   const Kernels& K = active_kernels();
   const AType at = atype_of(wt);
 
@@ -250,13 +254,144 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   }
 
   // 2b. The ISA's tiles on per-token activation rows.
-  int64_t row_chunk = 0;
-  if (n_tokens <= 4) {
-    // GEMV-like: a handful of chunks per thread for balance; multiples of 16 rows.
-    row_chunk = (rows + nth * 8 - 1) / (nth * 8);
-    row_chunk = std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
+  run_units(K.mm[wt], xa, x_stride, 64, 0);
+}
+
+// GEMV (1–4 tokens) of matrices sharing one input once the device has declined: every matrix has
+// a native kernel (fallback types are run by the caller). Activations are converted once per
+// format, then the row chunks of all matrices (largest matrices first) are shared dynamically in
+// one pool job, so a batch costs one dispatch and one join.
+void matmul_gemv(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
+  using namespace kern;
+  const Kernels& K = active_kernels();
+  const int64_t cols = ws[0].cols;
+
+  // 1. Activations in each weight type's dot format, per token (one buffer per format).
+  thread_local std::vector<uint8_t> scratch[kNumATypes];
+  const uint8_t* xa[kNumATypes] = {};
+  for (int j = 0; j < n; ++j) {
+    const AType at = atype_of(wtype_index(ws[j].dtype));
+    if (xa[at]) continue;
+    if (at == kAF32) {
+      xa[at] = reinterpret_cast<const uint8_t*>(x);
+      continue;
+    }
+    const uint64_t x_stride = act_row_bytes(at, cols);
+    const size_t need = static_cast<size_t>(x_stride * n_tokens) + 64;
+    std::vector<uint8_t>& sb = scratch[at];
+    if (sb.size() < need) sb.resize(need);
+    uint8_t* buf = sb.data();
+    const ActFn act = K.act[at];
+    for (int64_t t = 0; t < n_tokens; ++t) act(x + t * cols, buf + t * x_stride, cols);
+    xa[at] = buf;
   }
-  run_units(K.mm[wt], xa, x_stride, 64, row_chunk);
+
+  // 2. Work units: per matrix, row chunks.
+  constexpr int kMaxBatch = 16;
+  struct Part {
+    MMArgs base;
+    MMFn fn;
+    int64_t rows, row_chunk, n_rc, first;  // first: index of the part's first unit
+  };
+  Part parts[kMaxBatch];
+  const int nth = in_parallel_region() ? 1 : num_threads();
+  int order[kMaxBatch];
+  for (int j = 0; j < n; ++j) order[j] = j;
+  // Largest matrices first: the small ones fill the tail of the dynamic schedule.
+  std::stable_sort(order, order + n, [&](int a, int b) {
+    return ws[a].rows * ws[a].row_bytes > ws[b].rows * ws[b].row_bytes;
+  });
+  int64_t total = 0;
+  for (int k = 0; k < n; ++k) {
+    const MatrixView& w = ws[order[k]];
+    const int wt = wtype_index(w.dtype);
+    const AType at = atype_of(wt);
+    Part& p = parts[k];
+    p.base = MMArgs{};
+    p.base.w = w.data;
+    p.base.w_stride = w.row_bytes;
+    p.base.x = xa[at];
+    p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);
+    p.base.y = ys[order[k]];
+    p.base.ldy = w.rows;
+    p.base.cols = cols;
+    p.fn = K.mm[wt];
+    p.rows = w.rows;
+    p.row_chunk = gemv_row_chunk(w.rows, nth);
+    p.n_rc = (w.rows + p.row_chunk - 1) / p.row_chunk;
+    p.first = total;
+    total += p.n_rc;
+  }
+  parallel_for(total, [&](int64_t u) {
+    int k = 0;
+    while (k + 1 < n && parts[k + 1].first <= u) ++k;
+    const Part& p = parts[k];
+    MMArgs a = p.base;
+    a.r0 = (u - p.first) * p.row_chunk;
+    a.r1 = std::min(p.rows, a.r0 + p.row_chunk);
+    a.t0 = 0;
+    a.t1 = n_tokens;
+    p.fn(a);
+  });
+}
+
+}  // namespace
+
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  using namespace kern;
+  const int wt = wtype_index(w.dtype);
+  if (wt < 0 && !is_fallback_type(w.dtype)) unsupported(w.dtype, "no matmul kernel");
+  check_view(w);
+  if (n_tokens <= 0 || w.rows == 0) return;
+  if (device::try_matmul(&w, &y, 1, x, n_tokens)) return;  // seam: a device backend ran it
+  if (wt < 0) return matmul_fallback(w, x, n_tokens, y);
+  if (n_tokens <= 4) return matmul_gemv(&w, &y, 1, x, n_tokens);
+  matmul_cpu(w, x, n_tokens, y);
+}
+
+void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
+  using namespace kern;
+  if (n <= 0) return;
+  if (n == 1) return matmul(ws[0], x, n_tokens, ys[0]);
+  if (n > 16) {  // more than one pool job's table: split
+    matmul_batch(ws, ys, 16, x, n_tokens);
+    return matmul_batch(ws + 16, ys + 16, n - 16, x, n_tokens);
+  }
+  bool all_native = true;
+  for (int j = 0; j < n; ++j) {
+    const int wt = wtype_index(ws[j].dtype);
+    if (wt < 0 && !is_fallback_type(ws[j].dtype)) unsupported(ws[j].dtype, "no matmul kernel");
+    check_view(ws[j]);
+    if (ws[j].cols != ws[0].cols)
+      throw_error(ErrorCode::kInvalidArgument, "matmul_batch: matrices of one batch must have the same column count");
+    if (ws[j].rows == 0) all_native = false;
+    if (wt < 0) all_native = false;
+  }
+  if (n_tokens <= 0) return;
+  if (device::try_matmul(ws, ys, n, x, n_tokens)) return;  // seam: a device backend ran the batch
+  if (n_tokens > 4) {  // GEMM: one matrix at a time (the dispatch cost is negligible there)
+    for (int j = 0; j < n; ++j) {
+      if (ws[j].rows == 0) continue;
+      if (wtype_index(ws[j].dtype) < 0) matmul_fallback(ws[j], x, n_tokens, ys[j]);
+      else matmul_cpu(ws[j], x, n_tokens, ys[j]);
+    }
+    return;
+  }
+  if (all_native) return matmul_gemv(ws, ys, n, x, n_tokens);
+  // A fallback type (or an empty matrix) in the batch: the native ones together, the rest alone.
+  MatrixView nw[16];
+  float* ny[16];
+  int m = 0;
+  for (int j = 0; j < n; ++j) {
+    if (ws[j].rows == 0) continue;
+    if (wtype_index(ws[j].dtype) < 0) {
+      matmul_fallback(ws[j], x, n_tokens, ys[j]);
+    } else {
+      nw[m] = ws[j];
+      ny[m++] = ys[j];
+    }
+  }
+  if (m) matmul_gemv(nw, ny, m, x, n_tokens);
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

@@ -34,6 +34,12 @@ struct MatrixView {
 // Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K (llama.cpp's fallbacks for K-quant recipes).
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 
+// Several matrices sharing one input (q/k/v, gate/up): ys[j] = x · ws[j]ᵀ, every ws[j] with the
+// same cols. Same results as n separate matmul calls (bit for bit), but the activation is
+// converted once per format and all row chunks are shared in one pool job (one dispatch and one
+// join instead of n), and a device backend gets the batch as one call.
+void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens);
+
 // Dequantise one row (cols elements) to f32: embedding lookups and tests.
 void dequantize_row(const MatrixView& w, int64_t row, float* out);
 

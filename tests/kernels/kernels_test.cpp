@@ -317,6 +317,88 @@ TEST(Matmul, EveryIsaMatchesScalar) {
   set_num_threads(0);
 }
 
+// GEMV paths (1–3 tokens, and a 1–3-token tail tile after 64 tokens) with block counts that are
+// not multiples of the kernels' block groups, every ISA vs the scalar reference.
+TEST(Matmul, EveryIsaGemvOddBlockCounts) {
+  IsaGuard g;
+  struct Shape { int64_t rows, cols, nt; };
+  std::vector<std::pair<DType, Shape>> cases;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16})
+    for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
+      for (int64_t nt : {1, 2, 3, 67}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (int64_t cols : {256, 768})
+      for (int64_t nt : {1, 2, 3, 66}) cases.push_back({t, {13, cols, nt}});
+  for (const auto& [t, s] : cases) {
+    auto wb = random_weights(t, s.rows, s.cols, 900 + static_cast<int>(s.cols) + static_cast<int>(t));
+    MatrixView w{t, s.rows, s.cols, wb.data(), *dtype_row_bytes(t, s.cols)};
+    auto x = randn(s.nt * s.cols, 70 + static_cast<int>(s.nt));
+    set_isa("scalar");
+    std::vector<float> ref(s.nt * s.rows);
+    matmul(w, x.data(), s.nt, ref.data());
+    for (const auto& isa : available_isas()) {
+      set_isa(isa);
+      for (int nth : {1, 2}) {
+        set_num_threads(nth);
+        std::vector<float> y(s.nt * s.rows, NAN);
+        matmul(w, x.data(), s.nt, y.data());
+        for (int64_t i = 0; i < s.nt * s.rows; ++i)
+          ASSERT_NEAR(y[i], ref[i], 2e-4 * (std::fabs(ref[i]) + 1.0) + 1e-4)
+              << isa << " " << dtype_name(t) << " " << s.rows << "x" << s.cols << " nt=" << s.nt << " i=" << i;
+      }
+    }
+  }
+  set_num_threads(0);
+}
+
+// A batch sharing one input gives exactly what separate calls give (mixed weight types, so
+// several activation formats; a fallback type; an empty matrix), on every ISA and thread count.
+TEST(Matmul, BatchEqualsSeparateCalls) {
+  IsaGuard g;
+  const int64_t cols = 512;
+  const DType types[] = {DType::Q4_K, DType::Q8_0, DType::Q6_K, DType::F32, DType::Q4_1, DType::BF16, DType::Q4_0};
+  const int64_t rows[] = {300, 65, 16, 5, 33, 0, 129};
+  constexpr int n = 7;
+  std::vector<std::vector<uint8_t>> wb(n);
+  std::vector<MatrixView> ws(n);
+  for (int j = 0; j < n; ++j) {
+    wb[j] = rows[j] ? random_weights(types[j] == DType::Q4_1 ? DType::Q8_0 : types[j], rows[j], cols, 500 + j)
+                    : std::vector<uint8_t>(16);
+    if (types[j] == DType::Q4_1) {  // Q4_1 blocks (20 bytes per 32): any bits with small f16 d/m
+      wb[j].assign(static_cast<size_t>(rows[j] * cols / 32 * 20), 0x35);
+    }
+    ws[j] = MatrixView{types[j], rows[j], cols, wb[j].data(), *dtype_row_bytes(types[j], cols)};
+  }
+  for (const auto& isa : available_isas()) {
+    set_isa(isa);
+    for (int nth : {1, 2}) {
+      set_num_threads(nth);
+      for (int64_t nt : {1, 3, 9}) {
+        auto x = randn(static_cast<size_t>(nt * cols), 40 + static_cast<uint32_t>(nt));
+        std::vector<std::vector<float>> ref(n), y(n);
+        std::vector<float*> yp(n);
+        for (int j = 0; j < n; ++j) {
+          ref[j].assign(static_cast<size_t>(nt * rows[j]), 0.0f);
+          y[j].assign(ref[j].size(), NAN);
+          yp[j] = y[j].data();
+          matmul(ws[j], x.data(), nt, ref[j].data());
+        }
+        matmul_batch(ws.data(), yp.data(), n, x.data(), nt);
+        for (int j = 0; j < n; ++j)
+          for (size_t i = 0; i < ref[j].size(); ++i)
+            ASSERT_EQ(y[j][i], ref[j][i]) << isa << " nth=" << nth << " nt=" << nt << " " << dtype_name(types[j]) << " i=" << i;
+      }
+    }
+  }
+  set_num_threads(0);
+  // Different column counts in one batch are an error.
+  std::vector<uint8_t> a(32 * 34), b(64 * 34);
+  const MatrixView bad[2] = {{DType::Q8_0, 1, 1024, a.data(), 34 * 32}, {DType::Q8_0, 1, 2048, b.data(), 34 * 64}};
+  std::vector<float> x(2048, 1.0f), y0(1), y1(1);
+  float* const yb[2] = {y0.data(), y1.data()};
+  EXPECT_THROW(matmul_batch(bad, yb, 2, x.data(), 1), Error);
+}
+
 // Every finite f16 weight (normals, subnormals, ±0) converted exactly by every ISA: with one-hot
 // activations each output is a single weight, so y must equal f16_to_f32 bit for bit.
 TEST(Matmul, EveryIsaConvertsEveryFiniteF16Weight) {

@@ -467,8 +467,9 @@ void Gemma4Model::rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool 
 
 void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t ff) const {
   std::vector<float> g(static_cast<size_t>(T * ff)), u(static_cast<size_t>(T * ff));
-  matmul(ly.gate, x, T, g.data());
-  matmul(ly.up, x, T, u.data());
+  const MatrixView ws[2] = {ly.gate, ly.up};
+  float* const ys[2] = {g.data(), u.data()};
+  matmul_batch(ws, ys, 2, x, T);
   for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
   matmul(ly.down, g.data(), T, out);
 }
@@ -523,8 +524,9 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
     g.resize(static_cast<size_t>(n * I));
     u.resize(static_cast<size_t>(n * I));
     y.resize(static_cast<size_t>(n * d));
-    matmul(ly.gate_exps.slice(e, ly.gate_row0, I), xin.data(), n, g.data());
-    matmul(ly.up_exps.slice(e, ly.up_row0, I), xin.data(), n, u.data());
+    const MatrixView ws[2] = {ly.gate_exps.slice(e, ly.gate_row0, I), ly.up_exps.slice(e, ly.up_row0, I)};
+    float* const ys[2] = {g.data(), u.data()};
+    matmul_batch(ws, ys, 2, xin.data(), n);
     for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
     matmul(ly.down_exps.slice(e, 0, d), g.data(), n, y.data());
     const float es = ly.expert_scale[static_cast<size_t>(e)];

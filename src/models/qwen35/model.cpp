@@ -483,10 +483,11 @@ void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t
   float* core = buf(kCore, n * VD);
   std::vector<float>& cs = st.conv_[static_cast<size_t>(L.cache)];
   std::copy(cs.begin(), cs.end(), X);
-  matmul(w.qkv, u, n, X + (K - 1) * C);
-  matmul(w.z, u, n, z);
-  matmul(w.b, u, n, b);
-  matmul(w.a, u, n, a);
+  {
+    const MatrixView ws[4] = {w.qkv, w.z, w.b, w.a};
+    float* const ys[4] = {X + (K - 1) * C, z, b, a};
+    matmul_batch(ws, ys, 4, u, n);
+  }
   // Per token: causal depthwise conv over [state | new rows], then SiLU; q, k: per-head L2 norm
   // (q also scaled); β = sigmoid(b); g = ssm_a · softplus(a + dt_bias).
   const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
@@ -552,9 +553,11 @@ void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_
   float* k = buf(kK, n * KW);
   float* v = buf(kV, n * KW);
   float* att = buf(kAtt, n * H * hd);
-  matmul(w.q, u, n, qg);
-  matmul(w.k, u, n, k);
-  matmul(w.v, u, n, v);
+  {
+    const MatrixView ws[3] = {w.q, w.k, w.v};
+    float* const ys[3] = {qg, k, v};
+    matmul_batch(ws, ys, 3, u, n);
+  }
   std::vector<float>& Kc = st.k_[static_cast<size_t>(L.cache)];
   std::vector<float>& Vc = st.v_[static_cast<size_t>(L.cache)];
   Kc.resize(static_cast<size_t>((pos0 + n) * KW));
@@ -607,8 +610,9 @@ void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* 
     const int64_t I = g.rows;
     float* a = buf(kFa, m * I);
     float* bb = buf(kFb, m * I);
-    matmul(g, x, m, a);
-    matmul(up, x, m, bb);
+    const MatrixView ws[2] = {g, up};
+    float* const ys[2] = {a, bb};
+    matmul_batch(ws, ys, 2, x, m);
     for_tokens(m, [&](int64_t t) {
       for (int64_t i = t * I; i < (t + 1) * I; ++i) a[i] = ops::silu(a[i]) * bb[i];
     });
