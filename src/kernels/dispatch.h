@@ -29,6 +29,9 @@ struct MMArgs {
   int64_t ldy;         // floats between output rows (tokens)
   int64_t cols;
   int64_t r0, r1, t0, t1;
+  // Nonzero: identifies this activation buffer's contents (unique per matmul call), so a kernel
+  // may reuse per-thread preprocessing of x across the work units of one call; 0: do not cache.
+  uint64_t x_id;
 };
 
 using MMFn = void (*)(const MMArgs&);
@@ -64,6 +67,8 @@ extern const Kernels kSimd128Kernels;
 // Per-thread scratch for ISA kernels (64-byte aligned, grows, slot 0..3). The per-ISA files use
 // this instead of std containers: an out-of-line std template instantiated in a file compiled
 // with -mavx512f would be a COMDAT the linker may pick for generic code too.
+// Slot 2 holds the AVX-512 GEMV activation cache (valid while MMArgs::x_id matches): kernels that
+// do not own that cache must not use slot 2.
 void* thread_scratch(int slot, size_t bytes);
 
 // The active table.

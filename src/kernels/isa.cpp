@@ -44,11 +44,13 @@ HostCaps detect() {
   __cpuid_count(7, 0, a, b, cx, d);
   const bool avx2 = b & (1u << 5);
   const bool f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30), vl = b & (1u << 31);
-  const bool vnni = cx & (1u << 11);
+  const bool vnni = cx & (1u << 11), vbmi = cx & (1u << 1), gfni = cx & (1u << 8);
   __cpuid_count(7, 1, a, b, cx, d);
   const bool bf16 = a & (1u << 5);
   c.avx2 = os_avx && avx2 && fma && f16c;
-  c.avx512 = c.avx2 && os_avx512 && f && dq && bw && vl && vnni && bf16;
+  // VBMI and GFNI (byte permutes and per-byte bit matrices unpack 4/6-bit quants in GEMV): every
+  // CPU with AVX512_BF16 has them except Cooper Lake, which gets avx2.
+  c.avx512 = c.avx2 && os_avx512 && f && dq && bw && vl && vnni && bf16 && vbmi && gfni;
 #endif
 #if defined(OXI_KERNELS_ARM)
   c.neon = true;  // AdvSIMD (with f16 conversions) is mandatory on aarch64

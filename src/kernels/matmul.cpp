@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -301,6 +302,8 @@ void matmul_gemv(const MatrixView* ws, float* const* ys, int n, const float* x, 
   std::stable_sort(order, order + n, [&](int a, int b) {
     return ws[a].rows * ws[a].row_bytes > ws[b].rows * ws[b].row_bytes;
   });
+  static std::atomic<uint64_t> s_x_id{0};
+  const uint64_t x_id = s_x_id.fetch_add(1, std::memory_order_relaxed) + 1;
   int64_t total = 0;
   for (int k = 0; k < n; ++k) {
     const MatrixView& w = ws[order[k]];
@@ -315,6 +318,7 @@ void matmul_gemv(const MatrixView* ws, float* const* ys, int n, const float* x, 
     p.base.y = ys[order[k]];
     p.base.ldy = w.rows;
     p.base.cols = cols;
+    p.base.x_id = x_id;
     p.fn = K.mm[wt];
     p.rows = w.rows;
     p.row_chunk = gemv_row_chunk(w.rows, nth);

@@ -11,6 +11,15 @@
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
 
+#ifndef OXI_PF_HINT
+#define OXI_PF_HINT _MM_HINT_T0
+#endif
+#ifdef OXI_PF_NONE
+#define OXI_PF(p) ((void)0)
+#else
+#define OXI_PF(p) _mm_prefetch((p), OXI_PF_HINT)
+#endif
+
 namespace oxi::kern {
 namespace {
 
@@ -73,7 +82,7 @@ struct TileF32 {
     for (; k + 16 <= a.cols; k += 16) {
       __m512 wv[R];
       for (int i = 0; i < R; ++i) {
-        if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride);
         wv[i] = _mm512_loadu_ps(w[i] + k);
       }
       for (int j = 0; j < T; ++j) {
@@ -108,7 +117,7 @@ struct TileF16 {
       const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
       __m512 wv[R];
       for (int i = 0; i < R; ++i) {
-        if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride);
         wv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w[i] + k));
       }
       for (int j = 0; j < T; ++j) {
@@ -134,7 +143,7 @@ struct TileBF16 {
       const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((1u << left) - 1);
       __m512i wv[R];
       for (int i = 0; i < R; ++i) {
-        if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride);
         wv[i] = _mm512_maskz_loadu_epi16(m, w[i] + k);
       }
       for (int j = 0; j < T; ++j) {
@@ -205,8 +214,8 @@ struct TileQ8 {
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = w[i] + b * W::kBytes;
           if constexpr (T == 1) {  // GEMV: stream the next row group in (rows are R apart)
-            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride + 64), _MM_HINT_T0);
+            OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
+            OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
           }
           wv[i] = W::load2(p);
           sw[i] = pair_scale(h2f(p), h2f(p + W::kBytes));
@@ -278,8 +287,8 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const fl
       const __m512i corr = _mm512_loadu_si512(q + 64);
       for (int i = 0; i < R; ++i) {
         const uint8_t* p = w[i] + (b + 2 * k) * W::kBytes;
-        _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride + 64), _MM_HINT_T0);
+        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
+        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
         const __m512i s = _mm512_dpbusd_epi32(corr, W::load2(p), xv);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(spread[k], P[i]), acc[i]);
       }
@@ -321,6 +330,133 @@ void mm_q8_gemv(const MMArgs& a) {
     int64_t r = a.r0;
     for (; r + 4 <= a.r1; r += 4) gemv_q8_rows<W, 4>(at, r, xbuf, dxbuf, nb);
     for (; r < a.r1; ++r) gemv_q8_rows<W, 1>(at, r, xbuf, dxbuf, nb);
+  }
+}
+
+// ---- GEMV (1–3 tokens) with VBMI/GFNI unpacking --------------------------------------------
+// vgf2p8affineqb applies an 8×8 bit matrix to every byte (one matrix per 64-bit lane; output bit i
+// is the parity of x & matrix byte 7−i): nibble extraction without a shift + mask pair.
+constexpr long long kGfLo = 0x0102040800000000ll;  // x & 0x0F
+constexpr long long kGfHi = 0x1020408000000000ll;  // x >> 4
+
+inline __m512i gf_bits(__m512i x, __m512i m) { return _mm512_gf2p8affine_epi64_epi8(x, m, 0); }
+
+// Q4_0 GEMV: 4 blocks (72 bytes) per step. Two overlapping 64-byte loads + one vpermt2b gather the
+// four blocks' 16-byte nibble arrays into one vector (low nibbles: elements 0..15 of each block,
+// high: 16..31); the activation is rearranged to match once per call and thread (x_id):
+// per 4-block group {i8 xlo[64], i8 xhi[64], i32 corr[16] = −8·Σx per lane, f32 dx per lane}.
+constexpr int kQ4G = 256;
+
+alignas(64) constexpr uint8_t kQ4Perm[64] = {
+#define OXI_Q4B(k, i) static_cast<uint8_t>((k) < 3 ? 18 * (k) + 2 + (i) : 64 + 48 + (i))
+#define OXI_Q4R(k)                                                                                        \
+  OXI_Q4B(k, 0), OXI_Q4B(k, 1), OXI_Q4B(k, 2), OXI_Q4B(k, 3), OXI_Q4B(k, 4), OXI_Q4B(k, 5), OXI_Q4B(k, 6), \
+      OXI_Q4B(k, 7), OXI_Q4B(k, 8), OXI_Q4B(k, 9), OXI_Q4B(k, 10), OXI_Q4B(k, 11), OXI_Q4B(k, 12),         \
+      OXI_Q4B(k, 13), OXI_Q4B(k, 14), OXI_Q4B(k, 15)
+    OXI_Q4R(0), OXI_Q4R(1), OXI_Q4R(2), OXI_Q4R(3)
+#undef OXI_Q4R
+#undef OXI_Q4B
+};
+
+// x: one token's Q8_0 row (nb blocks); out: ceil(nb/4) groups (missing blocks of the last: zero).
+inline void prep_q4_0_act(const uint8_t* x, int64_t nb, uint8_t* out) {
+  const __m512i k8 = _mm512_set1_epi8(8);
+  for (int64_t b = 0; b < nb; b += 4, out += kQ4G) {
+    float* dxl = reinterpret_cast<float*>(out + 192);
+    for (int k = 0; k < 4; ++k) {
+      __m128i lo = _mm_setzero_si128(), hi = lo;
+      float d = 0.0f;
+      if (b + k < nb) {
+        const uint8_t* q = x + (b + k) * 34;
+        lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 2));
+        hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 18));
+        d = h2f(q);
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * k), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 64 + 16 * k), hi);
+      for (int j = 0; j < 4; ++j) dxl[4 * k + j] = d;
+    }
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), k8, _mm512_loadu_si512(out)), k8,
+                                          _mm512_loadu_si512(out + 64));
+    _mm512_storeu_si512(out + 128, _mm512_sub_epi32(_mm512_setzero_si512(), s));
+  }
+}
+
+thread_local uint64_t t_q4_id = 0;
+thread_local const uint8_t* t_q4_buf = nullptr;
+
+// The prepared activation of tokens t0..t1 of this call (per thread; reused by the thread's other
+// work units of the same call: GEMV calls have one token tile, t0 = 0).
+inline const uint8_t* q4_0_act(const MMArgs& a, int64_t nb, uint64_t xps) {
+  uint8_t* buf = static_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>(xps * (a.t1 - a.t0))));
+  if (a.x_id != 0 && a.t0 == 0 && a.x_id == t_q4_id && buf == t_q4_buf) return buf;
+  for (int64_t t = a.t0; t < a.t1; ++t) prep_q4_0_act(a.x + t * a.x_stride, nb, buf + (t - a.t0) * xps);
+  t_q4_id = a.t0 == 0 ? a.x_id : 0;
+  t_q4_buf = buf;
+  return buf;
+}
+
+template <int R, int T>
+inline void gemv_q4_0_tile(const MMArgs& a, int64_t r, int64_t t, const uint8_t* xp, uint64_t xps, int64_t nb) {
+  __m512 acc[R][T];
+  OXI_ZERO_ACC(acc);
+  const uint8_t* w[R];
+  for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
+  const __m512i perm = _mm512_load_si512(kQ4Perm);
+  const __m512i sidx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18, 18, 18, 9,
+                                        9, 9, 9, 0, 0, 0, 0);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
+  const int64_t ng = (nb + 3) / 4, full = nb / 4;
+  for (int64_t g = 0; g < ng; ++g) {
+    __m512i xlo[T], xhi[T], corr[T];
+    __m512 dxl[T];
+    for (int j = 0; j < T; ++j) {
+      const uint8_t* q = xp + (t - a.t0 + j) * xps + g * kQ4G;
+      xlo[j] = _mm512_loadu_si512(q);
+      xhi[j] = _mm512_loadu_si512(q + 64);
+      corr[j] = _mm512_loadu_si512(q + 128);
+      dxl[j] = _mm512_loadu_ps(q + 192);
+    }
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* p = w[i] + g * 72;
+      __m512i v0, v1;
+      if (g < full) {
+        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
+        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
+        v0 = _mm512_loadu_si512(p);
+        v1 = _mm512_loadu_si512(p + 8);
+      } else {  // 1–3 blocks left (≤ 54 bytes, all in v0): a masked load, no read past the row
+        v0 = _mm512_maskz_loadu_epi8((1ull << ((nb - g * 4) * 18)) - 1, p);
+        v1 = _mm512_setzero_si512();
+      }
+      const __m512i q = _mm512_permutex2var_epi8(v0, perm, v1);
+      const __m512i lo = _mm512_and_si512(q, m4), hi = gf_bits(q, ghi);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, v0)));
+      for (int j = 0; j < T; ++j) {
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr[j], lo, xlo[j]), hi, xhi[j]);
+        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dxl[j]), acc[i][j]);
+      }
+    }
+  }
+  store<R, T>(a, r, t, acc);
+}
+
+template <int T>
+inline void gemv_q4_0_rows(const MMArgs& a, const uint8_t* xp, uint64_t xps, int64_t nb, int64_t t) {
+  constexpr int R = T == 1 ? 4 : 2;
+  int64_t r = a.r0;
+  for (; r + R <= a.r1; r += R) gemv_q4_0_tile<R, T>(a, r, t, xp, xps, nb);
+  for (; r < a.r1; ++r) gemv_q4_0_tile<1, T>(a, r, t, xp, xps, nb);
+}
+
+void mm_q4_0_gemv(const MMArgs& a) {
+  const int64_t nb = a.cols / 32;
+  const uint64_t xps = static_cast<uint64_t>((nb + 3) / 4) * kQ4G;
+  const uint8_t* xp = q4_0_act(a, nb, xps);
+  switch (a.t1 - a.t0) {
+    case 1: return gemv_q4_0_rows<1>(a, xp, xps, nb, a.t0);
+    case 2: return gemv_q4_0_rows<2>(a, xp, xps, nb, a.t0);
+    default: return gemv_q4_0_rows<3>(a, xp, xps, nb, a.t0);
   }
 }
 
@@ -461,29 +597,17 @@ struct KRow {
   float d, dmin;
 };
 
-inline void unpack_q4k(const BlockQ4_K& b, KRow& o, const __m512i* idx) {
+// Q4_K/Q5_K: the 8 sub-block scales as int16 (returned) and the mins, each twice (o.mins16).
+inline __m512i k4_scale_vectors(const uint8_t* scales, KRow& o) {
   alignas(16) uint8_t sc[16], mn[16];
-  k4_scales(b.scales, sc, mn);
-  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+  k4_scales(scales, sc, mn);
   const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
   o.mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-  const __m512i m4 = _mm512_set1_epi8(0x0F), sh = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  for (int k = 0; k < 4; ++k) {
-    // [v | v] by a broadcast load, high half shifted by 4: [low nibbles | high nibbles].
-    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k)));
-    o.q[k] = _mm512_and_si512(_mm512_srlv_epi64(v, sh), m4);
-    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
-  }
-  o.d = _cvtsh_ss(b.d);
-  o.dmin = _cvtsh_ss(b.dmin);
+  return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
 }
 
 inline void unpack_q5k(const BlockQ5_K& b, KRow& o, const __m512i* idx) {
-  alignas(16) uint8_t sc[16], mn[16];
-  k4_scales(b.scales, sc, mn);
-  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
-  const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
-  o.mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+  const __m512i sc16 = k4_scale_vectors(b.scales, o);
   const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
   for (int k = 0; k < 4; ++k) {
@@ -496,25 +620,6 @@ inline void unpack_q5k(const BlockQ5_K& b, KRow& o, const __m512i* idx) {
   }
   o.d = _cvtsh_ss(b.d);
   o.dmin = _cvtsh_ss(b.dmin);
-}
-
-inline void unpack_q6k(const BlockQ6_K& b, KRow& o, const __m512i* idx) {
-  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  o.mins16 = s16;
-  const __m512i s512 = _mm512_castsi256_si512(s16);
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
-  for (int h = 0; h < 2; ++h) {
-    const __m512i L = _mm512_loadu_si512(b.ql + 64 * h);
-    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-    const __m512i H2 = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
-    const __m512i hA = _mm512_slli_epi16(_mm512_and_si512(H2, m3), 4);
-    const __m512i hB = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H2, 4), m3), 4);
-    o.q[2 * h] = _mm512_or_si512(_mm512_and_si512(L, m4), hA);
-    o.q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), hB);
-  }
-  for (int c = 0; c < 4; ++c) o.sc[c] = _mm512_permutexvar_epi16(idx[c], s512);
-  o.d = _cvtsh_ss(b.d);
-  o.dmin = 0.0f;
 }
 
 template <int Kind, int R, int T>
@@ -539,6 +644,47 @@ inline void k_accum(const KRow* const* rw, const uint8_t* x, uint64_t x_stride, 
       }
     }
   }
+}
+
+// Q4_K: [v | v] from one broadcast load, low nibbles in lanes 0..31 and high nibbles in 32..63 by
+// one per-qword bit matrix (GFNI).
+inline void unpack_q4k(const BlockQ4_K& b, KRow& o, const __m512i* idx) {
+  const __m512i sc16 = k4_scale_vectors(b.scales, o);
+  const __m512i nib = _mm512_set_epi64(kGfHi, kGfHi, kGfHi, kGfHi, kGfLo, kGfLo, kGfLo, kGfLo);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k)));
+    o.q[k] = gf_bits(v, nib);
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+
+// Q6_K: per 128 elements, ql (64 bytes) gives elements 0..63 in its low nibbles and 64..127 in its
+// high nibbles; qh (32 bytes, broadcast to both halves) holds their 2 high bits: bits 0-1 / 2-3
+// for elements 0..31 / 32..63, bits 4-5 / 6-7 for 64..95 / 96..127. One bit matrix per half moves
+// the right pair to bits 4-5; a ternary-logic op or an or merges them with the nibbles.
+constexpr long long kGf6A0 = 0x0000000001020000ll;  // bits 0-1 -> 4-5
+constexpr long long kGf6A1 = 0x0000000004080000ll;  // bits 2-3 -> 4-5
+constexpr long long kGf6B0 = 0x0000000010200000ll;  // bits 4-5 -> 4-5
+constexpr long long kGf6B1 = 0x0000000040800000ll;  // bits 6-7 -> 4-5
+
+inline void unpack_q6k(const BlockQ6_K& b, KRow& o, const __m512i* idx) {
+  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  o.mins16 = s16;
+  const __m512i s512 = _mm512_castsi256_si512(s16);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
+  const __m512i ma = _mm512_set_epi64(kGf6A1, kGf6A1, kGf6A1, kGf6A1, kGf6A0, kGf6A0, kGf6A0, kGf6A0);
+  const __m512i mb = _mm512_set_epi64(kGf6B1, kGf6B1, kGf6B1, kGf6B1, kGf6B0, kGf6B0, kGf6B0, kGf6B0);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i L = _mm512_loadu_si512(b.ql + 64 * h);
+    const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h)));
+    o.q[2 * h] = _mm512_ternarylogic_epi32(L, m4, gf_bits(H, ma), 0xEA);  // (L & 0x0F) | hi bits
+    o.q[2 * h + 1] = _mm512_or_si512(gf_bits(L, ghi), gf_bits(H, mb));
+  }
+  for (int c = 0; c < 4; ++c) o.sc[c] = _mm512_permutexvar_epi16(idx[c], s512);
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
 }
 
 template <class B>
@@ -569,9 +715,8 @@ struct TileK {
         const KRow* rp[R];
         for (int i = 0; i < R; ++i) {
           const B& blk = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b];
-          if constexpr (T == 1)
-            for (unsigned off = 0; off < sizeof(B); off += 64)
-              _mm_prefetch(reinterpret_cast<const char*>(&blk) + R * a.w_stride + off, _MM_HINT_T0);
+          for (unsigned off = 0; off < sizeof(B); off += 64)
+            OXI_PF(reinterpret_cast<const char*>(&blk) + R * a.w_stride + off);
           k_unpack(blk, rw[i], idx);
           rp[i] = &rw[i];
         }
@@ -715,19 +860,28 @@ void mm_q8_0(const MMArgs& a) {
 }
 void mm_q4_0(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q4_0W, 4, 4>(a);
-  mm_q8_gemv<Q4_0W>(a);
+  mm_q4_0_gemv(a);
+}
+// GEMV (1–3 tokens): R rows × all the tokens per tile, so each block is unpacked once.
+template <template <int, int> class Tile>
+void gemv_k(const MMArgs& a) {
+  switch (a.t1 - a.t0) {
+    case 1: return drive<Tile, 2, 1>(a);
+    case 2: return drive<Tile, 2, 2>(a);
+    default: return drive<Tile, 2, 3>(a);
+  }
 }
 void mm_q4_K(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ4_K, 0, 2, 4>(a);
-  drive<TQ4_K, 2, 4>(a);
+  gemv_k<TQ4_K>(a);
 }
 void mm_q5_K(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ5_K, 0, 2, 4>(a);
-  drive<TQ5_K, 2, 4>(a);
+  gemv_k<TQ5_K>(a);
 }
 void mm_q6_K(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ6_K, 1, 2, 4>(a);
-  drive<TQ6_K, 2, 4>(a);
+  gemv_k<TQ6_K>(a);
 }
 
 }  // namespace
