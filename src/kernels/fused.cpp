@@ -45,4 +45,19 @@ void attend_one(const float* q, const float* K, const float* V, int64_t stride, 
   kern::active_fused().attend_one(q, K, V, stride, kv_off, n_kv_pos, hd, scale, scores, out, f16_like);
 }
 
+void attend_causal(const float* q, int64_t q_stride, int64_t nq, const float* KT, int64_t kt_stride, const float* V,
+                   int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale, float* out,
+                   int64_t out_stride, bool f16_like) {
+  kern::active_fused().attend_causal(q, q_stride, nq, KT, kt_stride, V, stride, kv_off, n_kv0, hd, scale, out,
+                                     out_stride, f16_like);
+}
+
+void silu_mul(const float* x, const float* m, float* y, int64_t n) { kern::active_fused().silu_mul(x, m, y, n); }
+
+void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y) {
+  kern::active_fused().conv_silu(X, wT, C, K, y);
+}
+
+void f16_round(const float* x, float* y, int64_t n) { kern::active_fused().f16_round(x, y, n); }
+
 }  // namespace oxi

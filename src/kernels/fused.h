@@ -39,6 +39,26 @@ void gdn_chunked(int64_t T, int64_t dk, int64_t dv, const GdnHeadIO& io, float* 
 void attend_one(const float* q, const float* K, const float* V, int64_t stride, int64_t kv_off, int64_t n_kv_pos,
                 int64_t hd, float scale, float* scores, float* out, bool f16_like = false);
 
+// Causal attention of nq consecutive queries of one head (prefill): query i (at q + i*q_stride,
+// hd values) attends to positions [0, n_kv0 + i) of the K/V rows ([pos, stride], head at offset
+// kv_off); KT holds the same keys transposed, KT[e * kt_stride + pos] (kt_stride ≥ n_kv0 + nq − 1);
+// out row i at out + i*out_stride. Numerics as attend_one per query (q and the softmax weights
+// rounded to f16 where f16_like) except the f32 summation order of q·k; scores are computed as
+// small GEMMs (no horizontal sums), so it is several times faster per query.
+void attend_causal(const float* q, int64_t q_stride, int64_t nq, const float* KT, int64_t kt_stride, const float* V,
+                   int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale, float* out,
+                   int64_t out_stride, bool f16_like = false);
+
+// y[i] = silu(x[i]) · m[i] = x / (1 + e^−x) · m (y may alias x or m). e^x is a vector
+// polynomial within 2 ulp (llama.cpp's CPU SiLU is a SIMD approximation too), not libm's.
+void silu_mul(const float* x, const float* m, float* y, int64_t n);
+// One token of a causal depthwise conv1d + SiLU over C channels and K taps:
+// y[c] = silu(Σ_j wT[j*C + c] · X[j*C + c]) (X: the K input rows ending at the token; wT: the
+// taps transposed, [K][C]).
+void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y);
+// y[i] = x[i] rounded to f16 and back (nearest even; y may alias x).
+void f16_round(const float* x, float* y, int64_t n);
+
 namespace kern {
 // Per-ISA table of the above (internal; the functions above dispatch through the active one).
 struct FusedKernels {
@@ -46,6 +66,11 @@ struct FusedKernels {
   void (*gdn_chunked)(int64_t, int64_t, int64_t, const GdnHeadIO&, float*, int64_t);
   void (*attend_one)(const float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, float, float*,
                      float*, bool);
+  void (*attend_causal)(const float*, int64_t, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
+                        int64_t, int64_t, float, float*, int64_t, bool);
+  void (*silu_mul)(const float*, const float*, float*, int64_t);
+  void (*conv_silu)(const float*, const float*, int64_t, int64_t, float*);
+  void (*f16_round)(const float*, float*, int64_t);
 };
 // The generic build, and the one matching the active matmul set (generic where none is compiled).
 const FusedKernels& generic_fused();

@@ -2,7 +2,9 @@
 // references written here: the gated delta rule token by token, and softmax attention of one head.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -148,6 +150,133 @@ TEST(Fused, AttendOneEveryIsaMatchesF64Reference) {
         // f16 weights: an f32 softmax value next to an f16 rounding boundary may round the other way.
         EXPECT_LT(err, f16 ? 2e-3 : 2e-5) << isa << " hd=" << hd << " f16=" << f16;
       }
+    }
+  }
+}
+
+// A block of causal queries equals attend_one per query (the same numerics up to the f32 order of
+// the q·k sums), on every ISA, including blocks that do not start at position 0.
+TEST(Fused, AttendCausalEveryIsaMatchesAttendOne) {
+  IsaGuard guard;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t hd : {256, 40}) {
+    const int64_t npos = 90, stride = 2 * hd + 3, off = hd + 1;
+    std::vector<float> K(npos * stride), V(K.size()), Q(npos * hd);
+    for (auto& x : K) x = f16_to_f32(f32_to_f16(nd(rng)));
+    for (auto& x : V) x = f16_to_f32(f32_to_f16(nd(rng)));
+    for (auto& x : Q) x = 2.0f * nd(rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // Keys transposed with a padded stride.
+    const int64_t kts = npos + 3;
+    std::vector<float> KT(hd * kts, NAN);
+    for (int64_t p = 0; p < npos; ++p)
+      for (int64_t e = 0; e < hd; ++e) KT[e * kts + p] = K[p * stride + off + e];
+    for (bool f16 : {false, true}) {
+      for (const auto& isa : available_isas()) {
+        set_isa(isa);
+        for (int64_t t0 : {0, 13, 57}) {
+          const int64_t nq = std::min<int64_t>(33, npos - t0);
+          const int64_t ost = hd + 5;
+          std::vector<float> out(nq * ost, 77.0f), one(hd), scores(npos);
+          attend_causal(Q.data() + t0 * hd, hd, nq, KT.data(), kts, V.data(), stride, off, t0 + 1, hd, scale,
+                        out.data(), ost, f16);
+          for (int64_t i = 0; i < nq; ++i) {
+            attend_one(Q.data() + (t0 + i) * hd, K.data(), V.data(), stride, off, t0 + i + 1, hd, scale,
+                       scores.data(), one.data(), f16);
+            double err = 0;
+            for (int64_t e = 0; e < hd; ++e) err = std::max(err, static_cast<double>(std::fabs(out[i * ost + e] - one[e])));
+            // f16 weights: a value next to an f16 rounding boundary may round the other way.
+            ASSERT_LT(err, f16 ? 2e-3 : 1e-5) << isa << " hd=" << hd << " t0=" << t0 << " i=" << i;
+            EXPECT_EQ(out[i * ost + hd], 77.0f);  // padding between rows untouched
+          }
+        }
+      }
+    }
+  }
+}
+
+// SiLU·m against double, over the whole useful range (including where e^−x overflows or
+// underflows), on every ISA; lengths with vector tails.
+TEST(Fused, SiluMulEveryIsaMatchesF64) {
+  IsaGuard guard;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 6.0f);
+  std::vector<float> x, m;
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.0f, -88.0f, 89.5f, -89.5f, 104.0f, -104.0f, 200.0f, -200.0f,
+                  0.34657359f, -0.34657359f, 20.0f, -20.0f, 1.0f, -1.0f}) {
+    x.push_back(v);
+    m.push_back(1.0f);
+  }
+  while (x.size() < 4099) {
+    x.push_back(nd(rng));
+    m.push_back(nd(rng));
+  }
+  for (const auto& isa : available_isas()) {
+    set_isa(isa);
+    for (int64_t n : {int64_t{4099}, int64_t{16}, int64_t{5}}) {
+      std::vector<float> y(n), ya(x.begin(), x.begin() + n);
+      silu_mul(x.data(), m.data(), y.data(), n);
+      silu_mul(ya.data(), m.data(), ya.data(), n);  // in place
+      for (int64_t i = 0; i < n; ++i) {
+        const double xd = x[i], ref = xd / (1.0 + std::exp(-xd)) * m[i];
+        // Absolute part: for x < −88.72 e^−x overflows f32 and silu is ±0 instead of |ref| < 2.7e-37.
+        ASSERT_NEAR(y[i], ref, 5e-7 * std::fabs(ref) + 3e-37) << isa << " x=" << x[i];
+        ASSERT_EQ(y[i], ya[i]) << isa;
+      }
+    }
+  }
+}
+
+TEST(Fused, ConvSiluEveryIsaMatchesF64) {
+  IsaGuard guard;
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t C : {6144, 37}) {
+    const int64_t K = 4;
+    std::vector<float> X(K * C), wT(K * C);
+    for (auto& v : X) v = nd(rng);
+    for (auto& v : wT) v = nd(rng);
+    for (const auto& isa : available_isas()) {
+      set_isa(isa);
+      std::vector<float> y(C);
+      conv_silu(X.data(), wT.data(), C, K, y.data());
+      for (int64_t c = 0; c < C; ++c) {
+        double s = 0, a = 0;
+        for (int64_t j = 0; j < K; ++j) s += static_cast<double>(wT[j * C + c]) * X[j * C + c], a += std::fabs(wT[j * C + c] * X[j * C + c]);
+        const double ref = s / (1.0 + std::exp(-s));
+        ASSERT_NEAR(y[c], ref, 5e-7 * std::fabs(ref) + 4e-7 * a) << isa << " C=" << C << " c=" << c;
+      }
+    }
+  }
+}
+
+// f16 rounding: bit-identical to the scalar f32_to_f16/f16_to_f32 pair on every ISA, for values
+// next to rounding boundaries, subnormals, the overflow threshold and infinities.
+TEST(Fused, F16RoundEveryIsaBitExact) {
+  IsaGuard guard;
+  std::vector<float> x;
+  std::mt19937 rng(13);
+  for (uint32_t h = 0; h < 0x7c00u; h += 7) {  // midpoints between neighbouring f16 values, ± 1 ulp of f32
+    const float a = f16_to_f32(static_cast<uint16_t>(h)), b = f16_to_f32(static_cast<uint16_t>(h + 1));
+    const float mid = a + (b - a) / 2;
+    for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f), a}) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+  }
+  for (float v : {65504.0f, 65519.99f, 65520.0f, 1e6f, INFINITY, -INFINITY, 1e-10f, 5.96e-8f, 2.98e-8f, 2.99e-8f})
+    x.push_back(v);
+  for (const auto& isa : available_isas()) {
+    set_isa(isa);
+    std::vector<float> y(x.size());
+    f16_round(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float ref = f16_to_f32(f32_to_f16(x[i]));
+      uint32_t a, b;
+      std::memcpy(&a, &y[i], 4);
+      std::memcpy(&b, &ref, 4);
+      ASSERT_EQ(a, b) << isa << " x=" << x[i];
     }
   }
 }

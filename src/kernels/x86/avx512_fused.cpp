@@ -1,4 +1,6 @@
 // kernels/fused.h blocks compiled with the AVX-512 flags (this file matches x86/avx512*.cpp).
+#include <immintrin.h>
+
 #include "core/half.h"
 #include "kernels/dispatch.h"
 #include "kernels/fused.h"

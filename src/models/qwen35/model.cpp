@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/log.h"
+#include "kernels/fused.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
 #include "models/common/ops.h"
@@ -29,7 +30,7 @@ namespace {
 
 struct GdnW {
   MatrixView qkv, z, b, a, out;
-  std::vector<float> conv;  // [conv_dim, K], tap 0 = oldest
+  std::vector<float> conv;  // as loaded [conv_dim, K], tap 0 = oldest; transposed to [K, conv_dim] after load
   std::vector<float> ssm_a, dt_bias, norm;
 };
 
@@ -59,7 +60,7 @@ constexpr uint32_t kSnapMagic = 0x35335158;  // "XQ35"
 
 // Per-thread f32 work buffers of one forward pass, reused across layers and calls: no zeroing and
 // no fresh pages per batch (every user writes a buffer fully before reading it).
-enum Buf : int { kH, kU, kO, kX, kZ, kB, kA, kCv, kCore, kQg, kK, kV, kAtt, kFa, kFb, kNumBufs };
+enum Buf : int { kH, kU, kO, kX, kZ, kB, kA, kCv, kCore, kQg, kK, kV, kAtt, kKT, kFa, kFb, kNumBufs };
 float* buf(Buf slot, int64_t n) {
   thread_local std::unique_ptr<float[]> p[kNumBufs];
   thread_local int64_t cap[kNumBufs] = {};
@@ -231,6 +232,15 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) : quan
   }
   int g = 0, a = 0;
   for (auto& L : layers_) L.cache = L.recurrent ? g++ : a++;
+  // Conv taps [C, K] → [K, C]: the conv runs over channels with vectors (kernels/fused.h).
+  for (auto& L : layers_) {
+    if (!L.recurrent) continue;
+    const int64_t C = c_.conv_dim(), K = c_.conv_k;
+    std::vector<float> t(L.gdn.conv.size());
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t j = 0; j < K; ++j) t[static_cast<size_t>(j * C + ch)] = L.gdn.conv[static_cast<size_t>(ch * K + j)];
+    L.gdn.conv = std::move(t);
+  }
   n_gdn_ = g;
   n_attn_ = a;
 }
@@ -493,12 +503,7 @@ void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t
   const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
   for_tokens(n, [&](int64_t t) {
     float* y = cv + t * C;
-    for (int64_t ch = 0; ch < C; ++ch) {
-      const float* wc = w.conv.data() + ch * K;
-      float s = 0.0f;
-      for (int64_t j = 0; j < K; ++j) s += wc[j] * X[(t + j) * C + ch];
-      y[ch] = ops::silu(s);
-    }
+    conv_silu(X + t * C, w.conv.data(), C, K, y);
     for (int64_t j = 0; j < Hk; ++j) {
       float* q = y + j * dk;
       float* k = y + KD + j * dk;
@@ -539,7 +544,7 @@ void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t
       float* o = core + t * VD + hh * dv;
       const float* zz = z + t * VD + hh * dv;
       ops::rms_norm(o, w.norm.data(), o, dv, c_.eps);
-      for (int64_t e = 0; e < dv; ++e) o[e] *= ops::silu(zz[e]);
+      silu_mul(zz, o, o, dv);
     }
   });
   matmul(w.out, core, n, out);
@@ -583,13 +588,45 @@ void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_
     }
     float* kc = Kc.data() + (pos0 + t) * KW;
     float* vc = Vc.data() + (pos0 + t) * KW;
-    for (int64_t i = 0; i < KW; ++i) {
-      kc[i] = kv_f16 ? f16_to_f32(f32_to_f16(k[t * KW + i])) : k[t * KW + i];
-      vc[i] = kv_f16 ? f16_to_f32(f32_to_f16(v[t * KW + i])) : v[t * KW + i];
+    if (kv_f16) {
+      f16_round(k + t * KW, kc, KW);
+      f16_round(v + t * KW, vc, KW);
+    } else {
+      std::copy(k + t * KW, k + (t + 1) * KW, kc);
+      std::copy(v + t * KW, v + (t + 1) * KW, vc);
     }
   });
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t grp = H / Hkv;
+  if (n >= 8) {
+    // Prefill: blocks of 32 queries per head against the keys transposed once per KV head.
+    const int64_t nk = pos0 + n;
+    float* KT = buf(kKT, Hkv * hd * nk);
+    parallel_for(Hkv * ((hd + 31) / 32), [&](int64_t job) {
+      const int64_t g = job / ((hd + 31) / 32), e0 = job % ((hd + 31) / 32) * 32, e1 = std::min(hd, e0 + 32);
+      for (int64_t p = 0; p < nk; ++p) {
+        const float* kr = Kc.data() + p * KW + g * hd;
+        for (int64_t e = e0; e < e1; ++e) KT[(g * hd + e) * nk + p] = kr[e];
+      }
+    });
+    constexpr int64_t kQB = 32;
+    const int64_t nqb = (n + kQB - 1) / kQB;
+    parallel_for(nqb * H, [&](int64_t job) {
+      const int64_t qb = nqb - 1 - job / H, hh = job % H;  // longest (last) query blocks first
+      const int64_t t0 = qb * kQB, nq = std::min(kQB, n - t0), g = hh / grp;
+      float* o = att + t0 * H * hd + hh * hd;
+      const float* q = qg + t0 * QW + hh * 2 * hd;
+      attend_causal(q, QW, nq, KT + g * hd * nk, nk, Vc.data(), KW, g * hd, pos0 + t0 + 1, hd, scale, o, H * hd,
+                    kv_f16);
+      for (int64_t i = 0; i < nq; ++i) {
+        const float* gate = q + i * QW + hd;
+        float* oi = o + i * H * hd;
+        for (int64_t e = 0; e < hd; ++e) oi[e] *= ops::sigmoid(gate[e]);
+      }
+    });
+    matmul(w.o, att, n, out);
+    return;
+  }
   parallel_for(n * H, [&](int64_t job) {
     const int64_t t = job / H, hh = job % H;
     thread_local std::vector<float> scores;
@@ -614,7 +651,7 @@ void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* 
     float* const ys[2] = {a, bb};
     matmul_batch(ws, ys, 2, x, m);
     for_tokens(m, [&](int64_t t) {
-      for (int64_t i = t * I; i < (t + 1) * I; ++i) a[i] = ops::silu(a[i]) * bb[i];
+      silu_mul(a + t * I, bb + t * I, a + t * I, I);
     });
     matmul(down, a, m, y);
   };
