@@ -181,81 +181,113 @@ int64_t gemv_row_chunk(int64_t rows, int nth) {
   return std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
 }
 
-// Multi-token (5+) matmul of one matrix with a native kernel, after the device declined.
-void matmul_cpu(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+// Multi-token (5+) matmul of matrices sharing one input (native kernels, after the device
+// declined): activations converted once per format and, for the GEMM path (kernels/gemm.h),
+// packed once per weight type; then the work units of all matrices (largest matrices first) in
+// one pool job.
+void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
   using namespace kern;
-  const int wt = wtype_index(w.dtype);
   const Kernels& K = active_kernels();
-  const AType at = atype_of(wt);
+  const GemmKernels* G = active_gemm();
+  if (G && n_tokens < G->min_tokens) G = nullptr;
+  const int64_t cols = ws[0].cols;
 
-  // 1. Activations in the weight type's dot format, per token.
-  thread_local std::vector<uint8_t> scratch;
-  const uint8_t* xa;
-  uint64_t x_stride = act_row_bytes(at, w.cols);
-  if (at == kAF32) {
-    xa = reinterpret_cast<const uint8_t*>(x);
-  } else {
-    const size_t need = static_cast<size_t>(x_stride * n_tokens) + 64;
-    if (scratch.size() < need) scratch.resize(need);
-    uint8_t* buf = scratch.data();
-    const ActFn act = K.act[at];
-    const int64_t cols = w.cols;
-    if (n_tokens == 1) {
-      act(x, buf, cols);
-    } else {
-      parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) act(x + t * cols, buf + t * x_stride, cols);
-      });
+  // 1. Activations in each weight type's dot format, per token (one buffer per format), and the
+  // GEMM packing of them (one buffer per weight type).
+  thread_local std::vector<uint8_t> scratch[kNumATypes];
+  thread_local std::vector<uint8_t> packed[kNumWTypes];
+  const uint8_t* xa[kNumATypes] = {};
+  const uint8_t* xp[kNumWTypes] = {};
+  for (int j = 0; j < n; ++j) {
+    const int wt = wtype_index(ws[j].dtype);
+    const AType at = atype_of(wt);
+    if (!xa[at]) {
+      if (at == kAF32) {
+        xa[at] = reinterpret_cast<const uint8_t*>(x);
+      } else {
+        const uint64_t x_stride = act_row_bytes(at, cols);
+        std::vector<uint8_t>& sb = scratch[at];
+        const size_t need = static_cast<size_t>(x_stride * n_tokens) + 64;
+        if (sb.size() < need) sb.resize(need);
+        uint8_t* buf = sb.data();
+        const ActFn act = K.act[at];
+        parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) act(x + t * cols, buf + t * x_stride, cols);
+        });
+        xa[at] = buf;
+      }
     }
-    xa = buf;
+    if (G && G->run[wt] && !xp[wt]) {
+      std::vector<uint8_t>& pb = packed[wt];
+      const size_t need = static_cast<size_t>(gemm_packed_bytes(wt, cols, n_tokens)) + 64;
+      if (pb.size() < need) pb.resize(need);
+      uint8_t* X = pb.data();
+      const GemmPackFn pack = G->pack[wt];
+      const uint8_t* src = xa[at];
+      const uint64_t x_stride = act_row_bytes(at, cols);
+      parallel_for_chunked(n_tokens, 16, [&](int64_t t0, int64_t t1) { pack(src, x_stride, t0, t1, n_tokens, cols, X); });
+      xp[wt] = X;
+    }
   }
 
-  const int nth = in_parallel_region() ? 1 : num_threads();
-  const int64_t rows = w.rows;
-  // Work units: row chunks × token tiles (row-chunk-major), shared dynamically.
-  auto run_units = [&](MMFn fn, const uint8_t* xp, uint64_t xs, int64_t tok_tile, int64_t row_chunk) {
-    MMArgs base{};
-    base.w = w.data;
-    base.w_stride = w.row_bytes;
-    base.x = xp;
-    base.x_stride = xs;
-    base.y = y;
-    base.ldy = w.rows;
-    base.cols = w.cols;
-    const int64_t n_tt = (n_tokens + tok_tile - 1) / tok_tile;
-    if (row_chunk == 0) {  // GEMM: 64 rows, halved while there are fewer than 4 units per thread
-      row_chunk = 64;
-      while (row_chunk > 16 && ((rows + row_chunk - 1) / row_chunk) * n_tt < nth * 4) row_chunk /= 2;
-    }
-    const int64_t n_rc = (rows + row_chunk - 1) / row_chunk;
-    parallel_for(n_rc * n_tt, [&](int64_t u) {
-      MMArgs a = base;
-      const int64_t rc = u / n_tt, tt = u % n_tt;
-      a.r0 = rc * row_chunk;
-      a.r1 = std::min(rows, a.r0 + row_chunk);
-      a.t0 = tt * tok_tile;
-      a.t1 = std::min(n_tokens, a.t0 + tok_tile);
-      fn(a);
-    });
+  // 2. Work units: per matrix, row chunks × token tiles (GEMM: ≤ 64 rows × 256 tokens, each unit
+  // repacks its weight rows once; tiles: 64-token tiles), all matrices in one dynamic schedule.
+  constexpr int kMaxBatch = 16;
+  struct Part {
+    MMArgs base;
+    MMFn fn;
+    int64_t rows, row_chunk, n_rc, tok_tile, n_tt, first;
   };
-
-  // 2a. Multi-token GEMM of the active set (kernels/gemm.h): activations repacked once, then
-  // units of up to 64 rows × 256 tokens (each unit repacks its weight rows once).
-  const GemmKernels* G = n_tokens > 4 ? active_gemm() : nullptr;
-  if (G && G->run[wt] && n_tokens >= G->min_tokens) {
-    thread_local std::vector<uint8_t> packed;
-    const size_t need = static_cast<size_t>(gemm_packed_bytes(wt, w.cols, n_tokens)) + 64;
-    if (packed.size() < need) packed.resize(need);
-    uint8_t* X = packed.data();
-    const GemmPackFn pack = G->pack[wt];
-    const int64_t cols = w.cols;
-    parallel_for_chunked(n_tokens, 16, [&](int64_t t0, int64_t t1) { pack(xa, x_stride, t0, t1, n_tokens, cols, X); });
-    run_units(G->run[wt], X, static_cast<uint64_t>(n_tokens), 256, 0);
-    return;
+  Part parts[kMaxBatch];
+  const int nth = in_parallel_region() ? 1 : num_threads();
+  int order[kMaxBatch];
+  for (int j = 0; j < n; ++j) order[j] = j;
+  std::stable_sort(order, order + n, [&](int a, int b) {
+    return ws[a].rows * ws[a].row_bytes > ws[b].rows * ws[b].row_bytes;
+  });
+  int64_t total = 0;
+  for (int k = 0; k < n; ++k) {
+    const MatrixView& w = ws[order[k]];
+    const int wt = wtype_index(w.dtype);
+    const AType at = atype_of(wt);
+    Part& p = parts[k];
+    p.base = MMArgs{};
+    p.base.w = w.data;
+    p.base.w_stride = w.row_bytes;
+    if (xp[wt]) {
+      p.base.x = xp[wt];
+      p.base.x_stride = static_cast<uint64_t>(n_tokens);
+      p.fn = G->run[wt];
+      p.tok_tile = 256;
+    } else {
+      p.base.x = xa[at];
+      p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);
+      p.fn = K.mm[wt];
+      p.tok_tile = 64;
+    }
+    p.base.y = ys[order[k]];
+    p.base.ldy = w.rows;
+    p.base.cols = cols;
+    p.rows = w.rows;
+    p.n_tt = (n_tokens + p.tok_tile - 1) / p.tok_tile;
+    p.row_chunk = 64;  // halved while the matrix has fewer than 4 units per thread
+    while (p.row_chunk > 16 && ((w.rows + p.row_chunk - 1) / p.row_chunk) * p.n_tt < nth * 4) p.row_chunk /= 2;
+    p.n_rc = (w.rows + p.row_chunk - 1) / p.row_chunk;
+    p.first = total;
+    total += p.n_rc * p.n_tt;
   }
-
-  // 2b. The ISA's tiles on per-token activation rows.
-  run_units(K.mm[wt], xa, x_stride, 64, 0);
+  parallel_for(total, [&](int64_t u) {
+    int k = 0;
+    while (k + 1 < n && parts[k + 1].first <= u) ++k;
+    const Part& p = parts[k];
+    MMArgs a = p.base;
+    const int64_t v = u - p.first, rc = v / p.n_tt, tt = v % p.n_tt;
+    a.r0 = rc * p.row_chunk;
+    a.r1 = std::min(p.rows, a.r0 + p.row_chunk);
+    a.t0 = tt * p.tok_tile;
+    a.t1 = std::min(n_tokens, a.t0 + p.tok_tile);
+    p.fn(a);
+  });
 }
 
 // GEMV (1–4 tokens) of matrices sharing one input once the device has declined: every matrix has
@@ -350,7 +382,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   if (device::try_matmul(&w, &y, 1, x, n_tokens)) return;  // seam: a device backend ran it
   if (wt < 0) return matmul_fallback(w, x, n_tokens, y);
   if (n_tokens <= 4) return matmul_gemv(&w, &y, 1, x, n_tokens);
-  matmul_cpu(w, x, n_tokens, y);
+  matmul_cpu(&w, &y, 1, x, n_tokens);
 }
 
 void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
@@ -373,15 +405,8 @@ void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x,
   }
   if (n_tokens <= 0) return;
   if (device::try_matmul(ws, ys, n, x, n_tokens)) return;  // seam: a device backend ran the batch
-  if (n_tokens > 4) {  // GEMM: one matrix at a time (the dispatch cost is negligible there)
-    for (int j = 0; j < n; ++j) {
-      if (ws[j].rows == 0) continue;
-      if (wtype_index(ws[j].dtype) < 0) matmul_fallback(ws[j], x, n_tokens, ys[j]);
-      else matmul_cpu(ws[j], x, n_tokens, ys[j]);
-    }
-    return;
-  }
-  if (all_native) return matmul_gemv(ws, ys, n, x, n_tokens);
+  const auto native = n_tokens > 4 ? matmul_cpu : matmul_gemv;
+  if (all_native) return native(ws, ys, n, x, n_tokens);
   // A fallback type (or an empty matrix) in the batch: the native ones together, the rest alone.
   MatrixView nw[16];
   float* ny[16];
@@ -395,7 +420,7 @@ void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x,
       ny[m++] = ys[j];
     }
   }
-  if (m) matmul_gemv(nw, ny, m, x, n_tokens);
+  if (m) native(nw, ny, m, x, n_tokens);
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {

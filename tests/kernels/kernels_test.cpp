@@ -373,7 +373,7 @@ TEST(Matmul, BatchEqualsSeparateCalls) {
     set_isa(isa);
     for (int nth : {1, 2}) {
       set_num_threads(nth);
-      for (int64_t nt : {1, 3, 9}) {
+      for (int64_t nt : {1, 3, 9, 270}) {
         auto x = randn(static_cast<size_t>(nt * cols), 40 + static_cast<uint32_t>(nt));
         std::vector<std::vector<float>> ref(n), y(n);
         std::vector<float*> yp(n);
