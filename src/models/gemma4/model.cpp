@@ -25,25 +25,11 @@ constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
 
 float gelu_f32(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x))); }
 
-struct GeluTable {
-  std::vector<float> t;
-  GeluTable() : t(65536) {
-    for (uint32_t h = 0; h < 65536; ++h) {
-      const float x = f16_to_f32(static_cast<uint16_t>(h));
-      t[h] = f16_to_f32(f32_to_f16(gelu_f32(x)));
-    }
-  }
-};
-
-const GeluTable& gelu_table() {
-  static const GeluTable table;
-  return table;
-}
-
-// y = x / sqrt(mean(x^2) + eps), sum in double (as ggml); then optional weight.
+// y = x / sqrt(mean(x^2) + eps) as ggml: squares rounded to f32, summed in double; then the
+// optional weight.
 void rms_norm(const float* x, int64_t n, float eps, const float* w, float* y) {
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
@@ -95,24 +81,27 @@ class Gemma4Model;
 // per-sequence state
 
 struct LayerCache {
-  int64_t width = 0;     // Hkv * hd floats per position
+  int64_t width = 0;     // Hkv * hd values per position
   bool ring = false;     // sliding: ring of `cap` slots indexed by pos % cap
   int64_t cap = 0;       // ring: window; full: grown on demand up to n_ctx
-  std::vector<uint16_t> k, v;  // f16, [cap, width]
+  size_t esz = 2;        // bytes per value: 2 (f16, the default) or 4 (f32)
+  std::vector<uint8_t> k, v;  // [cap, width] values
+  size_t row_bytes() const { return static_cast<size_t>(width) * esz; }
 };
 
 class Gemma4State final : public SequenceState {
  public:
-  Gemma4State(const Config& c, int64_t n_ctx) : n_ctx_(n_ctx) {
+  Gemma4State(const Config& c, int64_t n_ctx, bool kv_f32) : n_ctx_(n_ctx), kv_f32_(kv_f32) {
     caches_.resize(static_cast<size_t>(c.n_layer));
     for (int64_t l = 0; l < c.n_layer_kv(); ++l) {
       LayerCache& lc = caches_[static_cast<size_t>(l)];
       lc.width = c.n_head_kv[static_cast<size_t>(l)] * c.head_dim(l);
       lc.ring = c.swa(l);
+      lc.esz = kv_f32 ? 4 : 2;
       lc.cap = lc.ring ? std::min(c.window, n_ctx) : 0;
       if (lc.ring) {
-        lc.k.assign(static_cast<size_t>(lc.cap * lc.width), 0);
-        lc.v.assign(static_cast<size_t>(lc.cap * lc.width), 0);
+        lc.k.assign(static_cast<size_t>(lc.cap) * lc.row_bytes(), 0);
+        lc.v.assign(static_cast<size_t>(lc.cap) * lc.row_bytes(), 0);
       }
     }
   }
@@ -128,8 +117,8 @@ class Gemma4State final : public SequenceState {
         lc.v.shrink_to_fit();
         lc.cap = 0;
       } else {
-        std::fill(lc.k.begin(), lc.k.end(), uint16_t{0});
-        std::fill(lc.v.begin(), lc.v.end(), uint16_t{0});
+        std::fill(lc.k.begin(), lc.k.end(), uint8_t{0});
+        std::fill(lc.v.begin(), lc.v.end(), uint8_t{0});
       }
     }
   }
@@ -144,6 +133,8 @@ class Gemma4State final : public SequenceState {
     put(&magic, 4);
     put(&n_ctx_, 8);
     put(&n_past_, 8);
+    const uint8_t kv_f32 = kv_f32_ ? 1 : 0;
+    put(&kv_f32, 1);
     const uint64_t nl = caches_.size();
     put(&nl, 8);
     for (const auto& lc : caches_) {
@@ -152,8 +143,8 @@ class Gemma4State final : public SequenceState {
       put(&ring, 1);
       const int64_t rows = lc.ring ? lc.cap : n_past_;
       put(&rows, 8);
-      put(lc.k.data(), static_cast<size_t>(rows * lc.width) * sizeof(uint16_t));
-      put(lc.v.data(), static_cast<size_t>(rows * lc.width) * sizeof(uint16_t));
+      put(lc.k.data(), static_cast<size_t>(rows) * lc.row_bytes());
+      put(lc.v.data(), static_cast<size_t>(rows) * lc.row_bytes());
     }
     return out;
   }
@@ -170,11 +161,15 @@ class Gemma4State final : public SequenceState {
     if (magic != 0x34474d47u) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: not a gemma4 snapshot");
     int64_t n_ctx = 0, n_past = 0;
     uint64_t nl = 0;
+    uint8_t kv_f32 = 0;
     get(&n_ctx, 8);
     get(&n_past, 8);
+    get(&kv_f32, 1);
     get(&nl, 8);
     if (n_ctx != n_ctx_ || nl != caches_.size() || n_past < 0 || n_past > n_ctx_)
       throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot is for a different model or context size");
+    if ((kv_f32 != 0) != kv_f32_)
+      throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot has another KV cache type (f16 vs f32)");
     std::vector<LayerCache> fresh = caches_;
     for (auto& lc : fresh) {
       int64_t width = 0, rows = 0;
@@ -184,14 +179,14 @@ class Gemma4State final : public SequenceState {
       get(&rows, 8);
       if (width != lc.width || (ring != 0) != lc.ring || rows != (lc.ring ? lc.cap : n_past))
         throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot layout does not match this model");
-      const size_t n = static_cast<size_t>(rows * width);
+      const size_t n = static_cast<size_t>(rows) * lc.row_bytes();
       if (!lc.ring) {
         lc.cap = rows;
         lc.k.resize(n);
         lc.v.resize(n);
       }
-      get(lc.k.data(), n * sizeof(uint16_t));
-      get(lc.v.data(), n * sizeof(uint16_t));
+      get(lc.k.data(), n);
+      get(lc.v.data(), n);
     }
     if (off != bytes.size()) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: trailing bytes in snapshot");
     caches_ = std::move(fresh);
@@ -203,14 +198,15 @@ class Gemma4State final : public SequenceState {
     for (auto& lc : caches_) {
       if (lc.ring || lc.width == 0 || lc.cap >= need) continue;
       int64_t cap = std::max<int64_t>(need, std::min<int64_t>(n_ctx_, std::max<int64_t>(64, lc.cap * 2)));
-      lc.k.resize(static_cast<size_t>(cap * lc.width));
-      lc.v.resize(static_cast<size_t>(cap * lc.width));
+      lc.k.resize(static_cast<size_t>(cap) * lc.row_bytes());
+      lc.v.resize(static_cast<size_t>(cap) * lc.row_bytes());
       lc.cap = cap;
     }
   }
 
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
+  bool kv_f32_ = false;
   std::vector<LayerCache> caches_;  // indexed by layer; KV-shared layers have width 0
 };
 
@@ -224,7 +220,7 @@ class Gemma4Model final : public Model {
   std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const override {
     if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
       throw_error(ErrorCode::kInvalidArgument, "gemma4: bad context size " + std::to_string(n_ctx));
-    return std::make_unique<Gemma4State>(cfg_, n_ctx);
+    return std::make_unique<Gemma4State>(cfg_, n_ctx, kv_f32_);
   }
   void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits,
                bool all_logits) const override;
@@ -239,6 +235,26 @@ class Gemma4Model final : public Model {
   void ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t n_ff) const;
   void ffn_moe(const Layer& ly, const float* x_norm, const float* x_resid, int64_t T, float* out) const;
   float gelu(float x) const { return exact_gelu_ ? gelu_f32(x) : gelu_ggml(x); }
+  // Products with f32 weights in ggml's summation order (ggml_matmul_f32; `id`: an expert
+  // product, ggml's mul_mat_id); other weight types through our kernels as they are.
+  void mm(const MatrixView& w, const float* x, int64_t T, float* y, bool id = false) const {
+    if (ggml_mm_ && w.dtype == DType::F32)
+      ggml_matmul_f32(w, x, T, y, lanes_, id);
+    else
+      matmul(w, x, T, y);
+  }
+  // Two products of one input (gate and up): one batched kernel call unless they are emulated.
+  void mm2(const MatrixView& w1, float* y1, const MatrixView& w2, float* y2, const float* x, int64_t T,
+           bool id = false) const {
+    if (ggml_mm_ && (w1.dtype == DType::F32 || w2.dtype == DType::F32)) {
+      mm(w1, x, T, y1, id);
+      mm(w2, x, T, y2, id);
+      return;
+    }
+    const MatrixView ws[2] = {w1, w2};
+    float* const ys[2] = {y1, y2};
+    matmul_batch(ws, ys, 2, x, T);
+  }
 
   ModelFiles files_;
   bool is_hf_ = false;
@@ -251,8 +267,15 @@ class Gemma4Model final : public Model {
   std::vector<float> ple_proj_norm_;
   std::vector<Layer> layers_;
   bool exact_gelu_ = false;
-  bool unfused_mad_ = false;  // debug: OXI_GEMMA4_UNFUSED_MAD=1
-  int attn_mode_ = 0;  // 0: as llama.cpp (vector path under 64 tokens); 1: always vector; 2: always f32
+  // Debug / test knobs (environment, read at load): OXI_GEMMA4_EXACT_GELU=1 tanh formula instead
+  // of ggml's table; OXI_GEMMA4_LANES=8|16 ggml's vector width (default: the host's ggml build);
+  // OXI_GEMMA4_GGML_MM=0 our kernels for every f32 product (one order for every batch size);
+  // OXI_KV_F32=1 f32 KV cache (llama.cpp's cache type f32); OXI_GEMMA4_ATTN=1|2 always the
+  // vector | tiled flash-attention kernel.
+  int lanes_ = 16;
+  bool ggml_mm_ = true;
+  bool kv_f32_ = false;
+  int attn_mode_ = 0;  // 0: as llama.cpp (vector kernel under 64 tokens, tiled from 64)
 };
 
 const TensorInfo* Gemma4Model::find(const std::string& g) const {
@@ -335,7 +358,10 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg) : files_(files), c
   if (is_hf_) prefix_ = hf_prefix(*files_.hf);
   if (const char* e = std::getenv("OXI_GEMMA4_EXACT_GELU")) exact_gelu_ = (e[0] == '1');
   if (const char* e = std::getenv("OXI_GEMMA4_ATTN")) attn_mode_ = std::atoi(e);
-  if (const char* e = std::getenv("OXI_GEMMA4_UNFUSED_MAD")) unfused_mad_ = (e[0] == '1');
+  lanes_ = ggml_host_lanes();
+  if (const char* e = std::getenv("OXI_GEMMA4_LANES")) lanes_ = std::atoi(e) == 8 ? 8 : 16;
+  if (const char* e = std::getenv("OXI_GEMMA4_GGML_MM")) ggml_mm_ = (e[0] == '1');
+  if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f32_ = true;
   const Config& c = cfg_;
   const int64_t d = c.n_embd;
 
@@ -459,19 +485,18 @@ void Gemma4Model::rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool 
     float* v = x + h * hd;
     for (int64_t i = 0; i < half; ++i) {
       const float x0 = v[i], x1 = v[i + half];
-      v[i] = x0 * cs[static_cast<size_t>(i)] - x1 * sn[static_cast<size_t>(i)];
-      v[i + half] = x0 * sn[static_cast<size_t>(i)] + x1 * cs[static_cast<size_t>(i)];
+      // as GCC contracts ggml's x0·cos − x1·sin and x0·sin + x1·cos (checked against libggml)
+      v[i] = std::fma(x0, cs[static_cast<size_t>(i)], -(x1 * sn[static_cast<size_t>(i)]));
+      v[i + half] = std::fma(x0, sn[static_cast<size_t>(i)], x1 * cs[static_cast<size_t>(i)]);
     }
   }
 }
 
 void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t ff) const {
   std::vector<float> g(static_cast<size_t>(T * ff)), u(static_cast<size_t>(T * ff));
-  const MatrixView ws[2] = {ly.gate, ly.up};
-  float* const ys[2] = {g.data(), u.data()};
-  matmul_batch(ws, ys, 2, x, T);
+  mm2(ly.gate, g.data(), ly.up, u.data(), x, T);
   for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
-  matmul(ly.down, g.data(), T, out);
+  mm(ly.down, g.data(), T, out);
 }
 
 void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int64_t T, float* out) const {
@@ -484,57 +509,63 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
     rms_norm(xr + t * d, d, cfg_.eps, nullptr, ht);
     for (int64_t i = 0; i < d; ++i) ht[i] = (ht[i] * inv_sqrt_d) * ly.router_scale[static_cast<size_t>(i)];
   }
-  matmul(ly.router, h.data(), T, logits.data());
-  // top-k of the softmax, renormalised
-  std::vector<std::vector<std::pair<int64_t, float>>> chosen(static_cast<size_t>(E));  // expert → (token, weight)
+  mm(ly.router, h.data(), T, logits.data());
+  // top-k of the softmax, renormalised (as llama.cpp's build_moe_ffn: ggml's softmax, the top-k
+  // by descending weight, their sum in double, clamped, divided)
+  struct Pick { int64_t t, slot; float w; };
+  std::vector<std::vector<Pick>> chosen(static_cast<size_t>(E));  // expert → (token, slot, weight)
   std::vector<float> p(static_cast<size_t>(E));
   std::vector<int64_t> idx(static_cast<size_t>(E));
   for (int64_t t = 0; t < T; ++t) {
     const float* lg = logits.data() + t * E;
     float mx = -INFINITY;
-    for (int64_t e = 0; e < E; ++e) mx = std::max(mx, lg[e]);
-    double sum = 0.0;
-    for (int64_t e = 0; e < E; ++e) {
-      p[static_cast<size_t>(e)] = std::exp(lg[e] - mx);
-      sum += p[static_cast<size_t>(e)];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t e = 0; e < E; ++e) p[static_cast<size_t>(e)] *= inv;
+    for (int64_t e = 0; e < E; ++e) mx = lg[e] > mx ? lg[e] : mx;
+    std::copy(lg, lg + E, p.begin());
+    const float inv = static_cast<float>(1.0 / ggml_soft_max(p.data(), E, mx, lanes_));
+    for (float& v : p) v *= inv;
     std::iota(idx.begin(), idx.end(), 0);
     std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int64_t a, int64_t b) {
       const float pa = p[static_cast<size_t>(a)], pb = p[static_cast<size_t>(b)];
       return pa > pb || (pa == pb && a < b);
     });
-    float wsum = 0.0f;
-    for (int64_t k = 0; k < K; ++k) wsum += p[static_cast<size_t>(idx[static_cast<size_t>(k)])];
+    double wsum = 0.0;
+    for (int64_t k = 0; k < K; ++k) wsum += static_cast<double>(p[static_cast<size_t>(idx[static_cast<size_t>(k)])]);
+    const float ws = std::max(static_cast<float>(wsum), 6.103515625e-5f);
     for (int64_t k = 0; k < K; ++k) {
       const int64_t e = idx[static_cast<size_t>(k)];
-      chosen[static_cast<size_t>(e)].push_back({t, p[static_cast<size_t>(e)] / wsum});
+      chosen[static_cast<size_t>(e)].push_back({t, k, p[static_cast<size_t>(e)] / ws});
     }
   }
-  std::fill(out, out + T * d, 0.0f);
+  // each expert's weighted output into its (token, slot); then the slots summed in order
+  std::vector<float> slots(static_cast<size_t>(T * K * d));
   std::vector<float> xin, g, u, y;
   for (int64_t e = 0; e < E; ++e) {
-    const auto& toks = chosen[static_cast<size_t>(e)];
-    if (toks.empty()) continue;
-    const int64_t n = static_cast<int64_t>(toks.size());
+    const auto& picks = chosen[static_cast<size_t>(e)];
+    if (picks.empty()) continue;
+    const int64_t n = static_cast<int64_t>(picks.size());
     xin.resize(static_cast<size_t>(n * d));
     for (int64_t i = 0; i < n; ++i)
-      std::memcpy(xin.data() + i * d, xn + toks[static_cast<size_t>(i)].first * d, static_cast<size_t>(d) * sizeof(float));
+      std::memcpy(xin.data() + i * d, xn + picks[static_cast<size_t>(i)].t * d, static_cast<size_t>(d) * sizeof(float));
     g.resize(static_cast<size_t>(n * I));
     u.resize(static_cast<size_t>(n * I));
     y.resize(static_cast<size_t>(n * d));
-    const MatrixView ws[2] = {ly.gate_exps.slice(e, ly.gate_row0, I), ly.up_exps.slice(e, ly.up_row0, I)};
-    float* const ys[2] = {g.data(), u.data()};
-    matmul_batch(ws, ys, 2, xin.data(), n);
+    mm2(ly.gate_exps.slice(e, ly.gate_row0, I), g.data(), ly.up_exps.slice(e, ly.up_row0, I), u.data(), xin.data(), n, true);
     for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
-    matmul(ly.down_exps.slice(e, 0, d), g.data(), n, y.data());
+    mm(ly.down_exps.slice(e, 0, d), g.data(), n, y.data(), true);
     const float es = ly.expert_scale[static_cast<size_t>(e)];
     for (int64_t i = 0; i < n; ++i) {
-      const auto& [t, w] = toks[static_cast<size_t>(i)];
-      float* o = out + t * d;
+      const Pick& pk = picks[static_cast<size_t>(i)];
+      float* o = slots.data() + (pk.t * K + pk.slot) * d;
       const float* yi = y.data() + i * d;
-      for (int64_t j = 0; j < d; ++j) o[j] += (yi[j] * es) * w;
+      for (int64_t j = 0; j < d; ++j) o[j] = (yi[j] * es) * pk.w;
+    }
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    float* o = out + t * d;
+    std::memcpy(o, slots.data() + t * K * d, static_cast<size_t>(d) * sizeof(float));
+    for (int64_t k = 1; k < K; ++k) {
+      const float* sk = slots.data() + (t * K + k) * d;
+      for (int64_t j = 0; j < d; ++j) o[j] += sk[j];
     }
   }
 }
@@ -570,7 +601,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
   if (P > 0) {
     ple.resize(static_cast<size_t>(T * L * P));
     std::vector<float> tokp(static_cast<size_t>(L * P));
-    matmul(ple_model_proj_, x.data(), T, ple.data());
+    mm(ple_model_proj_, x.data(), T, ple.data());
     const float proj_scale = 1.0f / std::sqrt(static_cast<float>(d));
     const float tok_scale = std::sqrt(static_cast<float>(P));
     const float in_scale = 1.0f / std::sqrt(2.0f);
@@ -587,16 +618,16 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
   }
 
   st->reserve_full(n_past + T);
-  // K/V of this batch per owning layer (f16, as stored), committed to the caches after the last
-  // layer so that KV-shared layers see the same (cache + batch) view as their source layer.
-  std::vector<std::vector<uint16_t>> bk(static_cast<size_t>(L)), bv(static_cast<size_t>(L));
-  // llama.cpp's CPU flash attention takes its vector path (Q rounded to f16, f16 V accumulator)
-  // for ubatches under 64 tokens and its tiled f32 path otherwise; we follow the same split.
-  const bool vec_path = attn_mode_ == 0 ? T < 64 : attn_mode_ == 1;
+  // K/V of this batch per owning layer (f16 or f32, as stored), committed to the caches after the
+  // last layer so that KV-shared layers see the same (cache + batch) view as their source layer.
+  std::vector<std::vector<uint8_t>> bk(static_cast<size_t>(L)), bv(static_cast<size_t>(L));
+  // llama.cpp's CPU flash attention takes its vector kernel for ubatches under 64 tokens and its
+  // tiled kernel otherwise; we follow the same split.
+  const bool tiled = attn_mode_ == 0 ? T >= 64 : attn_mode_ == 2;
 
   std::vector<float> u(static_cast<size_t>(T * d)), tmp(static_cast<size_t>(T * d)), f(static_cast<size_t>(T * d));
-  std::vector<float> q, kr, vr, att, scores, kf, vf;
-  std::vector<uint16_t> acc;
+  std::vector<float> q, kr, vr, att;
+  std::vector<const void*> krows, vrows;
   for (int64_t l = 0; l < L; ++l) {
     const Layer& ly = layers_[static_cast<size_t>(l)];
     const bool swa = c.swa(l);
@@ -607,7 +638,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, ly.attn_norm.data(), u.data() + t * d);
 
     q.resize(static_cast<size_t>(T * H * hd));
-    matmul(ly.wq, u.data(), T, q.data());
+    mm(ly.wq, u.data(), T, q.data());
     for (int64_t t = 0; t < T; ++t) {
       float* qt = q.data() + t * H * hd;
       for (int64_t h = 0; h < H; ++h) rms_norm(qt + h * hd, hd, c.eps, ly.q_norm.data(), qt + h * hd);
@@ -616,8 +647,8 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     if (ly.owns_kv) {
       kr.resize(static_cast<size_t>(T * kvw));
       vr.resize(static_cast<size_t>(T * kvw));
-      matmul(ly.wk, u.data(), T, kr.data());
-      if (ly.has_v) matmul(ly.wv, u.data(), T, vr.data());
+      mm(ly.wk, u.data(), T, kr.data());
+      if (ly.has_v) mm(ly.wv, u.data(), T, vr.data());
       else vr = kr;  // V from the raw K projection
       for (int64_t t = 0; t < T; ++t) {
         float* kt = kr.data() + t * kvw;
@@ -630,102 +661,60 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       }
       auto& K = bk[static_cast<size_t>(l)];
       auto& V = bv[static_cast<size_t>(l)];
-      K.resize(static_cast<size_t>(T * kvw));
-      V.resize(static_cast<size_t>(T * kvw));
-      for (size_t i = 0; i < K.size(); ++i) {
-        K[i] = f32_to_f16(kr[i]);
-        V[i] = f32_to_f16(vr[i]);
-      }
-    }
-
-    // attention (scale 1.0) over cache positions [lo, n_past) and batch positions ≤ p
-    const LayerCache& lc = st->caches_[static_cast<size_t>(src)];
-    const std::vector<uint16_t>& K = bk[static_cast<size_t>(src)];
-    const std::vector<uint16_t>& V = bv[static_cast<size_t>(src)];
-    const int64_t group = H / hkv;
-    att.assign(static_cast<size_t>(T * H * hd), 0.0f);
-    scores.resize(static_cast<size_t>(n_past + T));
-    kf.resize(static_cast<size_t>(hd));
-    vf.resize(static_cast<size_t>(hd));
-    acc.resize(static_cast<size_t>(hd));
-    std::vector<float> qq(static_cast<size_t>(hd));
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = n_past + t;
-      const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
-      for (int64_t h = 0; h < H; ++h) {
-        const float* qh = q.data() + (t * H + h) * hd;
-        const int64_t kh = h / group;
-        auto kptr = [&](int64_t pos) -> const uint16_t* {
-          if (pos >= n_past) return K.data() + (pos - n_past) * kvw + kh * hd;
-          const int64_t slot = lc.ring ? pos % lc.cap : pos;
-          return lc.k.data() + slot * kvw + kh * hd;
-        };
-        auto vptr = [&](int64_t pos) -> const uint16_t* {
-          if (pos >= n_past) return V.data() + (pos - n_past) * kvw + kh * hd;
-          const int64_t slot = lc.ring ? pos % lc.cap : pos;
-          return lc.v.data() + slot * kvw + kh * hd;
-        };
-        float* o = att.data() + (t * H + h) * hd;
-        const bool fused_mad = !unfused_mad_;
-        if (vec_path) {
-          // online softmax, Q in f16, f16 accumulator (ggml's vector kernel)
-          for (int64_t i = 0; i < hd; ++i) qq[static_cast<size_t>(i)] = f16_to_f32(f32_to_f16(qh[i]));
-          std::fill(acc.begin(), acc.end(), uint16_t{0});
-          float M = -INFINITY, S = 0.0f;
-          for (int64_t j = lo; j <= p; ++j) {
-            const uint16_t* kj = kptr(j);
-            float s = 0.0f;
-            for (int64_t i = 0; i < hd; ++i) s += f16_to_f32(kj[i]) * qq[static_cast<size_t>(i)];
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
-              const float Mold = M;
-              M = s;
-              ms = std::exp(Mold - M);
-              for (int64_t i = 0; i < hd; ++i)
-                acc[static_cast<size_t>(i)] = f32_to_f16(f16_to_f32(acc[static_cast<size_t>(i)]) * ms);
-            } else {
-              vs = std::exp(s - M);
-            }
-            const uint16_t* vj = vptr(j);
-            if (fused_mad) {
-              for (int64_t i = 0; i < hd; ++i)
-                acc[static_cast<size_t>(i)] =
-                    f32_to_f16(std::fma(f16_to_f32(vj[i]), vs, f16_to_f32(acc[static_cast<size_t>(i)])));
-            } else {
-              for (int64_t i = 0; i < hd; ++i) {
-                const float prod = f16_to_f32(vj[i]) * vs;
-                acc[static_cast<size_t>(i)] = f32_to_f16(f16_to_f32(acc[static_cast<size_t>(i)]) + prod);
-              }
-            }
-            S = S * ms + vs;
-          }
-          const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-          for (int64_t i = 0; i < hd; ++i) o[i] = f16_to_f32(acc[static_cast<size_t>(i)]) * inv;
-        } else {
-          float mx = -INFINITY;
-          for (int64_t j = lo; j <= p; ++j) {
-            const uint16_t* kj = kptr(j);
-            float s = 0.0f;
-            for (int64_t i = 0; i < hd; ++i) s += qh[i] * f16_to_f32(kj[i]);
-            scores[static_cast<size_t>(j)] = s;
-            mx = std::max(mx, s);
-          }
-          double sum = 0.0;
-          for (int64_t j = lo; j <= p; ++j) {
-            const float e = std::exp(scores[static_cast<size_t>(j)] - mx);
-            scores[static_cast<size_t>(j)] = e;
-            sum += e;
-          }
-          const float inv = static_cast<float>(1.0 / sum);
-          for (int64_t j = lo; j <= p; ++j) {
-            const float w = scores[static_cast<size_t>(j)] * inv;
-            const uint16_t* vj = vptr(j);
-            for (int64_t i = 0; i < hd; ++i) o[i] += w * f16_to_f32(vj[i]);
-          }
+      const size_t n = static_cast<size_t>(T * kvw);
+      if (kv_f32_) {
+        K.resize(n * 4);
+        V.resize(n * 4);
+        std::memcpy(K.data(), kr.data(), n * 4);
+        std::memcpy(V.data(), vr.data(), n * 4);
+      } else {
+        K.resize(n * 2);
+        V.resize(n * 2);
+        uint16_t* k16 = reinterpret_cast<uint16_t*>(K.data());
+        uint16_t* v16 = reinterpret_cast<uint16_t*>(V.data());
+        for (size_t i = 0; i < n; ++i) {
+          k16[i] = f32_to_f16(kr[i]);
+          v16[i] = f32_to_f16(vr[i]);
         }
       }
     }
-    matmul(ly.wo, att.data(), T, tmp.data());
+
+    // attention (scale 1.0) over cache positions [lo, n_past) and batch positions ≤ p, as
+    // ggml's flash attention (cell = position: llama.cpp fills its caches in order)
+    const LayerCache& lc = st->caches_[static_cast<size_t>(src)];
+    const std::vector<uint8_t>& K = bk[static_cast<size_t>(src)];
+    const std::vector<uint8_t>& V = bv[static_cast<size_t>(src)];
+    const int64_t group = H / hkv;
+    const size_t esz = lc.esz;
+    att.assign(static_cast<size_t>(T * H * hd), 0.0f);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = n_past + t;
+      const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
+      const int64_t n = p - lo + 1;
+      krows.resize(static_cast<size_t>(n));
+      vrows.resize(static_cast<size_t>(n));
+      for (int64_t kh = 0; kh < hkv; ++kh) {
+        for (int64_t j = lo; j <= p; ++j) {
+          size_t off;
+          const uint8_t *kb, *vb;
+          if (j >= n_past) {
+            off = static_cast<size_t>((j - n_past) * kvw + kh * hd) * esz;
+            kb = K.data();
+            vb = V.data();
+          } else {
+            off = static_cast<size_t>((lc.ring ? j % lc.cap : j) * kvw + kh * hd) * esz;
+            kb = lc.k.data();
+            vb = lc.v.data();
+          }
+          krows[static_cast<size_t>(j - lo)] = kb + off;
+          vrows[static_cast<size_t>(j - lo)] = vb + off;
+        }
+        for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
+          ggml_flash_attn_row(q.data() + (t * H + h) * hd, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled,
+                              lanes_, att.data() + (t * H + h) * hd);
+      }
+    }
+    mm(ly.wo, att.data(), T, tmp.data());
     for (int64_t t = 0; t < T; ++t) {
       float* at = tmp.data() + t * d;
       rms_norm(at, d, c.eps, ly.post_attn_norm.data(), at);
@@ -758,13 +747,13 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     // per-layer embedding
     if (P > 0) {
       std::vector<float> g(static_cast<size_t>(T * P));
-      matmul(ly.ple_gate, x.data(), T, g.data());
+      mm(ly.ple_gate, x.data(), T, g.data());
       for (int64_t t = 0; t < T; ++t) {
         const float* pl = ple.data() + (t * L + l) * P;
         float* gt = g.data() + t * P;
         for (int64_t i = 0; i < P; ++i) gt[i] = gelu(gt[i]) * pl[i];
       }
-      matmul(ly.ple_proj, g.data(), T, tmp.data());
+      mm(ly.ple_proj, g.data(), T, tmp.data());
       for (int64_t t = 0; t < T; ++t) {
         float* pt = tmp.data() + t * d;
         rms_norm(pt, d, c.eps, ly.ple_post_norm.data(), pt);
@@ -785,8 +774,9 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     for (int64_t t = first; t < T; ++t) {
       const int64_t pos = n_past + t;
       const int64_t slot = lc.ring ? pos % lc.cap : pos;
-      std::memcpy(lc.k.data() + slot * lc.width, K.data() + t * lc.width, static_cast<size_t>(lc.width) * sizeof(uint16_t));
-      std::memcpy(lc.v.data() + slot * lc.width, V.data() + t * lc.width, static_cast<size_t>(lc.width) * sizeof(uint16_t));
+      const size_t rb = lc.row_bytes();
+      std::memcpy(lc.k.data() + static_cast<size_t>(slot) * rb, K.data() + static_cast<size_t>(t) * rb, rb);
+      std::memcpy(lc.v.data() + static_cast<size_t>(slot) * rb, V.data() + static_cast<size_t>(t) * rb, rb);
     }
   }
   st->n_past_ = n_past + T;
@@ -795,7 +785,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
   const int64_t t0 = all_logits ? 0 : T - 1;
   const int64_t nt = T - t0;
   for (int64_t t = t0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, output_norm_.data(), u.data() + (t - t0) * d);
-  matmul(output_, u.data(), nt, logits);
+  mm(output_, u.data(), nt, logits);
   if (c.final_softcap > 0.0f) {
     const float cap = c.final_softcap, inv_cap = 1.0f / c.final_softcap;
     const size_t n = static_cast<size_t>(nt * c.n_vocab);
@@ -805,11 +795,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
 
 }  // namespace
 
-float gelu_ggml(float x) {
-  if (x <= -10.0f) return 0.0f;
-  if (x >= 10.0f) return x;
-  return gelu_table().t[f32_to_f16(x)];
-}
+float gelu_ggml(float x) { return ggml_gelu(x); }
 
 float gelu_tanh_exact(float x) { return gelu_f32(x); }
 

@@ -1,0 +1,308 @@
+// llama.cpp's CPU arithmetic (ggml's x86 builds) reproduced bit for bit where the Gemma 4 decoder
+// needs it: the summation order of each product, the f16 roundings and online softmax of its
+// flash attention, its vectorised exp, its GELU table, and which of these ggml picks for which
+// shape. Why: the e2e models amplify any last-bit difference (docs/gemma4.md, "Numerics").
+// Checked against node-llama-cpp's libggml-cpu by tests/models/gemma4_ggml_test.cpp.
+//
+// `lanes` is ggml's f32 vector width: 16 for its AVX-512 builds, 8 for AVX2 (+FMA). The helpers
+// are scalar C++ (no ISA code here): the SIMD accumulators are arrays, fused multiply-adds are
+// std::fma, and additions happen in ggml's order.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/isa.h"
+#include "kernels/thread_pool.h"
+#include "models/gemma4/gemma4.h"
+
+namespace oxi::gemma4 {
+namespace {
+
+constexpr int64_t kFaTile = 64;  // GGML_FA_TILE_Q = GGML_FA_TILE_KV
+
+// Sum of the `lanes` floats of one vector register as ggml reduces it: _mm512_reduce_add_ps
+// (halves 512 → 256 → 128, then [0,1] + [2,3], then 0 + 1) or, for 8 lanes, GGML_F32x8_REDUCE's
+// two horizontal adds (hadd: (0+1) + (2+3)).
+float reduce_lanes(const float* a, int lanes) {
+  if (lanes == 16) {
+    float t3[8], t6[4];
+    for (int j = 0; j < 8; ++j) t3[j] = a[j] + a[j + 8];
+    for (int j = 0; j < 4; ++j) t6[j] = t3[j] + t3[j + 4];
+    return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+  }
+  float t0[4];
+  for (int j = 0; j < 4; ++j) t0[j] = a[j] + a[j + 4];
+  return (t0[0] + t0[1]) + (t0[2] + t0[3]);
+}
+
+// The 8-lane sum with movehl + movehdup ((0+2) + (1+3)): llamafile's hsum(__m256) and the AVX2
+// ggml_vec_soft_max_f32.
+float reduce_lanes_movehl(const float* a, int lanes) {
+  if (lanes == 16) return reduce_lanes(a, 16);
+  float t0[4];
+  for (int j = 0; j < 4; ++j) t0[j] = a[j] + a[j + 4];
+  return (t0[0] + t0[2]) + (t0[1] + t0[3]);
+}
+
+// GGML_F32_VEC_REDUCE over ggml's 4 accumulators: 0 += 2, 1 += 3, 0 += 1, then the lane sum.
+float reduce_accumulators(float (&acc)[4][16], int lanes) {
+  for (int l = 0; l < lanes; ++l) {
+    acc[0][l] += acc[2][l];
+    acc[1][l] += acc[3][l];
+  }
+  for (int l = 0; l < lanes; ++l) acc[0][l] += acc[1][l];
+  return reduce_lanes(acc[0], lanes);
+}
+
+inline float as_f32(float v) { return v; }
+inline float as_f32(uint16_t h) { return f16_to_f32(h); }
+
+// The SIMD part of ggml_vec_dot_{f16,f32} over np (a multiple of 4·lanes) elements: 4
+// accumulators of `lanes` FMA chains, block after block, then GGML_F32_VEC_REDUCE.
+template <class X>
+float dot_blocks(const X* x, const float* y, int64_t np, int lanes) {
+  float acc[4][16] = {};
+  for (int64_t i = 0; i < np; i += 4 * lanes)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < lanes; ++l) {
+        const int64_t k = i + j * lanes + l;
+        acc[j][l] = std::fma(as_f32(x[k]), y[k], acc[j][l]);
+      }
+  return reduce_accumulators(acc, lanes);
+}
+
+// ggml's table entry: its gelu formula as GCC compiles it for the FMA builds (1 + a·x·x contracted
+// to fma(a·x, x, 1)); all 65536 entries equal libggml-cpu's table (without the fma, x = −1.999
+// differs).
+float gelu_table_entry(float x) {
+  constexpr float kA = 0.044715f, kS = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + std::tanh(kS * x * std::fma(kA * x, x, 1.0f)));
+}
+
+struct GeluTable {
+  std::vector<float> t;
+  GeluTable() : t(65536) {
+    for (uint32_t h = 0; h < 65536; ++h)
+      t[h] = f16_to_f32(f32_to_f16(gelu_table_entry(f16_to_f32(static_cast<uint16_t>(h)))));
+  }
+};
+
+// Lanes of our own f32 kernels in use (their order is llamafile's sgemm for that width), 0 when
+// the kernel set is not an x86 one.
+int kernel_lanes() {
+  const char* isa = isa_name();
+  if (std::strcmp(isa, "avx512") == 0) return 16;
+  if (std::strcmp(isa, "avx2") == 0) return 8;
+  return 0;
+}
+
+}  // namespace
+
+int ggml_host_lanes() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const int lanes = [] {
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return avx512 ? 16 : 8;
+  }();
+  return lanes;
+#else
+  return 8;
+#endif
+}
+
+float ggml_dot_f16(const uint16_t* x, const float* y, int64_t n, int lanes) {
+  // SIMD blocks of 4·lanes (f16 → f32, FMA into 4 accumulators, reduce), then the leftovers as
+  // exact products added in double; y holds f16 values (the converted query).
+  const int64_t np = n & ~static_cast<int64_t>(4 * lanes - 1);
+  double sum = np > 0 ? static_cast<double>(dot_blocks(x, y, np, lanes)) : 0.0;
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(f16_to_f32(x[i]) * y[i]);
+  return static_cast<float>(sum);
+}
+
+float ggml_dot_f32(const float* x, const float* y, int64_t n, int lanes) {
+  // The same blocks in f32; the leftovers are added in f32 with a separate multiply (vec.cpp is
+  // not contracted in ggml's build: checked against libggml-cpu).
+  const int64_t np = n & ~static_cast<int64_t>(4 * lanes - 1);
+  float sum = np > 0 ? dot_blocks(x, y, np, lanes) : 0.0f;
+  for (int64_t i = np; i < n; ++i) sum += x[i] * y[i];
+  return sum;
+}
+
+float ggml_v_expf(float x, int lanes) {
+  // Cody–Waite reduction x = n·ln2 + b, a degree-5 polynomial in b, times 2^n. AVX-512 scales with
+  // scalef (0 / +inf beyond |n| > 192); AVX2 builds 2^n from exponent bits, with a split scale
+  // for |n| > 126.
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float p = std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
+  if (lanes == 16) {
+    if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    if (std::isnan(n)) return n;
+    return std::ldexp(std::fma(p, u, std::fma(0x1.ffffecp-1f, b, 1.0f)), static_cast<int>(n));
+  }
+  auto bits = [](float f) { uint32_t v; std::memcpy(&v, &f, 4); return v; };
+  auto flt = [](uint32_t v) { float f; std::memcpy(&f, &v, 4); return f; };
+  const uint32_t e = bits(z) << 23;
+  const float k = flt(e + bits(1.0f));
+  const float j = std::fma(p, u, 0x1.ffffecp-1f * b);
+  if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
+  const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+  const float s1 = flt(g + 0x7f000000u), s2 = flt(e - g);
+  if (std::fabs(n) > 192.0f) return s1 * s1;
+  return std::fma(s2, j, s2) * s1;
+}
+
+double ggml_soft_max(float* x, int64_t n, float max, int lanes) {
+  // Blocks of `lanes`: x ← v_expf(x − max), block sums (lane tree) added in double; the tail
+  // with expf.
+  double sum = 0.0;
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    float v[16];
+    for (int l = 0; l < lanes; ++l) v[l] = x[i + l] = ggml_v_expf(x[i + l] - max, lanes);
+    sum += static_cast<double>(reduce_lanes_movehl(v, lanes));
+  }
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += static_cast<double>(x[i]);
+  }
+  return sum;
+}
+
+float ggml_gelu(float x) {
+  static const GeluTable table;
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return table.t[f32_to_f16(x)];
+}
+
+void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t c0, int64_t n,
+                         bool kv_f16, bool tiled, int lanes, float* out) {
+  thread_local std::vector<float> acc, qf;
+  thread_local std::vector<uint16_t> acc16;
+  acc.assign(static_cast<size_t>(hd), 0.0f);
+  auto k16 = [&](int64_t i) { return static_cast<const uint16_t*>(k[i]); };
+  auto v16 = [&](int64_t i) { return static_cast<const uint16_t*>(v[i]); };
+  auto k32 = [&](int64_t i) { return static_cast<const float*>(k[i]); };
+  auto v32 = [&](int64_t i) { return static_cast<const float*>(v[i]); };
+  float M = -INFINITY, S = 0.0f;
+  if (!tiled && kv_f16) {
+    // Q converted to f16; online softmax cell by cell; V·p accumulated in an f16 buffer, each
+    // update one FMA rounded to f16 (ggml_vec_mad_f16; ops.cpp is contracted).
+    qf.resize(static_cast<size_t>(hd));
+    for (int64_t i = 0; i < hd; ++i) qf[static_cast<size_t>(i)] = f16_to_f32(f32_to_f16(q[i]));
+    acc16.assign(static_cast<size_t>(hd), 0);
+    for (int64_t c = 0; c < n; ++c) {
+      const float s = ggml_dot_f16(k16(c), qf.data(), hd, lanes);
+      float ms = 1.0f, vs = 1.0f;
+      if (s > M) {
+        ms = std::exp(M - s);
+        M = s;
+        for (auto& a : acc16) a = f32_to_f16(f16_to_f32(a) * ms);
+      } else {
+        vs = std::exp(s - M);
+      }
+      const uint16_t* vc = v16(c);
+      for (int64_t i = 0; i < hd; ++i)
+        acc16[static_cast<size_t>(i)] = f32_to_f16(std::fma(f16_to_f32(vc[i]), vs, f16_to_f32(acc16[static_cast<size_t>(i)])));
+      S = S * ms + vs;
+    }
+    for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = f16_to_f32(acc16[static_cast<size_t>(i)]);
+  } else if (!tiled) {
+    // the same kernel over an f32 cache: f32 Q, f32 accumulator (ggml_vec_mad_f32)
+    for (int64_t c = 0; c < n; ++c) {
+      const float s = ggml_dot_f32(k32(c), q, hd, lanes);
+      float ms = 1.0f, vs = 1.0f;
+      if (s > M) {
+        ms = std::exp(M - s);
+        M = s;
+        for (float& a : acc) a *= ms;
+      } else {
+        vs = std::exp(s - M);
+      }
+      const float* vc = v32(c);
+      for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = std::fma(vc[i], vs, acc[static_cast<size_t>(i)]);
+      S = S * ms + vs;
+    }
+  } else {
+    // Tiles of 64 cells aligned to cell 0: each score one FMA chain over the head (f32 Q), the
+    // tile max, rescale of the accumulator on a new max, v_expf softmax with a double tile sum,
+    // then V accumulated by one FMA chain per output over the tile's cells (simd_gemm). Cells
+    // outside [c0, c0+n) are masked (−inf → weight 0, which leaves the accumulator unchanged).
+    float kq[kFaTile];
+    for (int64_t t0 = (c0 / kFaTile) * kFaTile; t0 < c0 + n; t0 += kFaTile) {
+      float tile_max = -INFINITY;
+      for (int64_t tk = 0; tk < kFaTile; ++tk) {
+        const int64_t c = t0 + tk - c0;
+        float s = -INFINITY;
+        if (c >= 0 && c < n) {
+          s = 0.0f;
+          if (kv_f16) {
+            const uint16_t* kc = k16(c);
+            for (int64_t i = 0; i < hd; ++i) s = std::fma(f16_to_f32(kc[i]), q[i], s);
+          } else {
+            const float* kc = k32(c);
+            for (int64_t i = 0; i < hd; ++i) s = std::fma(kc[i], q[i], s);
+          }
+        }
+        kq[tk] = s;
+        tile_max = s > tile_max ? s : tile_max;
+      }
+      const float Mnew = std::fmax(M, tile_max);
+      if (Mnew > M) {
+        const float ms = std::exp(M - Mnew);
+        for (float& a : acc) a *= ms;
+        S *= ms;
+      }
+      M = Mnew;
+      S = static_cast<float>(static_cast<double>(S) + ggml_soft_max(kq, kFaTile, Mnew, lanes));
+      for (int64_t tk = 0; tk < kFaTile; ++tk) {
+        const int64_t c = t0 + tk - c0;
+        if (c < 0 || c >= n) continue;
+        if (kv_f16) {
+          const uint16_t* vc = v16(c);
+          for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = std::fma(f16_to_f32(vc[i]), kq[tk], acc[static_cast<size_t>(i)]);
+        } else {
+          const float* vc = v32(c);
+          for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = std::fma(vc[i], kq[tk], acc[static_cast<size_t>(i)]);
+        }
+      }
+    }
+  }
+  const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+  for (int64_t i = 0; i < hd; ++i) out[i] = acc[static_cast<size_t>(i)] * inv;
+}
+
+void ggml_matmul_f32(const MatrixView& w, const float* x, int64_t T, float* y, int lanes, bool mul_mat_id) {
+  const bool sgemm = !mul_mat_id && T >= 2 && w.cols % lanes == 0 && w.rows % 4 == 0;
+  if (sgemm && kernel_lanes() == lanes) {
+    matmul(w, x, T, y);  // our kernels accumulate exactly as llamafile's tinyBLAS does
+    return;
+  }
+  parallel_for_chunked(w.rows, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* wr = reinterpret_cast<const float*>(w.data + static_cast<uint64_t>(r) * w.row_bytes);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* xt = x + t * w.cols;
+        float& out = y[t * w.rows + r];
+        if (!sgemm) {
+          out = ggml_dot_f32(wr, xt, w.cols, lanes);
+          continue;
+        }
+        float acc[16] = {};  // tinyBLAS: one FMA chain per lane over the columns, then hsum
+        for (int64_t c = 0; c < w.cols; c += lanes)
+          for (int l = 0; l < lanes; ++l) acc[l] = std::fma(wr[c + l], xt[c + l], acc[l]);
+        out = reduce_lanes_movehl(acc, lanes);
+      }
+    }
+  });
+}
+
+}  // namespace oxi::gemma4
