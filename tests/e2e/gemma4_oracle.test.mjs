@@ -4,8 +4,10 @@
 // and longer than the window: convert HF → f32 GGUF, then greedy-decode 32 tokens three ways —
 // llama.cpp (node-llama-cpp, default settings: f16 KV cache, flash attention auto = on) on the
 // GGUF, oxinfer on the HF directory, oxinfer on the GGUF — and require identical greedy tokens and
-// top-5 logprobs within G4_TOL of llama.cpp's (see docs/gemma4.md for the measured values; the
-// project bar of 1e-3 is not met on every case yet, so the bound is the measured worst plus margin).
+// top-5 logprobs within G4_TOL (default 1e-3, the project bar) of llama.cpp's. oxinfer reproduces
+// ggml's CPU arithmetic for f32 weights (docs/gemma4.md), so the measured difference is ~5e-7 (the
+// CLI's f32 log-softmax); these random models amplify any last-bit difference (llama.cpp's own
+// flash-attention on/off results differ by 1e-2 on them), so a looser match would not be 1e-3.
 // HF and GGUF runs of oxinfer must agree bit for bit (same f32 weights).
 // oxinfer runs through `oxinfer run --json` when the CLI supports gemma4, else through the dev
 // runner in oxi_models_tests (Gemma4Dev.Run / Gemma4Dev.Convert). G4_CASES=a,b runs a subset.
@@ -22,7 +24,7 @@ const oxinfer = process.env.OXINFER ?? path.join(root, "build/release/apps/cli/o
 const nlc = process.env.NLC_DIR ?? path.join(root, "tools/node");
 const shared = process.env.OXI_SHARED_DIR ?? path.join(root, "..", "shared");
 const devBin = path.join(path.dirname(gen), "..", "..", "tests", "oxi_models_tests");
-const TOL = Number(process.env.G4_TOL ?? 3e-2);
+const TOL = Number(process.env.G4_TOL ?? 1e-3);
 const N = 32;
 fs.mkdirSync(work, { recursive: true });
 

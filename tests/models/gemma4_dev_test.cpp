@@ -4,7 +4,8 @@
 //   Gemma4Dev.Convert  OXI_G4_CONVERT_IN=HF_DIR OXI_G4_CONVERT_OUT=OUT.gguf [OXI_G4_TYPE=f32]
 //   Gemma4Dev.Run      OXI_G4_MODEL=PATH OXI_G4_TOKENS=2,10,20 OXI_G4_N=32 OXI_G4_OUT=OUT.json
 //                      [OXI_G4_TOP_K=5]: greedy decode; writes {generated_tokens, steps[{token,
-//                      top[{token, logprob}]}]} with exact (double) log-softmax, ties → smallest id.
+//                      top[{token, logprob}]}]} with exact (double) log-softmax, ties → smallest id;
+//                      OXI_G4_ALL=1 adds prompt_topk[{pos, top}] for every prompt position.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,27 +61,36 @@ TEST(Gemma4Dev, Run) {
   auto model = oxi::load_model(files, oxi::LoadOptions{});
   const int64_t V = model->info().n_vocab;
   auto state = model->new_state(static_cast<int64_t>(prompt.size()) + n + 1);
-  std::vector<float> logits(static_cast<size_t>(V));
-  model->forward(*state, prompt, logits.data(), false);
-  nlohmann::json steps = nlohmann::json::array();
-  std::vector<int32_t> gen;
+  const bool all = env("OXI_G4_ALL") != nullptr;  // also the top-k of every prompt position
+  const size_t P = prompt.size();
+  std::vector<float> all_logits(static_cast<size_t>(V) * (all ? P : 1));
+  model->forward(*state, prompt, all_logits.data(), all);
+  std::vector<float> logits(all_logits.end() - V, all_logits.end());
   std::vector<int32_t> idx(static_cast<size_t>(V));
-  for (int i = 0; i < n; ++i) {
+  auto top_of = [&](const float* lg) {
     double mx = -INFINITY;
-    for (float l : logits) mx = std::max(mx, static_cast<double>(l));
+    for (int64_t i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(lg[i]));
     double sum = 0;
-    for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
+    for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(lg[i]) - mx);
     const double lse = mx + std::log(sum);
     std::iota(idx.begin(), idx.end(), 0);
     std::partial_sort(idx.begin(), idx.begin() + top_k, idx.end(), [&](int32_t a, int32_t b) {
-      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
-             (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+      return lg[a] > lg[b] || (lg[a] == lg[b] && a < b);
     });
     nlohmann::json top = nlohmann::json::array();
     for (int k = 0; k < top_k; ++k)
       top.push_back({{"token", idx[static_cast<size_t>(k)]},
-                     {"logit", logits[static_cast<size_t>(idx[static_cast<size_t>(k)])]},
-                     {"logprob", static_cast<double>(logits[static_cast<size_t>(idx[static_cast<size_t>(k)])]) - lse}});
+                     {"logit", lg[idx[static_cast<size_t>(k)]]},
+                     {"logprob", static_cast<double>(lg[idx[static_cast<size_t>(k)]]) - lse}});
+    return top;
+  };
+  nlohmann::json prompt_top = nlohmann::json::array();
+  if (all)
+    for (size_t i = 0; i < P; ++i) prompt_top.push_back({{"pos", i}, {"top", top_of(all_logits.data() + i * static_cast<size_t>(V))}});
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<int32_t> gen;
+  for (int i = 0; i < n; ++i) {
+    nlohmann::json top = top_of(logits.data());
     const int32_t tok = idx[0];
     steps.push_back({{"step", i}, {"token", tok}, {"top", top}});
     gen.push_back(tok);
@@ -90,6 +100,7 @@ TEST(Gemma4Dev, Run) {
     }
   }
   nlohmann::json j = {{"prompt_tokens", prompt}, {"generated_tokens", gen}, {"steps", steps}};
+  if (all) j["prompt_topk"] = prompt_top;
   std::ofstream(out) << j.dump(1) << "\n";
 }
 
