@@ -74,6 +74,9 @@ float ggml_dot_f32(const float* x, const float* y, int64_t n, int lanes);     //
 float ggml_v_expf(float x, int lanes);                                       // ggml_v_expf, one lane
 double ggml_soft_max(float* x, int64_t n, float max, int lanes);             // ggml_vec_soft_max_f32
 float ggml_gelu(float x);                                                    // ggml_vec_gelu_f32 (f16 table)
+// ggml_rope_ext, NeoX mode, no scaling: n_heads heads of hd values at position pos, the first
+// n_dims rotated; freq_factors (n_dims/2 divisors) may be null.
+void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t n_dims, float base, const float* freq_factors);
 // One query row of ggml_flash_attn_ext (scale 1, no soft-cap, no sinks) over the consecutive KV
 // cells [c0, c0 + n): k[i], v[i] are the rows of cell c0 + i (f16 or f32 values). `tiled`: the
 // kernel ggml uses for ubatches of 64+ tokens, else its vector kernel. out: hd floats.

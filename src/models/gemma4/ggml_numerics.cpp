@@ -183,6 +183,32 @@ float ggml_gelu(float x) {
   return table.t[f32_to_f16(x)];
 }
 
+void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t n_dims, float base, const float* freq_factors) {
+  // angles by ggml's recurrence theta_i = pos·base^(−2i/n_dims) (repeated f32 multiplication),
+  // divided by the frequency factor; pairs (i, i + n_dims/2); dims past n_dims untouched
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_dims));
+  const int64_t half = n_dims / 2;
+  thread_local std::vector<float> cs, sn;
+  cs.resize(static_cast<size_t>(half));
+  sn.resize(static_cast<size_t>(half));
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < half; ++i) {
+    const float t = theta / (freq_factors ? freq_factors[i] : 1.0f);
+    cs[static_cast<size_t>(i)] = std::cos(t);
+    sn[static_cast<size_t>(i)] = std::sin(t);
+    theta *= theta_scale;
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * hd;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = v[i], x1 = v[i + half];
+      // as GCC contracts ggml's x0·cos − x1·sin and x0·sin + x1·cos
+      v[i] = std::fma(x0, cs[static_cast<size_t>(i)], -(x1 * sn[static_cast<size_t>(i)]));
+      v[i + half] = std::fma(x0, sn[static_cast<size_t>(i)], x1 * cs[static_cast<size_t>(i)]);
+    }
+  }
+}
+
 void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t c0, int64_t n,
                          bool kv_f16, bool tiled, int lanes, float* out) {
   thread_local std::vector<float> acc, qf;

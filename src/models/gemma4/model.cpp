@@ -467,29 +467,8 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg) : files_(files), c
 // NeoX RoPE over `n_heads` heads of size hd at position `pos`, ggml's recurrence for the angles
 // (theta_i = pos · base^(-2i/n_dims) / freq_factor_i, built by repeated multiplication in f32).
 void Gemma4Model::rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const {
-  const int64_t n_dims = swa ? cfg_.n_rot_swa : cfg_.n_rot_full;
-  const float base = swa ? cfg_.rope_base_swa : cfg_.rope_base_full;
   const float* ff = (!swa && !cfg_.rope_freqs_full.empty()) ? cfg_.rope_freqs_full.data() : nullptr;
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_dims));
-  const int64_t half = n_dims / 2;
-  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
-  float theta = static_cast<float>(pos);
-  for (int64_t i = 0; i < half; ++i) {
-    const float f = ff ? ff[i] : 1.0f;
-    const float t = theta / f;
-    cs[static_cast<size_t>(i)] = std::cos(t);
-    sn[static_cast<size_t>(i)] = std::sin(t);
-    theta *= theta_scale;
-  }
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* v = x + h * hd;
-    for (int64_t i = 0; i < half; ++i) {
-      const float x0 = v[i], x1 = v[i + half];
-      // as GCC contracts ggml's x0·cos − x1·sin and x0·sin + x1·cos (checked against libggml)
-      v[i] = std::fma(x0, cs[static_cast<size_t>(i)], -(x1 * sn[static_cast<size_t>(i)]));
-      v[i + half] = std::fma(x0, sn[static_cast<size_t>(i)], x1 * cs[static_cast<size_t>(i)]);
-    }
-  }
+  ggml_rope_neox(x, n_heads, hd, pos, swa ? cfg_.n_rot_swa : cfg_.n_rot_full, swa ? cfg_.rope_base_swa : cfg_.rope_base_full, ff);
 }
 
 void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t ff) const {

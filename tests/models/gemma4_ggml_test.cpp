@@ -1,0 +1,197 @@
+// The Gemma 4 reproduction of ggml's CPU arithmetic (src/models/gemma4/ggml_numerics.cpp) against
+// llama.cpp's own results: tests/models/data/gemma4_ggml_vectors.bin, made by
+// gen_gemma4_ggml_vectors.py from node-llama-cpp's libggml-cpu, both x86 builds (AVX-512: 16 lanes,
+// AVX2: 8 lanes), so both widths are checked on any host. Every value must be bit-identical.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/matmul.h"
+#include "models/gemma4/gemma4.h"
+
+namespace {
+
+struct Rec {
+  uint32_t kind = 0, lanes = 0;
+  std::vector<uint8_t> p;
+};
+
+struct Reader {
+  const std::vector<uint8_t>& b;
+  size_t off = 0;
+  uint32_t u32() { uint32_t v; std::memcpy(&v, b.data() + off, 4); off += 4; return v; }
+  template <class T>
+  std::vector<T> arr(size_t n) {
+    std::vector<T> v(n);
+    std::memcpy(v.data(), b.data() + off, n * sizeof(T));
+    off += n * sizeof(T);
+    return v;
+  }
+  float f32() { return arr<float>(1)[0]; }
+};
+
+std::vector<Rec> records() {
+  std::ifstream f(std::string(OXI_SOURCE_DIR) + "/tests/models/data/gemma4_ggml_vectors.bin", std::ios::binary);
+  std::vector<uint8_t> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<Rec> out;
+  if (all.size() < 8 || std::memcmp(all.data(), "OXG4", 4) != 0) return out;
+  Reader r{all, 4};
+  const uint32_t n = r.u32();
+  for (uint32_t i = 0; i < n; ++i) {
+    Rec x;
+    x.kind = r.u32();
+    x.lanes = r.u32();
+    x.p = r.arr<uint8_t>(r.u32());
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+uint32_t bits(float f) {
+  uint32_t v;
+  std::memcpy(&v, &f, 4);
+  return v;
+}
+
+// Counts the elements whose bits differ.
+int64_t mismatches(const float* a, const float* b, size_t n) {
+  int64_t m = 0;
+  for (size_t i = 0; i < n; ++i) m += bits(a[i]) != bits(b[i]);
+  return m;
+}
+
+class Gemma4Ggml : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { recs_ = records(); }
+  static std::vector<Rec> recs_;
+  // Runs fn on every record of `kind`; checks that both widths are present.
+  template <class F>
+  void each(uint32_t kind, F&& fn) {
+    ASSERT_FALSE(recs_.empty()) << "missing tests/models/data/gemma4_ggml_vectors.bin";
+    int seen[2] = {0, 0};
+    for (const Rec& r : recs_) {
+      if (r.kind != kind) continue;
+      ++seen[r.lanes == 16];
+      Reader rd{r.p};
+      fn(rd, static_cast<int>(r.lanes));
+    }
+    EXPECT_GT(seen[0], 0) << "no 8-lane records of kind " << kind;
+    EXPECT_GT(seen[1], 0) << "no 16-lane records of kind " << kind;
+  }
+};
+std::vector<Rec> Gemma4Ggml::recs_;
+
+TEST_F(Gemma4Ggml, VecDotF32) {
+  each(1, [](Reader& r, int lanes) {
+    const uint32_t n = r.u32();
+    auto x = r.arr<float>(n), y = r.arr<float>(n);
+    const float want = r.f32();
+    EXPECT_EQ(bits(oxi::gemma4::ggml_dot_f32(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+  });
+}
+
+TEST_F(Gemma4Ggml, VecDotF16) {
+  each(2, [](Reader& r, int lanes) {
+    const uint32_t n = r.u32();
+    auto x = r.arr<uint16_t>(n), yh = r.arr<uint16_t>(n);
+    const float want = r.f32();
+    std::vector<float> y(n);
+    for (uint32_t i = 0; i < n; ++i) y[i] = oxi::f16_to_f32(yh[i]);
+    EXPECT_EQ(bits(oxi::gemma4::ggml_dot_f16(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+  });
+}
+
+TEST_F(Gemma4Ggml, SoftMax) {
+  each(3, [](Reader& r, int lanes) {
+    const uint32_t n = r.u32();
+    auto x = r.arr<float>(n), want = r.arr<float>(n);
+    float mx = -INFINITY;
+    for (float v : x) mx = v > mx ? v : mx;
+    const float inv = static_cast<float>(1.0 / oxi::gemma4::ggml_soft_max(x.data(), n, mx, lanes));
+    for (float& v : x) v *= inv;
+    EXPECT_EQ(mismatches(x.data(), want.data(), n), 0) << "n " << n << " lanes " << lanes;
+  });
+}
+
+TEST_F(Gemma4Ggml, MulMatOrder) {
+  each(4, [](Reader& r, int lanes) {
+    const uint32_t rows = r.u32(), cols = r.u32(), T = r.u32();
+    auto w = r.arr<float>(static_cast<size_t>(rows) * cols), x = r.arr<float>(static_cast<size_t>(T) * cols);
+    auto want = r.arr<float>(static_cast<size_t>(T) * rows);
+    oxi::MatrixView m;
+    m.dtype = oxi::DType::F32;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = reinterpret_cast<const uint8_t*>(w.data());
+    m.row_bytes = cols * 4ull;
+    std::vector<float> y(want.size());
+    oxi::gemma4::ggml_matmul_f32(m, x.data(), T, y.data(), lanes, false);
+    EXPECT_EQ(mismatches(y.data(), want.data(), y.size()), 0) << rows << "x" << cols << " T " << T << " lanes " << lanes;
+  });
+}
+
+TEST_F(Gemma4Ggml, RopeNeox) {
+  each(5, [](Reader& r, int lanes) {
+    const uint32_t hd = r.u32(), heads = r.u32(), T = r.u32(), n_dims = r.u32(), has_ff = r.u32();
+    const float base = r.f32();
+    auto pos = r.arr<int32_t>(T);
+    auto ff = r.arr<float>(has_ff ? n_dims / 2 : 0);
+    auto x = r.arr<float>(static_cast<size_t>(T) * heads * hd), want = r.arr<float>(x.size());
+    for (uint32_t t = 0; t < T; ++t)
+      oxi::gemma4::ggml_rope_neox(x.data() + static_cast<size_t>(t) * heads * hd, heads, hd, pos[t], n_dims, base,
+                                 has_ff ? ff.data() : nullptr);
+    EXPECT_EQ(mismatches(x.data(), want.data(), x.size()), 0) << "hd " << hd << " n_dims " << n_dims << " lanes " << lanes;
+  });
+}
+
+TEST_F(Gemma4Ggml, FlashAttention) {
+  each(6, [](Reader& r, int lanes) {
+    uint32_t v8[8];
+    for (uint32_t& v : v8) v = r.u32();
+    const uint32_t hd = v8[0], H = v8[1], Hkv = v8[2], n_kv = v8[3], T = v8[4], p0 = v8[5], win = v8[6], f16 = v8[7];
+    auto q = r.arr<float>(static_cast<size_t>(T) * H * hd);
+    const size_t nkv = static_cast<size_t>(n_kv) * Hkv * hd, esz = f16 ? 2 : 4;
+    auto k = r.arr<uint8_t>(nkv * esz), v = r.arr<uint8_t>(nkv * esz);
+    auto want = r.arr<float>(q.size());
+    std::vector<float> out(q.size());
+    std::vector<const void*> kr, vr;
+    for (uint32_t t = 0; t < T; ++t) {
+      const int64_t p = p0 + t, lo = win ? std::max<int64_t>(0, p - win + 1) : 0, n = p - lo + 1;
+      for (uint32_t h = 0; h < H; ++h) {
+        const uint32_t kh = h / (H / Hkv);
+        kr.clear();
+        vr.clear();
+        for (int64_t c = lo; c <= p; ++c) {
+          kr.push_back(k.data() + (static_cast<size_t>(c) * Hkv + kh) * hd * esz);
+          vr.push_back(v.data() + (static_cast<size_t>(c) * Hkv + kh) * hd * esz);
+        }
+        const size_t o = (static_cast<size_t>(t) * H + h) * hd;
+        oxi::gemma4::ggml_flash_attn_row(q.data() + o, hd, kr.data(), vr.data(), lo, n, f16 != 0, T >= 64, lanes, out.data() + o);
+      }
+    }
+    EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
+        << "hd " << hd << " n_kv " << n_kv << " T " << T << " window " << win << (f16 ? " f16" : " f32") << " lanes " << lanes;
+  });
+}
+
+TEST_F(Gemma4Ggml, GeluTable) {
+  each(7, [](Reader& r, int) {
+    const uint64_t want = r.arr<uint64_t>(1)[0];
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float x = oxi::f16_to_f32(static_cast<uint16_t>(i));
+      if (!std::isfinite(x) || std::fabs(x) >= 10.0f) continue;  // ggml_gelu clamps there
+      const uint16_t e = oxi::f32_to_f16(oxi::gemma4::ggml_gelu(x));
+      for (int b = 0; b < 2; ++b) h = (h ^ ((e >> (8 * b)) & 0xffu)) * 0x100000001b3ull;
+    }
+    EXPECT_EQ(h, want) << "our GELU table differs from ggml_table_gelu_f16";
+  });
+}
+
+}  // namespace
