@@ -258,7 +258,12 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
       p.base.x = xp[wt];
       p.base.x_stride = static_cast<uint64_t>(n_tokens);
       p.fn = G->run[wt];
-      p.tok_tile = 256;
+      // Token tiles of up to ~1 MiB of packed activations (each unit re-reads them per 16-row
+      // group from L2; fewer tiles = fewer weight unpacks), split evenly, multiples of 16.
+      const int64_t max_tile = std::clamp<int64_t>(
+          (int64_t{1} << 20) / static_cast<int64_t>(gemm_packed_bytes(wt, cols, 1)), 64, 512);
+      const int64_t n_tt = (n_tokens + max_tile - 1) / max_tile;
+      p.tok_tile = ((n_tokens + n_tt - 1) / n_tt + 15) / 16 * 16;
     } else {
       p.base.x = xa[at];
       p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);

@@ -8,9 +8,25 @@
 
 namespace oxi::ops {
 
+namespace {
+// Σ x[i]² in double, four independent partial sums (one chain was latency-bound: ~4 cycles per
+// element); differs from the sequential sum only in the last bits of the double.
+double sum_sq(const float* x, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(x[i]) * x[i];
+    s1 += static_cast<double>(x[i + 1]) * x[i + 1];
+    s2 += static_cast<double>(x[i + 2]) * x[i + 2];
+    s3 += static_cast<double>(x[i + 3]) * x[i + 3];
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(x[i]) * x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+}  // namespace
+
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const double sum = sum_sq(x, n);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
@@ -25,8 +41,7 @@ void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64
 }
 
 void l2_norm(float* x, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  const double sum = sum_sq(x, n);
   const float scale = 1.0f / std::max(static_cast<float>(std::sqrt(sum)), eps);
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
