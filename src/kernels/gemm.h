@@ -9,7 +9,8 @@
 //     int8  qs[nb][N][32]; int32 corr[nb][N] = −k·Σqs (k: the weight offset, see the ISA file);
 //     f32   d[nb][N]
 //   K-quants (256-element super-blocks, nsb = cols/256):
-//     int8  qs[nsb][N][256]; int16 bsums[nsb][N][16]; f32 d[nsb][N]
+//     int8  qs[nsb][N][256]; int16 bsums[nsb][N][16] (Q6_K: Q8_K's per-16 sums; Q4_K/Q5_K: per-32
+//     sums in the first 8); f32 d[nsb][N]
 #pragma once
 
 #include <cstdint>

@@ -845,7 +845,16 @@ void act_q8_K(const float* x, void* dst, int64_t n) {
     for (int k = 0; k < 256; k += 16) {
       const __m512i q = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), vs)), lim);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + k), _mm512_cvtsepi32_epi8(q));
-      y[i].bsums[k / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+    // bsums: Σ(q + 128) per 8 bytes by vpsadbw, pairs added, minus 16·128.
+    const __m512i off = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int c = 0; c < 4; ++c) {
+      const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(y[i].qs + 64 * c), off);
+      const __m512i s8 = _mm512_sad_epu8(u, _mm512_setzero_si512());
+      const __m512i s16 = _mm512_add_epi64(s8, _mm512_bsrli_epi128(s8, 8));  // qwords 0, 2, 4, 6
+      alignas(16) int16_t w[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(w), _mm512_cvtepi64_epi16(s16));
+      for (int k = 0; k < 4; ++k) y[i].bsums[4 * c + k] = static_cast<int16_t>(w[2 * k] - 2048);
     }
     y[i].d = 1.0f / iscale;
   }

@@ -107,7 +107,7 @@ struct PackQ4_0 : PackQ8Base {
 template <int NS>
 struct KScales {
   int32_t sc[NS][kRows];
-  int32_t mn[8][kRows];  // Q4_K/Q5_K: (m_s, m_s) for sub-block s; Q6_K: (sc_2p, sc_2p+1)
+  int32_t mn[8][kRows];  // int16 pairs: Q4_K/Q5_K (m_2p, m_2p+1), p < 4; Q6_K (sc_2p, sc_2p+1)
   float d[kRows];
   float dmin[kRows];
 };
@@ -162,10 +162,8 @@ struct PackQ45_K : PackKBase<8> {
       }
       uint8_t sc[8], mn[8];
       k4_scales(blk.scales, sc, mn);
-      for (int j = 0; j < 8; ++j) {
-        s[b].sc[j][lane] = sc[j];
-        s[b].mn[j][lane] = static_cast<int32_t>(pair16(mn[j], mn[j]));
-      }
+      for (int j = 0; j < 8; ++j) s[b].sc[j][lane] = sc[j];
+      for (int p = 0; p < 4; ++p) s[b].mn[p][lane] = static_cast<int32_t>(pair16(mn[2 * p], mn[2 * p + 1]));
       s[b].d[lane] = h2f(blk.d);
       s[b].dmin[lane] = h2f(blk.dmin);
     }
@@ -272,8 +270,10 @@ void kern_k(const uint8_t* q, const KScales<NS>* sc, int64_t nsb, const uint8_t*
       const __m512i scv = _mm512_load_si512(s.sc[sb]);
       for (int j = 0; j < T; ++j) A[j] = _mm512_add_epi32(A[j], _mm512_mullo_epi32(S[j], scv));
     }
-    // Q4_K/Q5_K: M = Σ_s m_s·(bsum_2s + bsum_2s+1); Q6_K: M = Σ_s sc_s·bsum_s.
-    for (int p = 0; p < 8; ++p) {
+    // Q4_K/Q5_K: M = Σ_s m_s·bsum32_s (the packed bsums of these types are per 32: 4 pairs);
+    // Q6_K: M = Σ_s sc_s·bsum_s (per 16: 8 pairs).
+    constexpr int kPairs = NS == 8 ? 4 : 8;
+    for (int p = 0; p < kPairs; ++p) {
       const __m512i mv = _mm512_load_si512(s.mn[p]);
       for (int j = 0; j < T; ++j) M[j] = _mm512_dpwssd_epi32(M[j], mv, bcast32(xb + 16 * j + 2 * p));
     }
@@ -317,6 +317,8 @@ void pack_q8(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64
   }
 }
 
+// kPer32: bsums summed per 32 (Q4_K/Q5_K sub-blocks; the first 8 of the 16 slots), else as is.
+template <bool kPer32>
 void pack_k(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols, uint8_t* X) {
   const int64_t nsb = cols / 256;
   int16_t* B = reinterpret_cast<int16_t*>(X + nsb * N * 256);
@@ -325,7 +327,12 @@ void pack_k(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_
     const BlockQ8_K* xb = reinterpret_cast<const BlockQ8_K*>(xa + t * x_stride);
     for (int64_t b = 0; b < nsb; ++b) {
       std::memcpy(X + (b * N + t) * 256, xb[b].qs, 256);
-      std::memcpy(B + (b * N + t) * 16, xb[b].bsums, 32);
+      int16_t* bs = B + (b * N + t) * 16;
+      if constexpr (kPer32) {  // |Σ| ≤ 32·127: fits int16
+        for (int k = 0; k < 8; ++k) bs[k] = static_cast<int16_t>(xb[b].bsums[2 * k] + xb[b].bsums[2 * k + 1]);
+      } else {
+        std::memcpy(bs, xb[b].bsums, 32);
+      }
       D[b * N + t] = xb[b].d;
     }
   }
@@ -414,7 +421,8 @@ extern const GemmKernels kAvx512Gemm;
 const GemmKernels kAvx512Gemm = {
     "avx512-vnni",
     5,
-    {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k, pack_k, pack_k},
+    {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k<true>, pack_k<true>,
+     pack_k<false>},
     {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K},
 };
 
