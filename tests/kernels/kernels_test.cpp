@@ -317,7 +317,7 @@ TEST(Matmul, EveryIsaMatchesScalar) {
   set_num_threads(0);
 }
 
-// GEMV paths (1–3 tokens, and a 1–3-token tail tile after 64 tokens) with block counts that are
+// GEMV paths (1–4 tokens, and a 1–4-token tail tile after 64 tokens) with block counts that are
 // not multiples of the kernels' block groups, every ISA vs the scalar reference.
 TEST(Matmul, EveryIsaGemvOddBlockCounts) {
   IsaGuard g;
@@ -325,10 +325,10 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
   std::vector<std::pair<DType, Shape>> cases;
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16})
     for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
-      for (int64_t nt : {1, 2, 3, 67}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
+      for (int64_t nt : {1, 2, 3, 4, 67, 68}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (int64_t cols : {256, 768})
-      for (int64_t nt : {1, 2, 3, 66}) cases.push_back({t, {13, cols, nt}});
+      for (int64_t nt : {1, 2, 3, 4, 66, 68}) cases.push_back({t, {13, cols, nt}});
   for (const auto& [t, s] : cases) {
     auto wb = random_weights(t, s.rows, s.cols, 900 + static_cast<int>(s.cols) + static_cast<int>(t));
     MatrixView w{t, s.rows, s.cols, wb.data(), *dtype_row_bytes(t, s.cols)};

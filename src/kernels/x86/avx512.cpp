@@ -396,48 +396,54 @@ inline const uint8_t* q4_0_act(const MMArgs& a, int64_t nb, uint64_t xps) {
   return buf;
 }
 
+template <int R, int T, bool Tail>
+inline void gemv_q4_0_group(const MMArgs& a, const uint8_t* const* w, int64_t g, const uint8_t* xg, uint64_t xps,
+                            int64_t nb, __m512 (&acc)[R][T]) {
+  const __m512i perm = _mm512_load_si512(kQ4Perm);
+  const __m512i sidx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18, 18, 18, 9,
+                                        9, 9, 9, 0, 0, 0, 0);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
+  __m512i xlo[T], xhi[T], corr[T];
+  __m512 dxl[T];
+  for (int j = 0; j < T; ++j) {
+    const uint8_t* q = xg + j * xps;
+    xlo[j] = _mm512_loadu_si512(q);
+    xhi[j] = _mm512_loadu_si512(q + 64);
+    corr[j] = _mm512_loadu_si512(q + 128);
+    dxl[j] = _mm512_loadu_ps(q + 192);
+  }
+  for (int i = 0; i < R; ++i) {
+    const uint8_t* p = w[i] + g * 72;
+    __m512i v0, v1;
+    if constexpr (!Tail) {
+      OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
+      OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
+      v0 = _mm512_loadu_si512(p);
+      v1 = _mm512_loadu_si512(p + 8);
+    } else {  // 1–3 blocks left (≤ 54 bytes, all in v0): a masked load, no read past the row
+      v0 = _mm512_maskz_loadu_epi8((1ull << ((nb - g * 4) * 18)) - 1, p);
+      v1 = _mm512_setzero_si512();
+    }
+    const __m512i q = _mm512_permutex2var_epi8(v0, perm, v1);
+    const __m512i lo = _mm512_and_si512(q, m4), hi = gf_bits(q, ghi);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, v0)));
+    for (int j = 0; j < T; ++j) {
+      const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr[j], lo, xlo[j]), hi, xhi[j]);
+      acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dxl[j]), acc[i][j]);
+    }
+  }
+}
+
 template <int R, int T>
 inline void gemv_q4_0_tile(const MMArgs& a, int64_t r, int64_t t, const uint8_t* xp, uint64_t xps, int64_t nb) {
   __m512 acc[R][T];
   OXI_ZERO_ACC(acc);
   const uint8_t* w[R];
   for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
-  const __m512i perm = _mm512_load_si512(kQ4Perm);
-  const __m512i sidx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18, 18, 18, 9,
-                                        9, 9, 9, 0, 0, 0, 0);
-  const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
-  const int64_t ng = (nb + 3) / 4, full = nb / 4;
-  for (int64_t g = 0; g < ng; ++g) {
-    __m512i xlo[T], xhi[T], corr[T];
-    __m512 dxl[T];
-    for (int j = 0; j < T; ++j) {
-      const uint8_t* q = xp + (t - a.t0 + j) * xps + g * kQ4G;
-      xlo[j] = _mm512_loadu_si512(q);
-      xhi[j] = _mm512_loadu_si512(q + 64);
-      corr[j] = _mm512_loadu_si512(q + 128);
-      dxl[j] = _mm512_loadu_ps(q + 192);
-    }
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* p = w[i] + g * 72;
-      __m512i v0, v1;
-      if (g < full) {
-        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
-        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
-        v0 = _mm512_loadu_si512(p);
-        v1 = _mm512_loadu_si512(p + 8);
-      } else {  // 1–3 blocks left (≤ 54 bytes, all in v0): a masked load, no read past the row
-        v0 = _mm512_maskz_loadu_epi8((1ull << ((nb - g * 4) * 18)) - 1, p);
-        v1 = _mm512_setzero_si512();
-      }
-      const __m512i q = _mm512_permutex2var_epi8(v0, perm, v1);
-      const __m512i lo = _mm512_and_si512(q, m4), hi = gf_bits(q, ghi);
-      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(sidx, v0)));
-      for (int j = 0; j < T; ++j) {
-        const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr[j], lo, xlo[j]), hi, xhi[j]);
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dxl[j]), acc[i][j]);
-      }
-    }
-  }
+  const uint8_t* xt = xp + (t - a.t0) * xps;
+  const int64_t full = nb / 4;
+  for (int64_t g = 0; g < full; ++g) gemv_q4_0_group<R, T, false>(a, w, g, xt + g * kQ4G, xps, nb, acc);
+  if (full * 4 < nb) gemv_q4_0_group<R, T, true>(a, w, full, xt + full * kQ4G, xps, nb, acc);
   store<R, T>(a, r, t, acc);
 }
 
@@ -606,16 +612,17 @@ inline __m512i k4_scale_vectors(const uint8_t* scales, KRow& o) {
   return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
 }
 
+// Q5_K: nibbles as Q4_K; the fifth bit of element 64k + l is bit 2k of qh[l] (l < 32) and of
+// element 64k + 32 + l bit 2k + 1: one bit matrix per 64 elements moves it to bit 4 ([qh | qh]).
 inline void unpack_q5k(const BlockQ5_K& b, KRow& o, const __m512i* idx) {
   const __m512i sc16 = k4_scale_vectors(b.scales, o);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+  const __m512i nib = _mm512_set_epi64(kGfHi, kGfHi, kGfHi, kGfHi, kGfLo, kGfLo, kGfLo, kGfLo);
+  const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
   for (int k = 0; k < 4; ++k) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k));
-    const __m256i hl = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one), 4);
-    const __m256i hh = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one), 4);
-    o.q[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_or_si256(_mm256_and_si256(v, m4), hl)),
-                                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), hh), 1);
+    const long long lo = (1ll << (2 * k)) << 24, hi = (1ll << (2 * k + 1)) << 24;  // output bit 4 <- row byte 3
+    const __m512i hm = _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo);
+    const __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k)));
+    o.q[k] = _mm512_or_si512(gf_bits(v, nib), gf_bits(H, hm));
     o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
   }
   o.d = _cvtsh_ss(b.d);
