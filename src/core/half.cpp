@@ -1,8 +1,14 @@
 #include "core/half.h"
 
-namespace oxi {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define OXI_HALF_IFUNC 1
+#include <immintrin.h>
+#endif
 
-float f16_to_f32(uint16_t h) {
+namespace oxi {
+namespace {
+
+float f16_to_f32_soft(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -29,7 +35,7 @@ float f16_to_f32(uint16_t h) {
   return f;
 }
 
-uint16_t f32_to_f16(float f) {
+uint16_t f32_to_f16_soft(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   const uint32_t sign = (u >> 16) & 0x8000u;
@@ -52,5 +58,43 @@ uint16_t f32_to_f16(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (out & 1u))) ++out;
   return static_cast<uint16_t>(sign | out);
 }
+
+#if OXI_HALF_IFUNC
+// F16C (every AVX2 CPU): one instruction each; NaNs keep the software path's bit patterns.
+__attribute__((target("f16c"))) float f16_to_f32_f16c(uint16_t h) {
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) return f16_to_f32_soft(h);
+  return _cvtsh_ss(h);
+}
+__attribute__((target("f16c"))) uint16_t f32_to_f16_f16c(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return f32_to_f16_soft(f);
+  return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+#endif
+
+}  // namespace
+
+#if OXI_HALF_IFUNC
+// Chosen once by the dynamic loader (GNU ifunc): the conversions are called per element by
+// scalar model code (attention over an f16 KV cache, GELU tables).
+extern "C" {
+using F16ToF32 = float (*)(uint16_t);
+using F32ToF16 = uint16_t (*)(float);
+F16ToF32 oxi_resolve_f16_to_f32() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("f16c") ? f16_to_f32_f16c : f16_to_f32_soft;
+}
+F32ToF16 oxi_resolve_f32_to_f16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("f16c") ? f32_to_f16_f16c : f32_to_f16_soft;
+}
+}
+float f16_to_f32(uint16_t h) __attribute__((ifunc("oxi_resolve_f16_to_f32")));
+uint16_t f32_to_f16(float f) __attribute__((ifunc("oxi_resolve_f32_to_f16")));
+#else
+float f16_to_f32(uint16_t h) { return f16_to_f32_soft(h); }
+uint16_t f32_to_f16(float f) { return f32_to_f16_soft(f); }
+#endif
 
 }  // namespace oxi
