@@ -3,7 +3,9 @@
 // experts, k_eq_v global layers), 31b (dense, k_eq_v) — with sliding window 16 and prompts shorter
 // and longer than the window: convert HF → f32 GGUF, then greedy-decode 32 tokens three ways —
 // llama.cpp (node-llama-cpp, default settings: f16 KV cache, flash attention auto = on) on the
-// GGUF, oxinfer on the HF directory, oxinfer on the GGUF — and require identical greedy tokens and
+// GGUF, oxinfer on the HF directory, oxinfer on the GGUF — and the longer prompt of each shape also
+// all in f32 (llama.cpp with an f32 KV cache and flash attention off, oxinfer GGUF the same) —
+// and require identical greedy tokens and
 // top-5 logprobs within G4_TOL (default 1e-3, the project bar) of llama.cpp's. oxinfer reproduces
 // ggml's CPU arithmetic for f32 weights (docs/gemma4.md), so the measured difference is ~5e-7 (the
 // CLI's f32 log-softmax); these random models amplify any last-bit difference (llama.cpp's own
@@ -65,10 +67,10 @@ function convert(hf, out) {
   return "dev";
 }
 
-function oxiGreedy(model, toks, outFile) {
+function oxiGreedy(model, toks, outFile, env = {}) {
   if (cliRun) {
     const r = run(oxinfer, ["run", "-m", model, "--tokens", toks.join(","), "-n", String(N), "--temp", "0", "--json",
-      "--top-logprobs", "5", "--ignore-eos", "-c", String(toks.length + N + 16)]);
+      "--top-logprobs", "5", "--ignore-eos", "-c", String(toks.length + N + 16)], { env: { ...process.env, ...env } });
     if (r.status === 0) {
       const steps = [];
       for (const line of r.stdout.split("\n")) {
@@ -81,7 +83,7 @@ function oxiGreedy(model, toks, outFile) {
       if (steps.length === N) return { via: "cli", generated_tokens: steps.map((s) => s.token), steps };
     }
   }
-  must(devBin, ["--gtest_filter=Gemma4Dev.Run"], { env: { ...process.env, OXI_G4_MODEL: model, OXI_G4_TOKENS: toks.join(","),
+  must(devBin, ["--gtest_filter=Gemma4Dev.Run"], { env: { ...process.env, ...env, OXI_G4_MODEL: model, OXI_G4_TOKENS: toks.join(","),
     OXI_G4_N: String(N), OXI_G4_TOP_K: "5", OXI_G4_OUT: outFile } });
   return { via: "dev", ...JSON.parse(fs.readFileSync(outFile, "utf8")) };
 }
@@ -91,6 +93,18 @@ function llamaGreedy(gguf, toks, outFile) {
     "--top-k", "5", "--no-bos", "--threads", "2", "--out", outFile], { env: { ...process.env, NLC_DIR: nlc } });
   const j = fs.existsSync(outFile) ? JSON.parse(fs.readFileSync(outFile, "utf8")) : null;
   if (r.status !== 0 || !j || j.ok === false) throw new Error(`llama.cpp oracle failed on ${gguf}: ${JSON.stringify(j?.error) ?? r.stderr}`);
+  return j;
+}
+
+// llama.cpp with an f32 KV cache and flash attention off (its "exact f32" configuration: with
+// flash attention on it casts an f32 cache to f16), through our own driver (the shared oracle
+// has no cache-type option).
+function llamaGreedyF32(gguf, toks, outFile) {
+  const r = run("node", [path.join(root, "tests/e2e/llama_greedy.mjs"), "--model", gguf, "--tokens", toks.join(","), "--n", String(N),
+    "--top-k", "5", "--threads", "2", "--kv-type", "f32", "--flash-attn", "off", "--out", outFile], { env: { ...process.env, NLC_DIR: nlc } });
+  const j = fs.existsSync(outFile) ? JSON.parse(fs.readFileSync(outFile, "utf8")) : null;
+  if (r.status !== 0 || !j?.ok) throw new Error(`llama.cpp (f32 KV, no flash attention) failed on ${gguf}: ${r.stderr}`);
+  if (j.settings.kv_type_k !== 0 || j.settings.flash_attention !== false) throw new Error(`llama.cpp did not take f32 KV / FA off: ${JSON.stringify(j.settings)}`);
   return j;
 }
 
@@ -154,9 +168,20 @@ for (const c of cases) {
     const r3 = compare(`${label} oxinfer(HF) vs oxinfer(GGUF)`, oHf, oGg, 0);
     if (r1.nearTie != null) console.log(`${label}: near-tie at step ${r1.nearTie} (llama.cpp gap ${ref.steps[r1.nearTie].top1_top2_gap}); compared up to it`);
     failures.push(...r1.problems, ...r2.problems, ...r3.problems);
-    report.push({ case: label, convert: via, run: oHf.via, max_diff_hf: r1.maxDiff, max_diff_gguf: r2.maxDiff, hf_vs_gguf: r3.maxDiff,
-      min_gap: ref.min_top1_top2_gap, near_tie_step: r1.nearTie, tokens_equal: r1.problems.every((p) => !/tokens differ/.test(p)), seconds: (Date.now() - t0) / 1000 });
-    console.log(JSON.stringify(report[report.length - 1]));
+    const entry = { case: label, convert: via, run: oHf.via, max_diff_hf: r1.maxDiff, max_diff_gguf: r2.maxDiff, hf_vs_gguf: r3.maxDiff,
+      min_gap: ref.min_top1_top2_gap, near_tie_step: r1.nearTie, tokens_equal: r1.problems.every((p) => !/tokens differ/.test(p)) };
+    if (pi === c.prompts.length - 1) {
+      // the longer prompt once more all in f32: llama.cpp with an f32 cache and no flash
+      // attention, oxinfer (GGUF) with the same settings (OXI_KV_F32=1, OXI_GEMMA4_ATTN=3)
+      const refF = llamaGreedyF32(gguf, toks, path.join(work, `${label.replace("/", "_")}.llama_f32.json`));
+      const oF = oxiGreedy(gguf, toks, path.join(work, `${label.replace("/", "_")}.oxi_f32.json`), { OXI_KV_F32: "1", OXI_GEMMA4_ATTN: "3" });
+      const r4 = compare(`${label} f32 KV, no flash attention: oxinfer(GGUF) vs llama.cpp`, oF, refF, TOL);
+      failures.push(...r4.problems);
+      entry.max_diff_f32_noflash = r4.maxDiff;
+    }
+    entry.seconds = (Date.now() - t0) / 1000;
+    report.push(entry);
+    console.log(JSON.stringify(entry));
   }
 }
 if (failures.length) {

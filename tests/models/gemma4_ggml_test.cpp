@@ -4,6 +4,7 @@
 // AVX2: 8 lanes), so both widths are checked on any host. Every value must be bit-identical.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -64,6 +65,30 @@ int64_t mismatches(const float* a, const float* b, size_t n) {
   int64_t m = 0;
   for (size_t i = 0; i < n; ++i) m += bits(a[i]) != bits(b[i]);
   return m;
+}
+
+// Calls row(q row, k rows, v rows, first cell, cell count, out row) for every query t (position
+// p0 + t, cells max(0, p − window + 1) … p; window 0: all ≤ p) and head h, as the model does.
+template <class Row>
+std::vector<float> attend_all(const std::vector<float>& q, const std::vector<uint8_t>& k, const std::vector<uint8_t>& v,
+                              uint32_t hd, uint32_t H, uint32_t Hkv, uint32_t T, uint32_t p0, uint32_t win, size_t esz, Row&& row) {
+  std::vector<float> out(q.size());
+  std::vector<const void*> kr, vr;
+  for (uint32_t t = 0; t < T; ++t) {
+    const int64_t p = p0 + t, lo = win ? std::max<int64_t>(0, p - win + 1) : 0;
+    for (uint32_t h = 0; h < H; ++h) {
+      const uint32_t kh = h / (H / Hkv);
+      kr.clear();
+      vr.clear();
+      for (int64_t c = lo; c <= p; ++c) {
+        kr.push_back(k.data() + (static_cast<size_t>(c) * Hkv + kh) * hd * esz);
+        vr.push_back(v.data() + (static_cast<size_t>(c) * Hkv + kh) * hd * esz);
+      }
+      const size_t o = (static_cast<size_t>(t) * H + h) * hd;
+      row(q.data() + o, kr.data(), vr.data(), lo, p - lo + 1, out.data() + o);
+    }
+  }
+  return out;
 }
 
 class Gemma4Ggml : public ::testing::Test {
@@ -159,24 +184,29 @@ TEST_F(Gemma4Ggml, FlashAttention) {
     const size_t nkv = static_cast<size_t>(n_kv) * Hkv * hd, esz = f16 ? 2 : 4;
     auto k = r.arr<uint8_t>(nkv * esz), v = r.arr<uint8_t>(nkv * esz);
     auto want = r.arr<float>(q.size());
-    std::vector<float> out(q.size());
-    std::vector<const void*> kr, vr;
-    for (uint32_t t = 0; t < T; ++t) {
-      const int64_t p = p0 + t, lo = win ? std::max<int64_t>(0, p - win + 1) : 0, n = p - lo + 1;
-      for (uint32_t h = 0; h < H; ++h) {
-        const uint32_t kh = h / (H / Hkv);
-        kr.clear();
-        vr.clear();
-        for (int64_t c = lo; c <= p; ++c) {
-          kr.push_back(k.data() + (static_cast<size_t>(c) * Hkv + kh) * hd * esz);
-          vr.push_back(v.data() + (static_cast<size_t>(c) * Hkv + kh) * hd * esz);
-        }
-        const size_t o = (static_cast<size_t>(t) * H + h) * hd;
-        oxi::gemma4::ggml_flash_attn_row(q.data() + o, hd, kr.data(), vr.data(), lo, n, f16 != 0, T >= 64, lanes, out.data() + o);
-      }
-    }
+    const bool tiled = T >= 64;
+    auto out = attend_all(q, k, v, hd, H, Hkv, T, p0, win, esz, [&](const float* qr, const void* const* kr, const void* const* vr, int64_t c0, int64_t n, float* o) {
+      oxi::gemma4::ggml_flash_attn_row(qr, hd, kr, vr, c0, n, f16 != 0, tiled, lanes, o);
+    });
     EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
         << "hd " << hd << " n_kv " << n_kv << " T " << T << " window " << win << (f16 ? " f16" : " f32") << " lanes " << lanes;
+  });
+}
+
+TEST_F(Gemma4Ggml, AttentionWithoutFlash) {
+  each(8, [](Reader& r, int lanes) {
+    uint32_t v7[7];
+    for (uint32_t& v : v7) v = r.u32();
+    const uint32_t hd = v7[0], H = v7[1], Hkv = v7[2], T = v7[3], p0 = v7[4], win = v7[5], f16 = v7[6];
+    auto q = r.arr<float>(static_cast<size_t>(T) * H * hd);
+    const size_t nkv = static_cast<size_t>(p0 + T) * Hkv * hd, esz = f16 ? 2 : 4;
+    auto k = r.arr<uint8_t>(nkv * esz), v = r.arr<uint8_t>(nkv * esz);
+    auto want = r.arr<float>(q.size());
+    auto out = attend_all(q, k, v, hd, H, Hkv, T, p0, win, esz, [&](const float* qr, const void* const* kr, const void* const* vr, int64_t c0, int64_t n, float* o) {
+      oxi::gemma4::ggml_attn_row_noflash(qr, hd, kr, vr, c0, n, f16 != 0, T >= 2, H == 1, lanes, o);
+    });
+    EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
+        << "hd " << hd << " T " << T << " window " << win << (f16 ? " f16" : " f32") << " lanes " << lanes;
   });
 }
 

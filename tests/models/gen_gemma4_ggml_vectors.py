@@ -19,6 +19,9 @@ little-endian, f32 unless said):
   6 flash_attn  u32 hd, H, Hkv, n_kv, T, p0, window, kv_f16; q[T·H·hd]; k, v [n_kv·Hkv·hd] (u16
                 bits if kv_f16, else f32); out[T·H·hd]. Query t is at position p0 + t and sees
                 the cells (= positions) max(0, p - window + 1) … p (window 0: all ≤ p).
+  8 attention without flash attention: u32 hd, H, Hkv, T, p0, window, kv_f16; q[T·H·hd]; k, v
+                [(p0+T)·Hkv·hd] as in 6; out[T·H·hd]. llama.cpp's graph: kq = mul_mat(K view of 256
+                cells, permuted q), soft_max_ext(kq, f32 mask), mul_mat(transposed V, kq).
   7 gelu_table  u64 FNV-1a 64 of the ggml_table_gelu_f16 entries of finite |x| < 10 (u16 LE bytes)
 """
 import ctypes as C
@@ -48,6 +51,16 @@ def f16bits(v):
 
 def f16round(v):
     return struct.unpack("<e", struct.pack("<e", v))[0]
+
+
+def causal_mask(T, p0, win, n_kv):
+    # query t (position p0 + t) sees cells max(0, p - win + 1) … p (win 0: all ≤ p)
+    mask = []
+    for t in range(T):
+        p = p0 + t
+        lo = max(0, p - win + 1) if win else 0
+        mask += [0.0 if lo <= c <= p else -math.inf for c in range(n_kv)]
+    return mask
 
 
 def child(variant):
@@ -81,6 +94,10 @@ def child(variant):
     base.ggml_mul_mat.argtypes = [V, V, V]
     base.ggml_rope_ext.restype = V
     base.ggml_rope_ext.argtypes = [V, V, V, V, C.c_int, C.c_int, C.c_int] + [C.c_float] * 6
+    base.ggml_permute.restype = V
+    base.ggml_permute.argtypes = [V, V, C.c_int, C.c_int, C.c_int, C.c_int]
+    base.ggml_soft_max_ext.restype = V
+    base.ggml_soft_max_ext.argtypes = [V, V, V, C.c_float, C.c_float]
     base.ggml_flash_attn_ext.restype = V
     base.ggml_flash_attn_ext.argtypes = [V, V, V, V, V, C.c_float, C.c_float, C.c_float]
     cpu.ggml_get_type_traits_cpu.restype = C.POINTER(TT)
@@ -177,18 +194,14 @@ def child(variant):
     # flash attention: decode and short prompts (vector kernel), 64+ rows (tiled kernel)
     cases = [  # hd, H, Hkv, n_kv, T, p0, window, kv_f16
         (32, 4, 1, 40, 1, 39, 16, True), (64, 2, 1, 40, 1, 39, 0, True), (256, 1, 1, 12, 1, 11, 0, True),
-        (32, 2, 2, 30, 10, 20, 16, True), (64, 1, 1, 90, 1, 89, 0, True), (32, 1, 1, 140, 70, 70, 0, True),
-        (16, 1, 1, 100, 64, 36, 16, True), (32, 2, 1, 40, 1, 39, 16, False), (16, 1, 1, 140, 66, 74, 0, False)]
+        (32, 2, 2, 30, 10, 20, 16, True), (64, 1, 1, 70, 1, 69, 0, True), (16, 1, 1, 100, 64, 36, 0, True),
+        (16, 1, 1, 100, 64, 36, 16, True), (32, 2, 1, 40, 1, 39, 16, False), (16, 1, 1, 100, 66, 34, 0, False)]
     for i, (hd, H, Hkv, n_kv, T, p0, win, kv_f16) in enumerate(cases):
         q = data(T * H * hd, 700 + i, 0.5)
         k = data(n_kv * Hkv * hd, 800 + i, 0.5)
         v = data(n_kv * Hkv * hd, 900 + i)
         kv_t = F16 if kv_f16 else F32
-        mask = []
-        for t in range(T):
-            p = p0 + t
-            lo = max(0, p - win + 1) if win else 0
-            mask += [0.0 if lo <= c <= p else -math.inf for c in range(n_kv)]
+        mask = causal_mask(T, p0, win, n_kv)
 
         def fa(ctx, q=q, k=k, v=v, mask=mask, hd=hd, H=H, Hkv=Hkv, n_kv=n_kv, T=T, kv_t=kv_t):
             qt = base.ggml_new_tensor_3d(ctx, F32, hd, T, H)
@@ -205,6 +218,41 @@ def child(variant):
         cvt = (lambda vals: u16s([f16bits(x) for x in vals])) if kv_f16 else (lambda vals: f32s(vals))
         qf = [struct.unpack("<f", struct.pack("<f", x))[0] for x in q]
         rec(6, struct.pack("<8I", hd, H, Hkv, n_kv, T, p0, win, int(kv_f16)) + f32s(qf) + cvt(k) + cvt(v) + f32s(out))
+
+    # attention without flash attention, as llama.cpp builds it: kq = K·q over a 256-cell view,
+    # soft_max_ext with an f32 mask, kqv = V·kq with V stored transposed
+    nf_cases = [  # hd, H, Hkv, T, p0, window, kv_f16  (view of 256 cells)
+        (32, 2, 1, 1, 39, 16, True), (64, 1, 1, 1, 40, 0, True), (32, 2, 1, 10, 20, 16, True), (32, 1, 1, 4, 60, 0, True),
+        (32, 2, 1, 1, 39, 16, False), (64, 1, 1, 3, 40, 0, False), (32, 2, 1, 3, 40, 0, False)]
+    n_kv = 256
+    for i, (hd, H, Hkv, T, p0, win, kv_f16) in enumerate(nf_cases):
+        used = p0 + T
+        q = data(T * H * hd, 1000 + i, 0.5)
+        k = data(used * Hkv * hd, 1100 + i, 0.5)
+        v = data(used * Hkv * hd, 1200 + i)
+        kv_t = F16 if kv_f16 else F32
+        mask = causal_mask(T, p0, win, n_kv)
+        kk = lambda c, h, d, k=k, Hkv=Hkv, hd=hd, used=used: k[(c * Hkv + h) * hd + d] if c < used else 0.0
+        vv = lambda c, h, d, v=v, Hkv=Hkv, hd=hd, used=used: v[(c * Hkv + h) * hd + d] if c < used else 0.0
+
+        def nf(ctx, q=q, mask=mask, hd=hd, H=H, Hkv=Hkv, T=T, kv_t=kv_t, kk=kk, vv=vv):
+            qt = base.ggml_new_tensor_3d(ctx, F32, hd, H, T)
+            kt = base.ggml_new_tensor_3d(ctx, kv_t, hd, n_kv, Hkv)
+            vt = base.ggml_new_tensor_3d(ctx, kv_t, n_kv, hd, Hkv)  # transposed V cache
+            mt = base.ggml_new_tensor_2d(ctx, F32, n_kv, T)
+            put(qt, q)
+            put(kt, [kk(c, h, d) for h in range(Hkv) for c in range(n_kv) for d in range(hd)], kv_t)
+            put(vt, [vv(c, h, d) for h in range(Hkv) for d in range(hd) for c in range(n_kv)], kv_t)
+            put(mt, mask)
+            qp = base.ggml_permute(ctx, qt, 0, 2, 1, 3)
+            kq = base.ggml_mul_mat(ctx, kt, qp)
+            kq = base.ggml_soft_max_ext(ctx, kq, mt, 1.0, 0.0)
+            return base.ggml_mul_mat(ctx, vt, kq), T * H * hd  # [hd, T, H]
+        o = run(nf)
+        out = [o[(h * T + t) * hd + d] for t in range(T) for h in range(H) for d in range(hd)]
+        cvt = (lambda vals: u16s([f16bits(x) for x in vals])) if kv_f16 else (lambda vals: f32s(vals))
+        qf = [struct.unpack("<f", struct.pack("<f", x))[0] for x in q]
+        rec(8, struct.pack("<7I", hd, H, Hkv, T, p0, win, int(kv_f16)) + f32s(qf) + cvt(k) + cvt(v) + f32s(out))
 
     h = 0xcbf29ce484222325  # FNV-1a 64 over the entries ggml_gelu reads (finite |x| < 10), u16 LE bytes
     table = (C.c_uint16 * 65536).in_dll(cpu, "ggml_table_gelu_f16")

@@ -82,6 +82,12 @@ void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t 
 // kernel ggml uses for ubatches of 64+ tokens, else its vector kernel. out: hd floats.
 void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t c0, int64_t n,
                          bool kv_f16, bool tiled, int lanes, float* out);
+// The same row as llama.cpp computes it with flash attention off: kq = K·q (ggml mul_mat),
+// ggml_soft_max_ext over the cache view, kqv = V·softmax (mul_mat over the cells; the f16 cache
+// rounds q and the weights to f16). `batch`: the ubatch has 2+ tokens (llamafile's sgemm applies);
+// `one_head`: the model has one query head (its permuted q is then contiguous).
+void ggml_attn_row_noflash(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t c0, int64_t n,
+                           bool kv_f16, bool batch, bool one_head, int lanes, float* out);
 // y = W·x for f32 W as ggml's CPU mul_mat orders it: llamafile's sgemm when T ≥ 2, cols % lanes == 0
 // and rows % 4 == 0 (our kernels when their width matches), ggml_vec_dot_f32 otherwise and for
 // mul_mat_id (expert) products.

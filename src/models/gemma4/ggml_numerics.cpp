@@ -306,6 +306,61 @@ void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const
   for (int64_t i = 0; i < hd; ++i) out[i] = acc[static_cast<size_t>(i)] * inv;
 }
 
+void ggml_attn_row_noflash(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t c0, int64_t n,
+                           bool kv_f16, bool batch, bool one_head, int lanes, float* out) {
+  // Cells are processed in blocks aligned to 4·lanes (ggml's vec_dot blocks; the cache view is a
+  // multiple of 256 cells): outside [c0, c0+n) the mask is −inf, so p = 0 and the products add
+  // nothing to ggml's accumulators.
+  const int64_t A = 4 * lanes, a0 = c0 - c0 % A, a1 = ((c0 + n + A - 1) / A) * A, m = a1 - a0;
+  thread_local std::vector<float> p, qf, col;
+  p.assign(static_cast<size_t>(m), -INFINITY);
+  qf.resize(static_cast<size_t>(hd));
+  col.resize(static_cast<size_t>(m));
+  // kq = K·q: llamafile's sgemm for 2+ tokens where it gets a contiguous q — always with the f16
+  // cache (q is first converted to f16 into a buffer), with the f32 cache only for a single head
+  // (else the permuted q is strided) — else ggml_vec_dot
+  for (int64_t i = 0; i < hd; ++i) qf[static_cast<size_t>(i)] = kv_f16 ? f16_to_f32(f32_to_f16(q[i])) : q[i];
+  float mx = -INFINITY;
+  for (int64_t c = 0; c < n; ++c) {
+    float s;
+    if (!batch || (!kv_f16 && !one_head)) {
+      s = kv_f16 ? ggml_dot_f16(static_cast<const uint16_t*>(k[c]), qf.data(), hd, lanes)
+                 : ggml_dot_f32(static_cast<const float*>(k[c]), qf.data(), hd, lanes);
+    } else {
+      float acc[16] = {};
+      for (int64_t i = 0; i < hd; i += lanes)
+        for (int l = 0; l < lanes; ++l) {
+          const float kv = kv_f16 ? f16_to_f32(static_cast<const uint16_t*>(k[c])[i + l]) : static_cast<const float*>(k[c])[i + l];
+          acc[l] = std::fma(kv, qf[static_cast<size_t>(i + l)], acc[l]);
+        }
+      s = reduce_lanes_movehl(acc, lanes);
+    }
+    p[static_cast<size_t>(c0 + c - a0)] = s;  // · scale 1, + mask 0
+    mx = s > mx ? s : mx;
+  }
+  // ggml_soft_max_ext over the view, normalised by a multiply with (float)(1/sum)
+  const float inv = static_cast<float>(1.0 / ggml_soft_max(p.data(), m, mx, lanes));
+  for (float& x : p) x *= inv;
+  if (kv_f16)
+    for (float& x : p) x = f16_to_f32(f32_to_f16(x));  // kq converted to f16 for the f16 V product
+  // kqv = V·p over the cells: llamafile's sgemm (lanes FMA chains over the cells, hsum) for 2+
+  // tokens, ggml_vec_dot otherwise
+  for (int64_t i = 0; i < hd; ++i) {
+    std::fill(col.begin(), col.end(), 0.0f);
+    for (int64_t c = 0; c < n; ++c)
+      col[static_cast<size_t>(c0 + c - a0)] =
+          kv_f16 ? f16_to_f32(static_cast<const uint16_t*>(v[c])[i]) : static_cast<const float*>(v[c])[i];
+    if (batch) {
+      float acc[16] = {};
+      for (int64_t j = 0; j < m; j += lanes)
+        for (int l = 0; l < lanes; ++l) acc[l] = std::fma(col[static_cast<size_t>(j + l)], p[static_cast<size_t>(j + l)], acc[l]);
+      out[i] = reduce_lanes_movehl(acc, lanes);
+    } else {
+      out[i] = dot_blocks(col.data(), p.data(), m, lanes);
+    }
+  }
+}
+
 void ggml_matmul_f32(const MatrixView& w, const float* x, int64_t T, float* y, int lanes, bool mul_mat_id) {
   const bool sgemm = !mul_mat_id && T >= 2 && w.cols % lanes == 0 && w.rows % 4 == 0;
   if (sgemm && kernel_lanes() == lanes) {

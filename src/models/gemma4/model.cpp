@@ -271,11 +271,12 @@ class Gemma4Model final : public Model {
   // of ggml's table; OXI_GEMMA4_LANES=8|16 ggml's vector width (default: the host's ggml build);
   // OXI_GEMMA4_GGML_MM=0 our kernels for every f32 product (one order for every batch size);
   // OXI_KV_F32=1 f32 KV cache (llama.cpp's cache type f32); OXI_GEMMA4_ATTN=1|2 always the
-  // vector | tiled flash-attention kernel.
+  // vector | tiled flash-attention kernel, OXI_GEMMA4_ATTN=3 llama.cpp's attention without flash
+  // attention (-fa off).
   int lanes_ = 16;
   bool ggml_mm_ = true;
   bool kv_f32_ = false;
-  int attn_mode_ = 0;  // 0: as llama.cpp (vector kernel under 64 tokens, tiled from 64)
+  int attn_mode_ = 0;  // 0: as llama.cpp's flash attention (vector kernel under 64 tokens, tiled from 64)
 };
 
 const TensorInfo* Gemma4Model::find(const std::string& g) const {
@@ -688,9 +689,14 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
           krows[static_cast<size_t>(j - lo)] = kb + off;
           vrows[static_cast<size_t>(j - lo)] = vb + off;
         }
-        for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
-          ggml_flash_attn_row(q.data() + (t * H + h) * hd, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled,
-                              lanes_, att.data() + (t * H + h) * hd);
+        for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
+          const float* qh = q.data() + (t * H + h) * hd;
+          float* oh = att.data() + (t * H + h) * hd;
+          if (attn_mode_ == 3)
+            ggml_attn_row_noflash(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, T >= 2, H == 1, lanes_, oh);
+          else
+            ggml_flash_attn_row(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled, lanes_, oh);
+        }
       }
     }
     mm(ly.wo, att.data(), T, tmp.data());
