@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -138,11 +139,82 @@ bool is_fallback_type(DType t) {
   }
 }
 
+// Q4_1 / Q5_1 against Q8_1 activations, as ggml's vec_dot: per 32-block d_w·d_x·Σ q_w·q_x plus
+// m_w · s_x, where ggml stores s_x = d·Σ q_x (d = amax/127 unrounded) as f16. Scalar; these types
+// only appear as llama.cpp's fallbacks for rows that fit no K-quant block.
+void matmul_with_min(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  const int64_t rows = w.rows, cols = w.cols, nb = cols / 32;
+  const bool q5 = w.dtype == DType::Q5_1;
+  const int bytes = q5 ? 24 : 20;
+  std::vector<int8_t> qx(static_cast<size_t>(n_tokens * cols));
+  std::vector<float> dx(static_cast<size_t>(n_tokens * nb)), sx(dx.size());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + t * cols + b * 32;
+      float amax = 0.0f;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+      const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        const int q = static_cast<int>(std::nearbyintf(xb[j] * id));
+        qx[static_cast<size_t>(t * cols + b * 32 + j)] = static_cast<int8_t>(q);
+        sum += q;
+      }
+      dx[static_cast<size_t>(t * nb + b)] = f16_to_f32(f32_to_f16(d));
+      sx[static_cast<size_t>(t * nb + b)] = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
+    }
+  }
+  parallel_for_chunked(rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = w.data + static_cast<uint64_t>(r) * w.row_bytes;
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        float sumf = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* blk = row + b * bytes;
+          uint16_t dh, mh;
+          std::memcpy(&dh, blk, 2);
+          std::memcpy(&mh, blk + 2, 2);
+          uint32_t qh = 0;
+          if (q5) std::memcpy(&qh, blk + 4, 4);
+          const uint8_t* qs = blk + (q5 ? 8 : 4);
+          const int8_t* q8 = qx.data() + t * cols + b * 32;
+          int sumi = 0;
+          for (int j = 0; j < 16; ++j) {
+            const int lo = (qs[j] & 0xF) | (q5 ? static_cast<int>(((qh >> j) & 1) << 4) : 0);
+            const int hi = (qs[j] >> 4) | (q5 ? static_cast<int>(((qh >> (j + 16)) & 1) << 4) : 0);
+            sumi += lo * q8[j] + hi * q8[j + 16];
+          }
+          sumf += (f16_to_f32(dh) * dx[static_cast<size_t>(t * nb + b)]) * static_cast<float>(sumi) +
+                  f16_to_f32(mh) * sx[static_cast<size_t>(t * nb + b)];
+        }
+        y[t * rows + r] = sumf;
+      }
+    }
+  });
+}
+
 void matmul_fallback(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
+  if (w.dtype == DType::Q4_1 || w.dtype == DType::Q5_1) return matmul_with_min(w, x, n_tokens, y);
   using namespace kern;
   const Kernels& K = active_kernels();
   const int nth = in_parallel_region() ? 1 : num_threads();
   const int64_t rows = w.rows, cols = w.cols;
+  // ggml first rounds the activations to the weight type's vec_dot_type — Q8_0 for the
+  // 32-element blocks, Q8_K for the K-quants and IQ4_XS —
+  // and then multiplies exactly in integers. Round them the same way here (quantise, dequantise):
+  // llama.cpp's Q4_K_M files put Q5_0 where Q4_K rows do not fit (Gemma 4 26B's experts), and
+  // f32 activations there would differ from ggml by more than summation order.
+  const bool k_blocks = w.dtype == DType::Q2_K || w.dtype == DType::Q3_K || w.dtype == DType::IQ4_XS;
+  const AType at = k_blocks ? kAQ8_K : kAQ8_0;
+  std::vector<float> xr(static_cast<size_t>(n_tokens * cols));
+  parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {
+    std::vector<uint8_t> q(static_cast<size_t>(act_row_bytes(at, cols)));
+    for (int64_t t = t0; t < t1; ++t) {
+      K.act[at](x + t * cols, q.data(), cols);
+      ref_dequantize(k_blocks ? DType::Q8_K : DType::Q8_0, q.data(), xr.data() + t * cols, cols);
+    }
+  });
+  x = xr.data();
   int64_t row_chunk = std::max<int64_t>(16, std::min<int64_t>(256, (rows + nth * 8 - 1) / (nth * 8)));
   row_chunk = (row_chunk + 15) / 16 * 16;
   constexpr int64_t kTokTile = 64;
@@ -441,7 +513,7 @@ void dequantize(DType t, const void* src, float* dst, int64_t n) {
 
 bool quantize_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q4_K;
+         t == DType::Q4_K || t == DType::Q5_0 || t == DType::Q6_K;
 }
 
 void quantize_row(DType t, const float* x, int64_t n, void* dst) {
@@ -465,6 +537,8 @@ void quantize_row(DType t, const float* x, int64_t n, void* dst) {
     case DType::Q8_0: return kern::ref_quantize_q8_0(x, static_cast<kern::BlockQ8_0*>(dst), n);
     case DType::Q4_0: return kern::ref_quantize_q4_0(x, static_cast<kern::BlockQ4_0*>(dst), n);
     case DType::Q4_K: return kern::ref_quantize_q4_K(x, static_cast<kern::BlockQ4_K*>(dst), n);
+    case DType::Q5_0: return kern::ref_quantize_q5_0(x, static_cast<uint8_t*>(dst), n);
+    case DType::Q6_K: return kern::ref_quantize_q6_K(x, static_cast<kern::BlockQ6_K*>(dst), n);
     default: unsupported(t, "no quantiser");
   }
 }

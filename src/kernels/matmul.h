@@ -29,9 +29,10 @@ struct MatrixView {
 // Runs on the global thread pool (kernels/thread_pool.h); called from inside a pool job it runs
 // serially on the calling thread. Thread-safe (scratch is per thread).
 // Throws oxi::Error(kUnsupported) "unsupported tensor type X" for a dtype with no kernel.
-// Native kernels: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Also accepted (rows dequantised
-// to f32 per chunk, f32 activations; slower, and not ggml's activation rounding): Q4_1, Q5_0,
-// Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K (llama.cpp's fallbacks for K-quant recipes).
+// Native kernels: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K. Also accepted, slower (rows
+// dequantised to f32 per chunk; activations rounded to ggml's Q8_0 / Q8_K first, and Q4_1 / Q5_1
+// by a scalar Q8_1 dot, so results still match ggml up to summation order): Q4_1, Q5_0, Q5_1,
+// IQ4_NL, IQ4_XS, Q2_K, Q3_K (llama.cpp's fallbacks for K-quant recipes).
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y);
 
 // Several matrices sharing one input (q/k/v, gate/up): ys[j] = x · ws[j]ᵀ, every ws[j] with the
@@ -52,8 +53,8 @@ bool matmul_supports(DType t);
 void dequantize(DType t, const void* src, float* dst, int64_t n);
 
 // Quantise n floats (a multiple of the block size) to type t at dst (dtype_row_bytes(t, n) bytes).
-// F32, F16, BF16 (round to nearest even), Q8_0, Q4_0 and Q4_K (bit-identical to ggml's reference
-// quantisers without importance matrix, as llama-quantize / convert_hf_to_gguf produce).
+// F32, F16, BF16 (round to nearest even), Q8_0, Q4_0, Q4_K, Q5_0 and Q6_K (bit-identical to ggml's
+// reference quantisers without importance matrix, as llama-quantize / convert_hf_to_gguf produce).
 // Else kUnsupported.
 void quantize_row(DType t, const float* x, int64_t n, void* dst);
 bool quantize_supports(DType t);

@@ -87,6 +87,10 @@ void ref_quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 // Q4_K as ggml's quantize_row_q4_K_ref (no importance matrix): bit-identical to llama-quantize.
 void ref_quantize_q4_K(const float* x, BlockQ4_K* y, int64_t n);
 void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n);
+// Q5_0 (22-byte blocks) and Q6_K as ggml's quantize_row_q5_0_ref / quantize_row_q6_K_ref: the
+// fallback and output types of llama.cpp's 4-bit recipes (models/common/quant_rule.h).
+void ref_quantize_q5_0(const float* x, uint8_t* y, int64_t n);
+void ref_quantize_q6_K(const float* x, BlockQ6_K* y, int64_t n);
 
 // Dot products of one weight row with one prepared activation row (n elements).
 float ref_dot_f32(const float* w, const float* x, int64_t n);

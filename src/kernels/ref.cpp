@@ -446,6 +446,129 @@ void ref_quantize_q4_K(const float* x, BlockQ4_K* y, int64_t n) {
   }
 }
 
+// Q5_0 as ggml's reference: d = (signed value of largest magnitude) / −16, q = trunc(x/d + 16.5)
+// capped at 31; low nibbles in qs (elements j and j + 16 share byte j), fifth bits in qh.
+void ref_quantize_q5_0(const float* x, uint8_t* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i, x += 32, y += 22) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = f32_to_f16(d);
+    std::memcpy(y, &dh, 2);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+      const int hi = std::min(31, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 16.5f)));
+      y[6 + j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+      qh |= static_cast<uint32_t>((lo >> 4) & 1) << j;
+      qh |= static_cast<uint32_t>((hi >> 4) & 1) << (j + 16);
+    }
+    std::memcpy(y + 2, &qh, 4);
+  }
+}
+
+namespace {
+
+// Symmetric fit of 16 values to levels −32..31 weighted by x² (ggml's make_qx_quants with
+// nmax 32, rmse_type 1, no importance): start from −32/max, then try 18 nearby inverse scales and
+// keep the one with the largest (Σw·x·l)²/Σw·l². L receives l + 32. Returns the scale.
+float fit_scale_sym16(const float* x, uint8_t* L) {
+  constexpr int n = 16, nmax = 32;
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < 1e-15f) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  auto level = [](float v) { return std::max(-nmax, std::min(nmax - 1, nearest_int(v))); };
+  float iscale = -nmax / max;
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = level(iscale * x[i]);
+    L[i] = static_cast<uint8_t>(l + nmax);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sumlx = suml2 = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const int l = level(iscale * x[i]);
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * l;
+      suml2 += w * l * l;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(level(iscale * x[i]) + nmax);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+}  // namespace
+
+// Q6_K as ggml's quantize_row_q6_K_ref: a scale per 16 values (fit_scale_sym16), the scales
+// quantised to int8 against the one of largest magnitude (d = max/−128), then every value
+// re-rounded against its quantised scale. Layout as dequant_q6_K reads it.
+void ref_quantize_q6_K(const float* x, BlockQ6_K* y, int64_t n) {
+  uint8_t L[256];
+  float scales[16];
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    float max_scale = 0.0f, max_abs = 0.0f;
+    for (int ib = 0; ib < 16; ++ib) {
+      scales[ib] = fit_scale_sym16(x + 16 * ib, L + 16 * ib);
+      if (std::fabs(scales[ib]) > max_abs) {
+        max_abs = std::fabs(scales[ib]);
+        max_scale = scales[ib];
+      }
+    }
+    BlockQ6_K& b = y[i];
+    if (max_abs < 1e-15f) {
+      std::memset(&b, 0, sizeof b);
+      continue;
+    }
+    const float iscale = -128.0f / max_scale;
+    b.d = f32_to_f16(1.0f / iscale);
+    for (int ib = 0; ib < 16; ++ib) b.scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    for (int j = 0; j < 16; ++j) {
+      const float d = f16_to_f32(b.d) * b.scales[j];
+      if (d == 0.0f) continue;
+      for (int k = 0; k < 16; ++k) {
+        const int l = std::max(-32, std::min(31, nearest_int(x[16 * j + k] / d)));
+        L[16 * j + k] = static_cast<uint8_t>(l + 32);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {  // two halves of 128: 64 ql bytes and 32 qh bytes each
+      const uint8_t* Lh = L + 128 * h;
+      uint8_t* ql = b.ql + 64 * h;
+      uint8_t* qh = b.qh + 32 * h;
+      for (int l = 0; l < 32; ++l) {
+        ql[l] = static_cast<uint8_t>((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
+        ql[l + 32] = static_cast<uint8_t>((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
+        qh[l] = static_cast<uint8_t>((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
+      }
+    }
+  }
+}
+
 float ref_dot_f32(const float* w, const float* x, int64_t n) {
   double s = 0.0;  // reference: accurate
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(w[i]) * x[i];
