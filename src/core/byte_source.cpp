@@ -1,5 +1,6 @@
 #include "core/byte_source.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -55,6 +56,14 @@ class MappedSource final : public ByteSource {
     return base_ ? static_cast<const uint8_t*>(base_) : &kEmpty;
   }
   uint64_t size() const override { return size_; }
+  void release(uint64_t offset, uint64_t len) const override {
+    if (!base_ || offset >= size_) return;
+    len = std::min(len, size_ - offset);
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t lo = (offset + page - 1) / page * page, hi = (offset + len) / page * page;
+    // Read-only shared file mapping: MADV_DONTNEED only unmaps the pages (never changes contents).
+    if (hi > lo) ::madvise(static_cast<uint8_t*>(base_) + lo, hi - lo, MADV_DONTNEED);
+  }
 
  private:
   void* base_;

@@ -25,6 +25,15 @@ class ByteSource {
   // is not inside it. Written to be overflow-safe for hostile offsets.
   const uint8_t* range(uint64_t offset, uint64_t len) const;
 
+  // Hint that [offset, offset + len) will not be read again soon (e.g. a weight that was just
+  // quantised into memory at load): a mapped file drops the whole pages inside the range from the
+  // process's resident set (madvise; the page cache keeps them and a later read faults them back
+  // in, so the bytes stay valid). In-memory sources ignore it.
+  virtual void release(uint64_t offset, uint64_t len) const {
+    (void)offset;
+    (void)len;
+  }
+
  protected:
   explicit ByteSource(std::string name) : name_(std::move(name)) {}
 

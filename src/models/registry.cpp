@@ -1,6 +1,8 @@
+#include <set>
 #include <string>
 
 #include "core/error.h"
+#include "models/common/quant_rule.h"
 #include "models/convert.h"
 #include "models/model.h"
 
@@ -26,6 +28,27 @@ Family family_of(const std::string& arch) {
 }  // namespace
 
 std::unique_ptr<Model> load_model(const ModelFiles& files, const LoadOptions& options) {
+  if (!options.quant.empty()) {
+    parse_quant_type(options.quant);
+    // As llama-quantize (which refuses to requantise unless told to) and ollama (which only
+    // quantises F16/F32 models): weights that are already quantised are an error, not a no-op —
+    // a silent no-op would leave the user believing the model runs at the type they asked for.
+    std::set<std::string> quantised;
+    for (const auto& [name, t] : files.tensors().all()) {
+      const bool is_float = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 || t.dtype == DType::F64;
+      const bool is_int = t.dtype == DType::I8 || t.dtype == DType::I16 || t.dtype == DType::I32 || t.dtype == DType::I64 ||
+                          t.dtype == DType::U8 || t.dtype == DType::BOOL;
+      if (!is_float && !is_int) quantised.insert(dtype_name(t.dtype));
+    }
+    if (!quantised.empty()) {
+      std::string types;
+      for (const auto& q : quantised) types += (types.empty() ? "" : ", ") + q;
+      throw_error(ErrorCode::kInvalidArgument,
+                  files.path + ": --quant " + options.quant + ": the weights are already quantised (" + types +
+                      "); quantising them again would stack a second rounding error. Load the file without --quant, or "
+                      "quantise from the original f32/f16/bf16 weights (HF checkpoint or float GGUF).");
+    }
+  }
   const std::string arch = files.architecture();
   switch (family_of(arch)) {
     case Family::kQwen35: return load_qwen35(files, options);

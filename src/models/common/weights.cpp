@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/thread_pool.h"
+
 #include "core/error.h"
 
 namespace oxi::wt {
@@ -77,6 +79,12 @@ float* Arena::alloc(size_t n) {
   return blocks_.back().get();
 }
 
+uint8_t* Arena::alloc_bytes(size_t n) {
+  byte_blocks_.push_back(std::unique_ptr<uint8_t[]>(new uint8_t[n]));
+  bytes_ += n;
+  return byte_blocks_.back().get();
+}
+
 MatrixView Arena::own_matrix(std::vector<float> values, int64_t rows, int64_t cols) {
   float* p = alloc(values.size());
   std::memcpy(p, values.data(), values.size() * sizeof(float));
@@ -87,6 +95,51 @@ MatrixView Arena::own_matrix(std::vector<float> values, int64_t rows, int64_t co
   m.data = reinterpret_cast<const uint8_t*>(p);
   m.row_bytes = static_cast<uint64_t>(cols) * sizeof(float);
   return m;
+}
+
+MatrixView quantize_tensor(const TensorInfo& t, int64_t rows, int64_t cols, DType to, Arena& arena,
+                           const std::vector<int64_t>& row_perm, const std::vector<int64_t>& col_perm) {
+  const MatrixView src = matrix(t, rows, cols);
+  if (src.dtype != DType::F32 && src.dtype != DType::F16 && src.dtype != DType::BF16)
+    throw_error(ErrorCode::kInvalidArgument, "tensor " + t.name + " is " + dtype_name(src.dtype) + ", not a float type: cannot quantise it");
+  if (!row_perm.empty() && static_cast<int64_t>(row_perm.size()) != rows)
+    throw_error(ErrorCode::kInternal, "quantize_tensor: row order of " + t.name + " has the wrong size");
+  if (!col_perm.empty() && static_cast<int64_t>(col_perm.size()) != cols)
+    throw_error(ErrorCode::kInternal, "quantize_tensor: column order of " + t.name + " has the wrong size");
+  const auto rb = dtype_row_bytes(to, static_cast<uint64_t>(cols));
+  if (!rb || !quantize_supports(to))
+    throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot quantise rows of " + std::to_string(cols) + " to " + dtype_name(to));
+  uint8_t* dst = arena.alloc_bytes(static_cast<size_t>(*rb * static_cast<uint64_t>(rows)));
+  // Chunks of rows (~256 KiB of source each) shared dynamically; scratch per chunk call.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, static_cast<int64_t>(src.row_bytes)));
+  parallel_for_chunked(rows, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(cols)), tmp(col_perm.empty() ? 0 : static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize_row(src, row_perm.empty() ? r : row_perm[static_cast<size_t>(r)], row.data());
+      if (!col_perm.empty()) {
+        for (int64_t c = 0; c < cols; ++c) tmp[static_cast<size_t>(c)] = row[static_cast<size_t>(col_perm[static_cast<size_t>(c)])];
+        row.swap(tmp);
+      }
+      quantize_row(to, row.data(), cols, dst + *rb * static_cast<uint64_t>(r));
+    }
+  });
+  t.source->release(t.offset, t.nbytes);
+  return MatrixView{to, rows, cols, dst, *rb};
+}
+
+DType LoadQuant::type_for(const TensorInfo& t, const std::string& gguf, int n_dims, int64_t cols) const {
+  if (!rule || (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)) return t.dtype;
+  return rule->target(gguf, n_dims, cols).value_or(t.dtype);
+}
+
+MatrixView LoadQuant::matrix(const TensorInfo& t, int64_t rows, int64_t cols, const std::string& gguf, int n_dims, Arena& arena,
+                             const std::vector<int64_t>& row_perm, const std::vector<int64_t>& col_perm) {
+  const DType to = type_for(t, gguf, n_dims, cols);
+  if (to == t.dtype && row_perm.empty() && col_perm.empty()) return wt::matrix(t, rows, cols);
+  MatrixView q = quantize_tensor(t, rows, cols, to, arena, row_perm, col_perm);
+  source_bytes += t.nbytes;
+  quant_bytes += q.row_bytes * static_cast<uint64_t>(rows);
+  return q;
 }
 
 }  // namespace oxi::wt

@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "format/gguf.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+#include "models/common/quant_rule.h"
 #include "models/convert.h"
 #include "models/gemma4/gemma4.h"
 
@@ -21,90 +25,35 @@ namespace {
 
 using nlohmann::json;
 
-float read_elem(const TensorInfo& t, uint64_t i) {
-  const uint8_t* p = t.data();
-  switch (t.dtype) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, p + 4 * i, 4);
-      return f;
-    }
-    case DType::F16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      return f16_to_f32(h);
-    }
-    case DType::BF16: {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      return bf16_to_f32(h);
-    }
-    default:
-      throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot convert from " + dtype_name(t.dtype));
+// Writes tensor `t` (F32/F16/BF16) as `type`, rows of `row_len`, into dst: a plain copy when the
+// types match, else row by row (in parallel) through f32 with the kernels' quantisers.
+void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst) {
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot convert from " + dtype_name(t.dtype));
+  if (type == t.dtype) {
+    std::memcpy(dst, t.data(), t.nbytes);
+    return;
   }
-}
-
-// ggml's reference Q8_0: blocks of 32, d = amax/127 stored as f16, q = round(x/d).
-void quantize_q8_0(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const float* xb = x + b * 32;
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const uint16_t dh = f32_to_f16(d);
-    uint8_t* ob = out + b * 34;
-    std::memcpy(ob, &dh, 2);
-    for (int i = 0; i < 32; ++i) {
-      const float v = std::round(xb[i] * id);
-      ob[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(v));
-    }
-  }
-}
-
-// Writes `n` floats from `t` (any float dtype) as `type` into dst.
-void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst, uint64_t nbytes) {
-  const uint64_t n = static_cast<uint64_t>(t.n_elements());
-  if (type == DType::F32) {
-    if (t.dtype == DType::F32) {
-      std::memcpy(dst, t.data(), n * 4);
-    } else {
-      for (uint64_t i = 0; i < n; ++i) {
-        const float f = read_elem(t, i);
-        std::memcpy(dst + 4 * i, &f, 4);
-      }
-    }
-  } else if (type == DType::F16 || type == DType::BF16) {
-    if (t.dtype == type) {
-      std::memcpy(dst, t.data(), n * 2);
-    } else {
-      for (uint64_t i = 0; i < n; ++i) {
-        const float f = read_elem(t, i);
-        const uint16_t h = type == DType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-    }
-  } else if (type == DType::Q8_0) {
+  const int64_t rows = t.n_elements() / row_len;
+  const uint64_t src_rb = *dtype_row_bytes(t.dtype, static_cast<uint64_t>(row_len));
+  const uint64_t rb = *dtype_row_bytes(type, static_cast<uint64_t>(row_len));
+  const uint8_t* src = t.data();
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(std::max<uint64_t>(rb, 1)));
+  parallel_for_chunked(rows, grain, [&](int64_t r0, int64_t r1) {
     std::vector<float> row(static_cast<size_t>(row_len));
-    const uint64_t rows = n / static_cast<uint64_t>(row_len);
-    const uint64_t rb = static_cast<uint64_t>(row_len / 32) * 34;
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (int64_t i = 0; i < row_len; ++i) row[static_cast<size_t>(i)] = read_elem(t, r * static_cast<uint64_t>(row_len) + static_cast<uint64_t>(i));
-      quantize_q8_0(row.data(), row_len, dst + r * rb);
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize(t.dtype, src + src_rb * static_cast<uint64_t>(r), row.data(), row_len);
+      quantize_row(type, row.data(), row_len, dst + rb * static_cast<uint64_t>(r));
     }
-  } else {
-    throw_error(ErrorCode::kUnsupported, "convert: unsupported output type " + dtype_name(type));
-  }
-  (void)nbytes;
+  });
 }
 
 uint32_t file_type_of(DType t) {
   switch (t) {
     case DType::F32: return 0;
     case DType::F16: return 1;
-    case DType::Q8_0: return 7;
     case DType::BF16: return 32;
-    default: return 0;
+    default: return quant_file_type(t);
   }
 }
 
@@ -216,8 +165,14 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
   const gemma4::Config c = gemma4::config_from_hf(hf);
   const std::string prefix = gemma4::hf_prefix(hf);
   const DType out = opt.out_type;
-  if (out != DType::F32 && out != DType::F16 && out != DType::BF16 && out != DType::Q8_0)
-    throw_error(ErrorCode::kInvalidArgument, "convert: --type must be f32, f16, bf16 or q8_0");
+  const bool quant = out == DType::Q8_0 || out == DType::Q4_0 || out == DType::Q4_K;
+  if (out != DType::F32 && out != DType::F16 && out != DType::BF16 && !quant)
+    throw_error(ErrorCode::kInvalidArgument, "convert: --type must be f32, f16, bf16, q8_0, q4_0 or q4_k");
+  // Quantised types: llama-quantize's rule per tensor (models/common/quant_rule.h); the matrices
+  // it keeps are written in the checkpoint's own float type (as a model quantising at load keeps
+  // them), so `--quant T` at load and this file hold the same bytes.
+  std::optional<QuantRule> rule;
+  if (quant) rule = QuantRule{out, c.n_expert, false};  // the converter writes no output.weight (tied)
 
   GgufWriter w;
   const std::string a = "gemma4.";
@@ -291,17 +246,16 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
     if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
       throw_error(ErrorCode::kUnsupported, hf.dir + ": convert: tensor " + name + " has type " + dtype_name(t.dtype));
     // Matrices (2-D / 3-D) take the requested type; vectors and scalars stay F32.
-    DType type = t.shape.size() >= 2 ? out : DType::F32;
     const int64_t row_len = t.shape.empty() ? 1 : t.shape.back();
-    if (type == DType::Q8_0 && row_len % 32 != 0) type = DType::F16;
+    DType type = DType::F32;
+    if (t.shape.size() >= 2) type = rule ? rule->target(g, static_cast<int>(t.shape.size()), row_len).value_or(t.dtype) : out;
     std::vector<int64_t> shape = t.shape;
     if (shape.empty()) shape = {1};
     auto nb = dtype_row_bytes(type, static_cast<uint64_t>(row_len));
     if (!nb) format_error(hf.dir, "convert: tensor " + name + " has a bad row size");
     const uint64_t nbytes = *nb * static_cast<uint64_t>(t.n_elements() / std::max<int64_t>(row_len, 1));
     const TensorInfo ti = t;
-    w.add_tensor(g, type, shape, nbytes,
-                 [ti, type, row_len](uint8_t* dst, uint64_t n) { encode(ti, type, row_len, dst, n); });
+    w.add_tensor(g, type, shape, nbytes, [ti, type, row_len](uint8_t* dst, uint64_t) { encode(ti, type, row_len, dst); });
   }
   w.write(out_path);
 }

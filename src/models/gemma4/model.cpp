@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "models/common/weights.h"
 #include "models/gemma4/gemma4.h"
 
 namespace oxi {
@@ -215,7 +216,7 @@ class Gemma4State final : public SequenceState {
 
 class Gemma4Model final : public Model {
  public:
-  Gemma4Model(const ModelFiles& files, Config cfg);
+  Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
   std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const override {
     if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
@@ -228,9 +229,10 @@ class Gemma4Model final : public Model {
  private:
   const TensorInfo* find(const std::string& gguf_name) const;
   const TensorInfo& need(const std::string& gguf_name) const;
-  MatrixView matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  // Matrices and expert stacks, quantised when LoadOptions::quant asks for it (lq_).
+  MatrixView matrix(const std::string& name, int64_t rows, int64_t cols);
   std::vector<float> vec(const std::string& name, int64_t n) const;
-  Expert3D experts(const std::string& name, int64_t e, int64_t rows, int64_t cols) const;
+  Expert3D experts(const std::string& name, int64_t e, int64_t rows, int64_t cols);
   void rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const;
   void ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t n_ff) const;
   void ffn_moe(const Layer& ly, const float* x_norm, const float* x_resid, int64_t T, float* out) const;
@@ -266,6 +268,8 @@ class Gemma4Model final : public Model {
   MatrixView ple_tok_, ple_model_proj_;
   std::vector<float> ple_proj_norm_;
   std::vector<Layer> layers_;
+  wt::LoadQuant lq_;  // quantisation at load (models/common/quant_rule.h)
+  wt::Arena arena_;   // owns the quantised weights
   bool exact_gelu_ = false;
   // Debug / test knobs (environment, read at load): OXI_GEMMA4_EXACT_GELU=1 tanh formula instead
   // of ggml's table; OXI_GEMMA4_LANES=8|16 ggml's vector width (default: the host's ggml build);
@@ -295,7 +299,7 @@ const TensorInfo& Gemma4Model::need(const std::string& g) const {
   return *t;
 }
 
-MatrixView Gemma4Model::matrix(const std::string& g, int64_t rows, int64_t cols) const {
+MatrixView Gemma4Model::matrix(const std::string& g, int64_t rows, int64_t cols) {
   const TensorInfo& t = need(g);
   if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
     format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want [" +
@@ -305,13 +309,7 @@ MatrixView Gemma4Model::matrix(const std::string& g, int64_t rows, int64_t cols)
   auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
   if (!rb || *rb * static_cast<uint64_t>(rows) != t.nbytes)
     format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
-  MatrixView m;
-  m.dtype = t.dtype;
-  m.rows = rows;
-  m.cols = cols;
-  m.data = t.data();
-  m.row_bytes = *rb;
-  return m;
+  return lq_.matrix(t, rows, cols, g, 2, arena_);
 }
 
 std::vector<float> Gemma4Model::vec(const std::string& g, int64_t n) const {
@@ -335,7 +333,7 @@ std::vector<float> Gemma4Model::vec(const std::string& g, int64_t n) const {
   return out;
 }
 
-Expert3D Gemma4Model::experts(const std::string& g, int64_t e, int64_t rows, int64_t cols) const {
+Expert3D Gemma4Model::experts(const std::string& g, int64_t e, int64_t rows, int64_t cols) {
   const TensorInfo& t = need(g);
   if (t.shape.size() != 3 || t.shape[0] != e || t.shape[1] != rows || t.shape[2] != cols)
     format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want [" + std::to_string(e) +
@@ -345,18 +343,23 @@ Expert3D Gemma4Model::experts(const std::string& g, int64_t e, int64_t rows, int
   auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
   if (!rb || *rb * static_cast<uint64_t>(rows) * static_cast<uint64_t>(e) != t.nbytes)
     format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
+  const MatrixView m = lq_.matrix(t, e * rows, cols, g, 3, arena_);
   Expert3D x;
-  x.dtype = t.dtype;
+  x.dtype = m.dtype;
   x.rows = rows;
   x.cols = cols;
-  x.data = t.data();
-  x.row_bytes = *rb;
+  x.data = m.data;
+  x.row_bytes = m.row_bytes;
   return x;
 }
 
-Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg) : files_(files), cfg_(std::move(cfg)) {
+Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions& opt) : files_(files), cfg_(std::move(cfg)) {
   is_hf_ = files_.kind == ModelFileKind::kHf;
   if (is_hf_) prefix_ = hf_prefix(*files_.hf);
+  const bool untied_hf = is_hf_ && files_.tensors().find("lm_head.weight") &&
+                         !files_.hf->text_config.value("tie_word_embeddings", files_.hf->config.value("tie_word_embeddings", true));
+  if (!opt.quant.empty())
+    lq_.rule = QuantRule{parse_quant_type(opt.quant), cfg_.n_expert, untied_hf || (!is_hf_ && find("output.weight"))};
   if (const char* e = std::getenv("OXI_GEMMA4_EXACT_GELU")) exact_gelu_ = (e[0] == '1');
   if (const char* e = std::getenv("OXI_GEMMA4_ATTN")) attn_mode_ = std::atoi(e);
   lanes_ = ggml_host_lanes();
@@ -369,17 +372,13 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg) : files_(files), c
   tok_embd_ = matrix("token_embd.weight", c.n_vocab, d);
   output_ = tok_embd_;
   if (!is_hf_ && find("output.weight")) output_ = matrix("output.weight", c.n_vocab, d);
-  if (is_hf_ && files_.tensors().find("lm_head.weight") &&
-      !files_.hf->text_config.value("tie_word_embeddings", files_.hf->config.value("tie_word_embeddings", true))) {
-    const TensorInfo& t = files_.tensors().get("lm_head.weight");
-    (void)t;
+  if (untied_hf) {
     // untied head: read it through the GGUF-name mapper's bypass
-    MatrixView m;
+    const TensorInfo& t = files_.tensors().get("lm_head.weight");
     auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(d));
     if (t.shape.size() != 2 || t.shape[0] != c.n_vocab || t.shape[1] != d || !rb || !matmul_supports(t.dtype))
       format_error(files_.path, "tensor lm_head.weight has shape " + t.shape_string() + " or an unsupported type");
-    m.dtype = t.dtype; m.rows = c.n_vocab; m.cols = d; m.data = t.data(); m.row_bytes = *rb;
-    output_ = m;
+    output_ = lq_.matrix(t, c.n_vocab, d, "output.weight", 2, arena_);
   }
   output_norm_ = vec("output_norm.weight", d);
 
@@ -463,6 +462,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg) : files_(files), c
     info_.n_params += static_cast<uint64_t>(t.n_elements());
     info_.weight_bytes += t.nbytes;
   }
+  info_.weight_bytes = lq_.resident(info_.weight_bytes);
 }
 
 // NeoX RoPE over `n_heads` heads of size hd at position `pos`, ggml's recurrence for the angles
@@ -787,11 +787,9 @@ float gelu_tanh_exact(float x) { return gelu_f32(x); }
 }  // namespace gemma4
 
 std::unique_ptr<Model> load_gemma4(const ModelFiles& files, const LoadOptions& options) {
-  if (!options.quant.empty())
-    throw_error(ErrorCode::kNotImplemented, files.path + ": gemma4: quantising at load is not implemented");
   gemma4::Config cfg = files.kind == ModelFileKind::kHf ? gemma4::config_from_hf(*files.hf)
                                                         : gemma4::config_from_gguf(*files.gguf, files.path);
-  return std::make_unique<gemma4::Gemma4Model>(files, std::move(cfg));
+  return std::make_unique<gemma4::Gemma4Model>(files, std::move(cfg), options);
 }
 
 }  // namespace oxi

@@ -216,4 +216,20 @@ Config config_from_gguf(const GgufFile& g, const std::string& path) {
   return c;
 }
 
+std::vector<int64_t> vhead_perm(int64_t hk, int64_t hv) {
+  std::vector<int64_t> p(static_cast<size_t>(hv));
+  const int64_t r = hv / hk;
+  for (int64_t n = 0; n < hv; ++n) p[static_cast<size_t>(n)] = (n % hk) * r + n / hk;
+  return p;
+}
+
+std::vector<int64_t> block_perm(int64_t total, int64_t offset, const std::vector<int64_t>& head_perm, int64_t block) {
+  std::vector<int64_t> p(static_cast<size_t>(total));
+  for (int64_t i = 0; i < total; ++i) p[static_cast<size_t>(i)] = i;
+  for (size_t n = 0; n < head_perm.size(); ++n)
+    for (int64_t j = 0; j < block; ++j)
+      p[static_cast<size_t>(offset + static_cast<int64_t>(n) * block + j)] = offset + head_perm[n] * block + j;
+  return p;
+}
+
 }  // namespace oxi::qwen35

@@ -40,4 +40,10 @@ struct Config {
 Config config_from_hf(const HfCheckpoint& hf);
 Config config_from_gguf(const GgufFile& g, const std::string& path);
 
+// V-head orders: HF groups the Hv/Hk value heads of each key head together, ggml tiles them
+// (value head n uses key head n % Hk). vhead_perm: tiled head n ← HF head (n % Hk)·(Hv/Hk) + n / Hk.
+std::vector<int64_t> vhead_perm(int64_t hk, int64_t hv);
+// Rows [0, offset) in place, then `heads` blocks of `block` rows permuted by the head order.
+std::vector<int64_t> block_perm(int64_t total, int64_t offset, const std::vector<int64_t>& head_perm, int64_t block);
+
 }  // namespace oxi::qwen35

@@ -5,17 +5,21 @@
 // stacks (per-expert tensors stacked), vocab padded with [PADn] (UNUSED) tokens. The MTP block and
 // vision tower are not written (block_count = num_hidden_layers), as the eden.cpp converter does;
 // our loader ignores them. Tensors are produced row by row at write time (streaming).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "format/gguf.h"
 #include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+#include "models/common/quant_rule.h"
 #include "models/common/weights.h"
 #include "models/convert.h"
 #include "models/qwen35/config.h"
@@ -53,11 +57,11 @@ class Converter {
     const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
     return wt::matrix(t, cols ? t.n_elements() / cols : 0, cols);
   }
-  DType matrix_type(int64_t cols) const {
-    DType t = opt_.out_type;
-    auto tr = dtype_traits(t);
-    if (tr && cols % tr->block_elems) t = DType::F16;  // llama.cpp's fallback for odd rows
-    return t;
+  // Type of weight `name` (GGUF name, `n_dims` dims, rows of `cols`): quantised types follow
+  // llama-quantize's rule (models/common/quant_rule.h); float types apply to every matrix.
+  DType matrix_type(const std::string& name, int n_dims, int64_t cols) const {
+    if (rule_) return rule_->target(name, n_dims, cols).value_or(DType::F32);
+    return opt_.out_type;
   }
   // Plain copy of an HF tensor (optionally +1 or other per-element transform).
   void simple(const std::string& out, const std::string& in, const std::vector<int64_t>& shape, bool f32,
@@ -69,7 +73,7 @@ class Converter {
     p.rows = m.rows;
     p.cols = m.cols;
     p.shape = t.shape;
-    p.type = f32 ? DType::F32 : matrix_type(m.cols);
+    p.type = f32 ? DType::F32 : matrix_type(out, static_cast<int>(t.shape.size()), m.cols);
     p.src = [m, row_perm](int64_t r) { return std::make_pair(m, row_perm.empty() ? r : row_perm[static_cast<size_t>(r)]); };
     p.fix = std::move(fix);
     plans_.push_back(std::move(p));
@@ -83,28 +87,11 @@ class Converter {
 
   const HfCheckpoint& hf_;
   ConvertOptions opt_;
+  std::optional<QuantRule> rule_;
   Config c_;
   std::vector<Plan> plans_;
   std::set<std::string> used_;
 };
-
-// out head n (tiled) ← HF head (n % Hk)·r + n / Hk (grouped).
-std::vector<int64_t> vhead_perm(int64_t hk, int64_t hv) {
-  std::vector<int64_t> p(static_cast<size_t>(hv));
-  const int64_t r = hv / hk;
-  for (int64_t n = 0; n < hv; ++n) p[static_cast<size_t>(n)] = (n % hk) * r + n / hk;
-  return p;
-}
-
-// Rows [0, offset) kept, then `heads` blocks of `block` rows permuted by head perm.
-std::vector<int64_t> block_perm(int64_t total, int64_t offset, const std::vector<int64_t>& hp, int64_t block) {
-  std::vector<int64_t> p(static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; ++i) p[static_cast<size_t>(i)] = i;
-  for (size_t n = 0; n < hp.size(); ++n)
-    for (int64_t j = 0; j < block; ++j)
-      p[static_cast<size_t>(offset + static_cast<int64_t>(n) * block + j)] = offset + hp[n] * block + j;
-  return p;
-}
 
 void Converter::add_vocab(GgufWriter& w) {
   if (hf_.tokenizer_json_path.empty())
@@ -126,8 +113,10 @@ void Converter::run(const std::string& out_path) {
                                              ") != linear_value_head_dim (" + std::to_string(c_.dv) +
                                              "): llama.cpp's qwen35 layout cannot express that");
   const DType ot = opt_.out_type;
-  if (ot != DType::F32 && ot != DType::F16 && ot != DType::BF16 && ot != DType::Q8_0)
-    throw_error(ErrorCode::kInvalidArgument, "convert: output type must be f32, f16, bf16 or q8_0");
+  const bool quant = ot == DType::Q8_0 || ot == DType::Q4_0 || ot == DType::Q4_K;
+  if (ot != DType::F32 && ot != DType::F16 && ot != DType::BF16 && !quant)
+    throw_error(ErrorCode::kInvalidArgument, "convert: output type must be f32, f16, bf16, q8_0, q4_0 or q4_k");
+  if (quant) rule_ = QuantRule{ot, c_.moe ? c_.n_expert : 0, !c_.tied};
   const TensorIndex& idx = hf_.tensors;
   std::string lm = "model.language_model.";
   if (!idx.contains(lm + "embed_tokens.weight") && idx.contains("model.embed_tokens.weight")) lm = "model.";
@@ -193,7 +182,7 @@ void Converter::run(const std::string& out_path) {
         pl.shape = {d, VD};
         pl.rows = d;
         pl.cols = VD;
-        pl.type = matrix_type(VD);
+        pl.type = matrix_type(pl.name, 2, VD);
         pl.src = [m](int64_t r) { return std::make_pair(m, r); };
         pl.col_perm = rows_perm(VD, 0, dv);
         plans_.push_back(std::move(pl));
@@ -223,7 +212,7 @@ void Converter::run(const std::string& out_path) {
       pl.shape = {E, rows_per, cols};
       pl.rows = E * rows_per;
       pl.cols = cols;
-      pl.type = matrix_type(cols);
+      pl.type = matrix_type(out, 3, cols);
       pl.src = std::move(src);
       plans_.push_back(std::move(pl));
     };
@@ -268,9 +257,9 @@ void Converter::run(const std::string& out_path) {
   std::string name = std::filesystem::path(hf_.dir).filename().string();
   if (name.empty()) name = std::filesystem::path(hf_.dir).parent_path().filename().string();
   w.set_string("general.name", name);
-  const uint32_t ftype = ot == DType::F32 ? 0 : ot == DType::F16 ? 1 : ot == DType::BF16 ? 32 : 7;
+  const uint32_t ftype = quant ? quant_file_type(ot) : ot == DType::F32 ? 0 : ot == DType::F16 ? 1 : 32;
   w.set_u32("general.file_type", ftype);
-  if (ot == DType::Q8_0) w.set_u32("general.quantization_version", 2);
+  if (quant) w.set_u32("general.quantization_version", 2);
   auto u32 = [&](const std::string& k, int64_t v) { w.set_u32(a + k, static_cast<uint32_t>(v)); };
   u32("block_count", c_.n_layer);
   u32("context_length", c_.n_ctx_train);
@@ -304,17 +293,21 @@ void Converter::run(const std::string& out_path) {
     const uint64_t nbytes = *rb * static_cast<uint64_t>(pl.rows);
     const Plan* pp = &pl;
     w.add_tensor(pl.name, pl.type, pl.shape, nbytes, [pp, rb](uint8_t* dst, uint64_t) {
-      std::vector<float> row(static_cast<size_t>(pp->cols)), tmp(row.size());
-      for (int64_t r = 0; r < pp->rows; ++r) {
-        auto [m, sr] = pp->src(r);
-        dequantize_row(m, sr, row.data());
-        if (!pp->col_perm.empty()) {
-          for (int64_t j = 0; j < pp->cols; ++j) tmp[static_cast<size_t>(j)] = row[static_cast<size_t>(pp->col_perm[static_cast<size_t>(j)])];
-          row.swap(tmp);
+      // Rows in parallel (quantising is the slow part), chunks of ~256 KiB of output.
+      const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(std::max<uint64_t>(*rb, 1)));
+      parallel_for_chunked(pp->rows, grain, [&](int64_t r0, int64_t r1) {
+        std::vector<float> row(static_cast<size_t>(pp->cols)), tmp(row.size());
+        for (int64_t r = r0; r < r1; ++r) {
+          auto [m, sr] = pp->src(r);
+          dequantize_row(m, sr, row.data());
+          if (!pp->col_perm.empty()) {
+            for (int64_t j = 0; j < pp->cols; ++j) tmp[static_cast<size_t>(j)] = row[static_cast<size_t>(pp->col_perm[static_cast<size_t>(j)])];
+            row.swap(tmp);
+          }
+          if (pp->fix) pp->fix(row.data(), pp->cols);
+          quantize_row(pp->type, row.data(), pp->cols, dst + *rb * static_cast<uint64_t>(r));
         }
-        if (pp->fix) pp->fix(row.data(), pp->cols);
-        quantize_row(pp->type, row.data(), pp->cols, dst + *rb * static_cast<uint64_t>(r));
-      }
+      });
     });
   }
   w.write(out_path);

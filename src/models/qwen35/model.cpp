@@ -18,6 +18,7 @@
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
 #include "models/common/ops.h"
+#include "models/common/quant_rule.h"
 #include "models/common/weights.h"
 #include "models/model.h"
 #include "models/qwen35/config.h"
@@ -161,7 +162,12 @@ class Qwen35Model final : public Model {
  private:
   void load_hf(const HfCheckpoint& hf);
   void load_gguf(const GgufFile& g);
-  MatrixView mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols);
+  // Matrix `name` [rows, cols]; `gguf`: its GGUF name (HF loads) for the quantise-at-load rule;
+  // orderings as wt::LoadQuant::matrix.
+  MatrixView mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols, const std::string& gguf = "",
+                 const std::vector<int64_t>& row_perm = {}, const std::vector<int64_t>& col_perm = {});
+  // A 3-D expert stack [E, rows, cols] as one [E·rows, cols] matrix.
+  MatrixView stack(const TensorIndex& idx, const std::string& name, int64_t E, int64_t rows, int64_t cols, const std::string& gguf = "");
   void run_batch(State& st, const int32_t* toks, int64_t n, float* logits, bool all) const;
   void gdn_forward(const Layer& L, State& st, const float* u, int64_t n, float* out) const;
   void attn_forward(const Layer& L, State& st, const float* u, int64_t n, int64_t pos0, float* out) const;
@@ -169,53 +175,49 @@ class Qwen35Model final : public Model {
 
   Config c_;
   ModelInfo info_;
-  bool tiled_ = false;  // V-head order: GGUF tiled (k head = h % Hk) vs HF grouped (h / (Hv/Hk))
-  std::string quant_;   // LoadOptions::quant for HF loads
+  // V-head order: GGUF tiled (k head = h % Hk) vs HF grouped (h / (Hv/Hk)). HF loads that quantise
+  // store the GGUF order (so their bytes equal a converted file's).
+  bool tiled_ = false;
+  wt::LoadQuant lq_;  // LoadOptions::quant
   // K and V are kept as f16 values and q / softmax weights rounded to f16 in their products, as
   // llama.cpp's default CPU attention does (f16 KV cache). OXI_KV_F32=1 in the environment keeps
   // everything f32 (debugging, exactness tests).
   bool kv_f16_ = true;
   wt::Arena arena_;
-  std::vector<std::unique_ptr<uint8_t[]>> owned_bytes_;
   MatrixView embd_, output_;
   std::vector<float> out_norm_;
   std::vector<Layer> layers_;
   int n_gdn_ = 0, n_attn_ = 0;
 };
 
-MatrixView Qwen35Model::mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols) {
+MatrixView Qwen35Model::mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols, const std::string& gguf,
+                            const std::vector<int64_t>& row_perm, const std::vector<int64_t>& col_perm) {
   const TensorInfo& t = wt::require(idx, name, {rows, cols});
-  MatrixView m = wt::matrix(t, rows, cols);
-  if (quant_.empty() || m.dtype != DType::F32 && m.dtype != DType::F16 && m.dtype != DType::BF16) return m;
-  auto qt = dtype_from_name(quant_);
-  auto traits = qt ? dtype_traits(*qt) : std::nullopt;
-  if (!qt || !quantize_supports(*qt) || !matmul_supports(*qt))
-    throw_error(ErrorCode::kUnsupported, "cannot quantise to '" + quant_ + "' at load");
-  if (cols % traits->block_elems) return m;  // keep as is (ggml does the same fallback)
-  const uint64_t rb = *dtype_row_bytes(*qt, static_cast<uint64_t>(cols));
-  owned_bytes_.push_back(std::make_unique<uint8_t[]>(rb * static_cast<uint64_t>(rows)));
-  uint8_t* dst = owned_bytes_.back().get();
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(m, r, row.data());
-    quantize_row(*qt, row.data(), cols, dst + rb * static_cast<uint64_t>(r));
-  }
-  MatrixView q{*qt, rows, cols, dst, rb};
-  return q;
+  return lq_.matrix(t, rows, cols, gguf.empty() ? name : gguf, 2, arena_, row_perm, col_perm);
 }
 
-Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) : quant_(opt.quant) {
+MatrixView Qwen35Model::stack(const TensorIndex& idx, const std::string& name, int64_t E, int64_t rows, int64_t cols,
+                              const std::string& gguf) {
+  const TensorInfo& t = wt::require(idx, name, {E, rows, cols});
+  return lq_.matrix(t, E * rows, cols, gguf.empty() ? name : gguf, 3, arena_);
+}
+
+Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   if (opt.n_threads > 0) set_num_threads(opt.n_threads);
   if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f16_ = false;
+  auto set_rule = [&] {
+    if (!opt.quant.empty()) lq_.rule = QuantRule{parse_quant_type(opt.quant), c_.moe ? c_.n_expert : 0, !c_.tied};
+  };
   if (files.gguf) {
     c_ = config_from_gguf(*files.gguf, files.path);
     tiled_ = true;
-    quant_.clear();
+    set_rule();
     load_gguf(*files.gguf);
     info_.name = files.gguf->metadata.get_string("general.name", "");
   } else if (files.hf) {
     c_ = config_from_hf(*files.hf);
     tiled_ = false;
+    set_rule();
     load_hf(*files.hf);
   } else {
     throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
@@ -230,6 +232,7 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) : quan
     info_.n_params += static_cast<uint64_t>(t.n_elements());
     info_.weight_bytes += t.nbytes;
   }
+  info_.weight_bytes = lq_.resident(info_.weight_bytes);
   int g = 0, a = 0;
   for (auto& L : layers_) L.cache = L.recurrent ? g++ : a++;
   // Conv taps [C, K] → [K, C]: the conv runs over channels with vectors (kernels/fused.h).
@@ -251,57 +254,71 @@ void Qwen35Model::load_hf(const HfCheckpoint& hf) {
   if (!idx.contains(lm + "embed_tokens.weight") && idx.contains("model.embed_tokens.weight")) lm = "model.";
   const int64_t d = c_.n_embd;
   // The vocab is the embedding's row count (config vocab_size is checked against it).
-  embd_ = mat(idx, lm + "embed_tokens.weight", c_.n_vocab, d);
+  embd_ = mat(idx, lm + "embed_tokens.weight", c_.n_vocab, d, "token_embd.weight");
   auto zc_norm = [&](const std::string& name, int64_t n) {
     auto v = wt::to_f32(wt::require(idx, name, {n}));
     for (auto& x : v) x += 1.0f;
     return v;
   };
   out_norm_ = zc_norm(lm + "norm.weight", d);
-  output_ = c_.tied ? embd_ : mat(idx, "lm_head.weight", c_.n_vocab, d);
+  output_ = c_.tied ? embd_ : mat(idx, "lm_head.weight", c_.n_vocab, d, "output.weight");
   const int64_t Hv = c_.hv, C = c_.conv_dim(), VD = c_.value_dim();
+  // Quantising: store the GGUF (tiled) V-head order, as the converter writes it.
+  const bool reorder = lq_.rule && c_.hk != Hv;
+  tiled_ = reorder;
+  const std::vector<int64_t> hp = reorder ? vhead_perm(c_.hk, Hv) : std::vector<int64_t>{};
+  auto perm = [&](int64_t total, int64_t offset, int64_t block) {
+    return reorder ? block_perm(total, offset, hp, block) : std::vector<int64_t>{};
+  };
+  auto permuted = [](std::vector<float> v, const std::vector<int64_t>& rp, int64_t row_len) {
+    if (rp.empty()) return v;
+    std::vector<float> out(v.size());
+    for (size_t r = 0; r < rp.size(); ++r)
+      std::copy_n(v.begin() + rp[r] * row_len, row_len, out.begin() + static_cast<std::ptrdiff_t>(r) * row_len);
+    return out;
+  };
   layers_.resize(static_cast<size_t>(c_.n_layer));
   for (int64_t i = 0; i < c_.n_layer; ++i) {
     Layer& L = layers_[static_cast<size_t>(i)];
-    const std::string p = lm + "layers." + std::to_string(i) + ".";
+    const std::string p = lm + "layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
     L.recurrent = c_.recurrent[static_cast<size_t>(i)];
     L.attn_norm = zc_norm(p + "input_layernorm.weight", d);
     L.post_norm = zc_norm(p + "post_attention_layernorm.weight", d);
     if (L.recurrent) {
       const std::string q = p + "linear_attn.";
-      L.gdn.qkv = mat(idx, q + "in_proj_qkv.weight", C, d);
-      L.gdn.z = mat(idx, q + "in_proj_z.weight", VD, d);
-      L.gdn.b = mat(idx, q + "in_proj_b.weight", Hv, d);
-      L.gdn.a = mat(idx, q + "in_proj_a.weight", Hv, d);
-      L.gdn.out = mat(idx, q + "out_proj.weight", d, VD);
-      L.gdn.conv = wt::to_f32(wt::require(idx, q + "conv1d.weight", {C, 1, c_.conv_k}));
-      L.gdn.ssm_a = wt::to_f32(wt::require(idx, q + "A_log", {Hv}));
+      const auto conv_rows = perm(C, 2 * c_.key_dim(), c_.dv), v_rows = perm(VD, 0, c_.dv), heads = perm(Hv, 0, 1);
+      L.gdn.qkv = mat(idx, q + "in_proj_qkv.weight", C, d, b + "attn_qkv.weight", conv_rows);
+      L.gdn.z = mat(idx, q + "in_proj_z.weight", VD, d, b + "attn_gate.weight", v_rows);
+      L.gdn.b = mat(idx, q + "in_proj_b.weight", Hv, d, b + "ssm_beta.weight", heads);
+      L.gdn.a = mat(idx, q + "in_proj_a.weight", Hv, d, b + "ssm_alpha.weight", heads);
+      L.gdn.out = mat(idx, q + "out_proj.weight", d, VD, b + "ssm_out.weight", {}, v_rows);
+      L.gdn.conv = permuted(wt::to_f32(wt::require(idx, q + "conv1d.weight", {C, 1, c_.conv_k})), conv_rows, c_.conv_k);
+      L.gdn.ssm_a = permuted(wt::to_f32(wt::require(idx, q + "A_log", {Hv})), heads, 1);
       for (auto& x : L.gdn.ssm_a) x = -std::exp(x);
-      L.gdn.dt_bias = wt::to_f32(wt::require(idx, q + "dt_bias", {Hv}));
+      L.gdn.dt_bias = permuted(wt::to_f32(wt::require(idx, q + "dt_bias", {Hv})), heads, 1);
       L.gdn.norm = wt::to_f32(wt::require(idx, q + "norm.weight", {c_.dv}));  // plain weight, no +1
     } else {
       const std::string q = p + "self_attn.";
       const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
-      L.attn.q = mat(idx, q + "q_proj.weight", 2 * H * hd, d);
-      L.attn.k = mat(idx, q + "k_proj.weight", Hkv * hd, d);
-      L.attn.v = mat(idx, q + "v_proj.weight", Hkv * hd, d);
-      L.attn.o = mat(idx, q + "o_proj.weight", d, H * hd);
+      L.attn.q = mat(idx, q + "q_proj.weight", 2 * H * hd, d, b + "attn_q.weight");
+      L.attn.k = mat(idx, q + "k_proj.weight", Hkv * hd, d, b + "attn_k.weight");
+      L.attn.v = mat(idx, q + "v_proj.weight", Hkv * hd, d, b + "attn_v.weight");
+      L.attn.o = mat(idx, q + "o_proj.weight", d, H * hd, b + "attn_output.weight");
       L.attn.q_norm = zc_norm(q + "q_norm.weight", hd);
       L.attn.k_norm = zc_norm(q + "k_norm.weight", hd);
     }
     const std::string m = p + "mlp.";
     if (!c_.moe) {
-      L.ffn.gate = mat(idx, m + "gate_proj.weight", c_.n_ff, d);
-      L.ffn.up = mat(idx, m + "up_proj.weight", c_.n_ff, d);
-      L.ffn.down = mat(idx, m + "down_proj.weight", d, c_.n_ff);
+      L.ffn.gate = mat(idx, m + "gate_proj.weight", c_.n_ff, d, b + "ffn_gate.weight");
+      L.ffn.up = mat(idx, m + "up_proj.weight", c_.n_ff, d, b + "ffn_up.weight");
+      L.ffn.down = mat(idx, m + "down_proj.weight", d, c_.n_ff, b + "ffn_down.weight");
     } else {
       const int64_t E = c_.n_expert, I = c_.n_ff_exp;
       // Router in f32, as the GGUF converter stores it (keeps HF and GGUF routing identical).
       L.ffn.router = arena_.own_matrix(wt::to_f32(wt::require(idx, m + "gate.weight", {E, d})), E, d);
       if (idx.contains(m + "experts.gate_up_proj")) {
-        const TensorInfo& gu = wt::require(idx, m + "experts.gate_up_proj", {E, 2 * I, d});
-        const TensorInfo& dn = wt::require(idx, m + "experts.down_proj", {E, d, I});
-        MatrixView gv = wt::matrix(gu, E * 2 * I, d), dv = wt::matrix(dn, E * d, I);
+        MatrixView gv = stack(idx, m + "experts.gate_up_proj", E, 2 * I, d, b + "ffn_gate_up_exps.weight");
+        MatrixView dv = stack(idx, m + "experts.down_proj", E, d, I, b + "ffn_down_exps.weight");
         for (int64_t e = 0; e < E; ++e) {
           L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * 2 * I, I));
           L.ffn.exp_up.push_back(wt::sub_rows(gv, e * 2 * I + I, I));
@@ -310,17 +327,17 @@ void Qwen35Model::load_hf(const HfCheckpoint& hf) {
       } else {  // per-expert tensors (older layout)
         for (int64_t e = 0; e < E; ++e) {
           const std::string x = m + "experts." + std::to_string(e) + ".";
-          L.ffn.exp_gate.push_back(mat(idx, x + "gate_proj.weight", I, d));
-          L.ffn.exp_up.push_back(mat(idx, x + "up_proj.weight", I, d));
-          L.ffn.exp_down.push_back(mat(idx, x + "down_proj.weight", d, I));
+          L.ffn.exp_gate.push_back(mat(idx, x + "gate_proj.weight", I, d, b + "ffn_gate_exps.weight"));
+          L.ffn.exp_up.push_back(mat(idx, x + "up_proj.weight", I, d, b + "ffn_up_exps.weight"));
+          L.ffn.exp_down.push_back(mat(idx, x + "down_proj.weight", d, I, b + "ffn_down_exps.weight"));
         }
       }
       if (c_.n_ff_shexp > 0) {
         const int64_t S = c_.n_ff_shexp;
         L.ffn.has_shared = true;
-        L.ffn.sh_gate = mat(idx, m + "shared_expert.gate_proj.weight", S, d);
-        L.ffn.sh_up = mat(idx, m + "shared_expert.up_proj.weight", S, d);
-        L.ffn.sh_down = mat(idx, m + "shared_expert.down_proj.weight", d, S);
+        L.ffn.sh_gate = mat(idx, m + "shared_expert.gate_proj.weight", S, d, b + "ffn_gate_shexp.weight");
+        L.ffn.sh_up = mat(idx, m + "shared_expert.up_proj.weight", S, d, b + "ffn_up_shexp.weight");
+        L.ffn.sh_down = mat(idx, m + "shared_expert.down_proj.weight", d, S, b + "ffn_down_shexp.weight");
         L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(wt::require(idx, m + "shared_expert_gate.weight", {1, d})), 1, d);
       }
     }
@@ -370,12 +387,12 @@ void Qwen35Model::load_gguf(const GgufFile& g) {
       MatrixView gv, uv;
       bool fused = !idx.contains(p + "ffn_gate_exps.weight") && idx.contains(p + "ffn_gate_up_exps.weight");
       if (fused) {
-        gv = wt::matrix(wt::require(idx, p + "ffn_gate_up_exps.weight", {E, 2 * I, d}), E * 2 * I, d);
+        gv = stack(idx, p + "ffn_gate_up_exps.weight", E, 2 * I, d);
       } else {
-        gv = wt::matrix(wt::require(idx, p + "ffn_gate_exps.weight", {E, I, d}), E * I, d);
-        uv = wt::matrix(wt::require(idx, p + "ffn_up_exps.weight", {E, I, d}), E * I, d);
+        gv = stack(idx, p + "ffn_gate_exps.weight", E, I, d);
+        uv = stack(idx, p + "ffn_up_exps.weight", E, I, d);
       }
-      MatrixView dv = wt::matrix(wt::require(idx, p + "ffn_down_exps.weight", {E, d, I}), E * d, I);
+      MatrixView dv = stack(idx, p + "ffn_down_exps.weight", E, d, I);
       for (int64_t e = 0; e < E; ++e) {
         if (fused) {
           L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * 2 * I, I));
