@@ -1,6 +1,7 @@
 #include "args.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 
@@ -208,7 +209,22 @@ oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params p) 
 
 const std::vector<std::string> kModelOptions = {"-m", "--model", "-hf", "--hf-repo", "--hf-token",
                                                 "-t", "--threads", "--chat-template-file", "--isa",
-                                                "--device"};
+                                                "--device", "--quant"};
+
+const char* const kQuantHelp =
+    "  --quant TYPE      quantise the weights at load: q8_0, q4_0 or q4_k, from an HF checkpoint or an\n"
+    "                    f32/f16/bf16 GGUF (llama-quantize's per-tensor rule: norms, routers and conv\n"
+    "                    kernels stay as stored; tied embeddings / output take Q6_K under 4-bit). A file\n"
+    "                    that is already quantised is refused: use it without --quant\n";
+
+std::string quant_from_args(const Args& args) {
+  const auto q = args.get({"--quant"});
+  if (!q) return "";
+  std::string s = *q;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s != "q8_0" && s != "q4_0" && s != "q4_k") usage_error("invalid value for --quant: '" + *q + "' (expected q8_0, q4_0 or q4_k)");
+  return s;
+}
 
 void apply_isa_from_args(const Args& args) {
   const auto isa = args.get({"--isa"});
@@ -238,6 +254,8 @@ oxi_model* open_model_from_args(const Args& args) {
   // --device none|auto|NAME (docs/backends.md); absent: env OXI_DEVICE, else auto.
   const auto device = args.get({"--device"});
   if (device) mp.device = device->c_str();
+  const std::string quant = quant_from_args(args);
+  if (!quant.empty()) mp.quant = quant.c_str();
   std::string tmpl;
   if (auto f = args.get({"--chat-template-file"})) {
     tmpl = read_text_file(*f);

@@ -68,7 +68,7 @@ extern const std::vector<std::string> kSamplingOptions;
 oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params base);
 
 // Model options shared by the commands that load a model: -m/--model, -hf/--hf-repo,
-// --hf-token, -t/--threads, --chat-template-file, --isa.
+// --hf-token, -t/--threads, --chat-template-file, --isa, --device, --quant.
 extern const std::vector<std::string> kModelOptions;
 // Opens the model named by the arguments (resolve_model_path, threads, --chat-template-file).
 // Throws oxi::Error with the C API's message on failure. Free with oxi_model_free.
@@ -77,6 +77,11 @@ oxi_model* open_model_from_args(const Args& args);
 // absent, env OXI_ISA or the best the CPU runs applies. Unknown name: UsageError; a set this CPU
 // lacks: oxi::Error(kUnsupported).
 void apply_isa_from_args(const Args& args);
+// --quant q8_0|q4_0|q4_k (quantise f32/f16/bf16 weights at load, docs/kernels.md): the lower-case
+// name, "" when absent; UsageError for any other value.
+std::string quant_from_args(const Args& args);
+// The help lines for --quant, shared by run / chat / serve / bench.
+extern const char* const kQuantHelp;
 // The start-up line on stderr: "oxinfer: isa avx512 (host: avx512 avx2 scalar), 2 threads".
 void log_kernels();
 // Throws oxi::Error(code, oxi_last_error()) when st != OXI_OK.

@@ -7,6 +7,7 @@
 // Output: a markdown table (rows printed as each test ends) or a JSON array (README: CLI
 // reference, `oxinfer bench`).
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -38,14 +39,16 @@ namespace {
 
 const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
-    "         [-o md|json] [--isa scalar|avx2|avx512|auto]\n"
+    "         [-o md|json] [--isa scalar|avx2|avx512|auto] [--quant q8_0|q4_0|q4_k]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
     "  -t, --threads N         threads (default 0: all hardware threads)\n"
     "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
     "  -o, --output md|json    markdown table (default) or a JSON array, one object per test\n"
-    "  --isa NAME              kernel set (default: env OXI_ISA, else the best this CPU runs)\n";
+    "  --isa NAME              kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
+    "  --quant TYPE            quantise f32/f16/bf16 weights at load (load time includes it; the\n"
+    "                          model column shows e.g. 'Q4_0 (at load)', size the quantised bytes)\n";
 
 constexpr int64_t kPrefillChunk = 512;  // tokens per forward() in ppN, as Session's default
 
@@ -214,7 +217,7 @@ int cmd_bench(int argc, char** argv) {
       return 0;
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n",
-                      "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa"});
+                      "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, "512"), "-p");
     const auto tg = parse_sizes(args.get_or({"-n", "--n-gen"}, "128"), "-n");
@@ -237,6 +240,7 @@ int cmd_bench(int argc, char** argv) {
     const ModelFiles files = open_model_files(path);
     LoadOptions lo;
     lo.n_threads = static_cast<int>(threads);
+    lo.quant = quant_from_args(args);
     const std::unique_ptr<Model> model = load_model(files, lo);
     const double load_ms = seconds_since(t_load) * 1e3;
     log_kernels();
@@ -246,7 +250,13 @@ int cmd_bench(int argc, char** argv) {
     if (size == 0) {
       for (const auto& [name, t] : files.tensors().all()) size += t.nbytes;
     }
-    const std::string type = info.arch + " " + params_label(info.n_params) + " " + file_type(files);
+    std::string wtype = file_type(files);
+    if (!lo.quant.empty()) {
+      wtype = lo.quant;
+      for (char& ch : wtype) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      wtype += " (at load)";
+    }
+    const std::string type = info.arch + " " + params_label(info.n_params) + " " + wtype;
     int64_t n_ctx = 0;
     for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen);
     Runner runner(*model, n_ctx);

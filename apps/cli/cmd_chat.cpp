@@ -33,13 +33,14 @@ const char* kUsage =
     "         [--system S] [--no-think] [--chat-template-file F] [--temp T] [--seed S]\n"
     "         [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [--repeat-last-n N] [--isa scalar|avx2|avx512|auto]\n"
-    "         [--device none|auto|NAME]\n"
+    "         [--device none|auto|NAME] [--quant q8_0|q4_0|q4_k]\n"
     "       oxinfer chat --template-only ...   (render a conversation; see --template-only --help)\n"
     "\n"
     "Type a message and press Enter (end a line with \\ to continue it on the next).\n"
     "Ctrl-C stops a reply; /exit, /quit or end of input (Ctrl-D) quits; /reset clears the history.\n"
     "  -c CTX   context size (default 4096; 0: the model's training context)\n"
-    "  -n N     most tokens per reply (default -1: until the end of the turn)\n";
+    "  -n N     most tokens per reply (default -1: until the end of the turn)\n"
+    "  (--quant TYPE: see oxinfer run --help)\n";
 
 volatile int g_cancel = 0;
 volatile sig_atomic_t g_generating = 0;

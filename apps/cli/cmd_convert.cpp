@@ -1,4 +1,4 @@
-// oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0]
+// oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k]
 // Writes a GGUF that llama.cpp loads: per-architecture converters in models/<arch>/convert.cpp.
 #include <cstdio>
 #include <string>
@@ -13,10 +13,14 @@ namespace oxi::cli {
 
 namespace {
 const char* kHelp =
-    "usage: oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0]\n"
+    "usage: oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k]\n"
     "  HF_DIR may also be given as -m DIR or -hf org/name (a checkpoint in the HF cache).\n"
     "  --type: type of the 2-D weight matrices (default f32 where the checkpoint is f32,\n"
-    "          else f16 for f16 checkpoints and bf16 for bf16 ones); norms stay f32.\n";
+    "          else f16 for f16 checkpoints and bf16 for bf16 ones); norms stay f32.\n"
+    "          q8_0 / q4_0 / q4_k follow llama-quantize's per-tensor rule (routers, conv kernels\n"
+    "          and Gemma's per_layer_model_proj keep the checkpoint's type; tied embeddings take\n"
+    "          Q6_K under 4-bit): q8_0 and q4_0 give the bytes llama-quantize Q8_0 / Q4_0 would;\n"
+    "          q4_k is Q4_K throughout (llama.cpp's Q4_K_S also bumps a few tensors to Q5_K).\n";
 }
 
 int cmd_convert(int argc, char** argv) {
@@ -42,8 +46,9 @@ int cmd_convert(int argc, char** argv) {
     ConvertOptions opt;
     if (auto t = args.get({"--type", "--outtype"})) {
       auto dt = dtype_from_name(*t);
-      if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16 && *dt != DType::Q8_0)) {
-        throw_error(ErrorCode::kInvalidArgument, "--type must be f32, f16, bf16 or q8_0 (got '" + *t + "')");
+      if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16 && *dt != DType::Q8_0 &&
+                  *dt != DType::Q4_0 && *dt != DType::Q4_K)) {
+        throw_error(ErrorCode::kInvalidArgument, "--type must be f32, f16, bf16, q8_0, q4_0 or q4_k (got '" + *t + "')");
       }
       opt.out_type = *dt;
     } else {

@@ -27,6 +27,7 @@ const char* kUsage =
     "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
     "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
     "         [--ignore-eos] [--isa scalar|avx2|avx512|auto] [--device none|auto|NAME]\n"
+    "         [--quant q8_0|q4_0|q4_k]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
@@ -103,6 +104,7 @@ int cmd_run(int argc, char** argv) {
               {"--no-chat", "--json", "--no-think", "--ignore-eos", "-h", "--help", "--offline"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
+      std::fputs(kQuantHelp, stdout);
       return 0;
     }
     std::vector<std::string> known = kModelOptions;

@@ -26,7 +26,8 @@ const char* kHelp =
     "  --alias NAME          model id reported by /v1/models\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|auto (default: env OXI_ISA, else best)\n"
-    "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n";
+    "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
+    "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
 }
 
 int cmd_serve(int argc, char** argv) {
@@ -38,7 +39,7 @@ int cmd_serve(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np", "--parallel",
                       "-c", "--ctx-size", "-t", "--threads", "--api-key", "--cache-ram", "--chat-template-file",
-                      "--alias", "--max-body-bytes", "--isa", "--device"});
+                      "--alias", "--max-body-bytes", "--isa", "--device", "--quant"});
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
     server::ServerOptions o;
     o.model_path = resolve_model_path(args);
@@ -51,6 +52,7 @@ int cmd_serve(int argc, char** argv) {
     o.cache_ram_mib = args.get_int({"--cache-ram"}, o.cache_ram_mib);
     o.chat_template_file = args.get_or({"--chat-template-file"}, "");
     o.alias = args.get_or({"--alias"}, "");
+    o.quant = quant_from_args(args);
     o.max_body_bytes = static_cast<size_t>(args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes)));
     if (o.port < 0 || o.port > 65535) throw_error(ErrorCode::kInvalidArgument, "--port must be 0..65535");
     if (o.n_slots < 1 || o.n_slots > 256) throw_error(ErrorCode::kInvalidArgument, "-np must be 1..256");

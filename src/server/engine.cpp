@@ -260,6 +260,7 @@ class ServerEngine final : public Engine {
       files_ = std::make_unique<ModelFiles>(open_model_files(opt_.model_path));
       LoadOptions lo;
       lo.n_threads = opt_.n_threads;
+      lo.quant = opt_.quant;
       model_ = load_model(*files_, lo);
       tok_ = load_tokenizer(*files_);
       text_ = std::make_unique<TokText>(tok_);

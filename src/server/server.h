@@ -19,6 +19,7 @@ struct ServerOptions {
   int max_tokens_cap = 32768;
   std::string chat_template_file;
   std::string alias;        // --alias: model id reported by /v1/models
+  std::string quant;        // --quant: quantise at load ("" keeps the file's types)
 };
 
 // Blocks until the process is asked to stop (SIGINT/SIGTERM). Returns the exit code.
