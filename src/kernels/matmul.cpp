@@ -347,8 +347,14 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
     p.base.cols = cols;
     p.rows = w.rows;
     p.n_tt = (n_tokens + p.tok_tile - 1) / p.tok_tile;
-    p.row_chunk = 64;  // halved while the matrix has fewer than 4 units per thread
-    while (p.row_chunk > 16 && ((w.rows + p.row_chunk - 1) / p.row_chunk) * p.n_tt < nth * 4) p.row_chunk /= 2;
+    if (xp[wt]) {
+      // GEMM units are 16-row groups (the kernels' own granularity: smaller units cost nothing
+      // extra there and balance the dynamic schedule best when a core is shared).
+      p.row_chunk = 16;
+    } else {
+      p.row_chunk = 64;  // halved while the matrix has fewer than 4 units per thread
+      while (p.row_chunk > 16 && ((w.rows + p.row_chunk - 1) / p.row_chunk) * p.n_tt < nth * 4) p.row_chunk /= 2;
+    }
     p.n_rc = (w.rows + p.row_chunk - 1) / p.row_chunk;
     p.first = total;
     total += p.n_rc * p.n_tt;
