@@ -9,8 +9,8 @@
 // Qwen embeddings at gain 4) keep that to a few %. Each comparison also measures the noise floor:
 // oxinfer teacher-forced with its default and with its scalar kernels (same arithmetic, other
 // summation order); a position is *resolvable* when llama.cpp's top-1/top-2 gap exceeds twice how
-// far that alone moved the gap there (running maximum along the sequence). Unresolvable positions
-// are ties within noise: reported, not judged.
+// far that alone moved the gap around there (noiseFloor). Unresolvable positions are ties within
+// noise: reported, not judged.
 // Per checkpoint:
 //   1. files: `oxinfer convert` → bf16 GGUF; llama.cpp's quantizer (libllama llama_model_quantize via
 //      shared/oracle/quantize_llama.py) → Q8_0, Q4_0, Q4_K_M; `oxinfer convert --type q8_0|q4_0|q4_k`.
@@ -20,7 +20,7 @@
 //      then llama.cpp's continuation) top-1 identical at every resolvable position.
 //   4. 4-bit, on llama's Q4_0 and Q4_K_M files, the same teacher-forced comparison over every
 //      prompt position and every generated step: top-1 agreement ≥ 95 % on resolvable positions
-//      (which must be at least half); the agreement over all positions and every miss (with both
+//      (which must be at least 40 % of them); the agreement over all positions and every miss (both
 //      gaps and the noise floor) are reported.
 //   5. quantise at load: teacher-forced logits of HF `--quant q8_0` (and q4_k for Gemma; the Qwen
 //      q4 cases and q4_0 are in tests/models/quant_load_test.cpp, cheaper) are bit-identical to
@@ -174,17 +174,17 @@ function oxiForced(model, toks, outFile, quant, isa, split) {
 }
 
 // Summation-order noise per position: oxinfer's default (SIMD) and scalar kernels compute the same
-// thing in another float order; how far that alone moves the top-1/top-2 logit gap at position p,
-// as a running maximum (a flipped rounding persists through the KV / recurrent state).
+// thing in another float order. d[p] bounds how far that alone moved a top-1/top-2 gap at position
+// p (twice the largest logprob shift of a token both top-5 lists hold; 1 if they share none); the
+// floor is its maximum over positions p-2..p+2 (flips come and go along the sequence).
 function noiseFloor(simd, scalar) {
-  let run = 0;
-  return simd.positions.map((pos, p) => {
-    const [a, b] = pos.top;
+  const d = simd.positions.map((pos, p) => {
     const m = new Map(scalar.positions[p].top.map((e) => [e.token, e.logprob]));
-    const d = m.has(a.token) && m.has(b.token) ? Math.abs((a.logprob - b.logprob) - (m.get(a.token) - m.get(b.token))) : 1;
-    run = Math.max(run, d);
-    return run;
+    let mx = -1;
+    for (const e of pos.top) if (m.has(e.token)) mx = Math.max(mx, Math.abs(e.logprob - m.get(e.token)));
+    return mx < 0 ? 1 : 2 * mx;
   });
+  return d.map((_, p) => Math.max(...d.slice(Math.max(0, p - 2), p + 3)));
 }
 
 // Teacher-forced top-1 of oxinfer's passes (the prompt in one forward, then llama.cpp's continuation
@@ -312,7 +312,7 @@ for (const c of cases) {
   for (const t of ["Q4_0", "Q4_K_M"]) {
     const a = top1(forcedPair(f(`llama.${t}.gguf`), toks, f(t), flash));
     if (!(a.agree_resolvable >= TOP1_BAR)) failures.push(`${c.name} ${t}: top-1 agreement ${(100 * a.agree_resolvable).toFixed(1)} % < ${100 * TOP1_BAR} % on resolvable positions (${JSON.stringify(a.misses)})`);
-    if (a.resolvable < a.positions / 2) failures.push(`${c.name} ${t}: only ${a.resolvable} of ${a.positions} positions resolvable: the model is too chaotic to test`);
+    if (a.resolvable < 0.4 * a.positions) failures.push(`${c.name} ${t}: only ${a.resolvable} of ${a.positions} positions resolvable: the model is too chaotic to test`);
     rec[t] = { positions: a.positions, resolvable: a.resolvable, top1_resolvable: +(100 * a.agree_resolvable).toFixed(1), top1_all: +(100 * a.agree_all).toFixed(1),
       noise_median: a.noise_median, misses: a.misses };
   }
