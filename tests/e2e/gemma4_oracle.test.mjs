@@ -67,7 +67,10 @@ function convert(hf, out) {
   return "dev";
 }
 
-function oxiGreedy(model, toks, outFile, env = {}) {
+function oxiGreedy(model, toks, outFile, extraEnv = {}) {
+  // llama.cpp runs with 2 threads here; a decode step over 512+ cache cells splits its attention
+  // among them, which oxinfer reproduces for the thread count it is told
+  const env = { OXI_GEMMA4_GGML_THREADS: "2", ...extraEnv };
   if (cliRun) {
     const r = run(oxinfer, ["run", "-m", model, "--tokens", toks.join(","), "-n", String(N), "--temp", "0", "--json",
       "--top-logprobs", "5", "--ignore-eos", "-c", String(toks.length + N + 16)], { env: { ...process.env, ...env } });

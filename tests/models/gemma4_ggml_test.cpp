@@ -193,6 +193,29 @@ TEST_F(Gemma4Ggml, FlashAttention) {
   });
 }
 
+TEST_F(Gemma4Ggml, FlashAttentionSplitAmongThreads) {
+  each(9, [](Reader& r, int lanes) {
+    uint32_t v8[8];
+    for (uint32_t& v : v8) v = r.u32();
+    const uint32_t hd = v8[0], H = v8[1], n_view = v8[2], p = v8[3], lo = v8[4], f16 = v8[5], nth = v8[6];
+    const size_t n = p - lo + 1, esz = f16 ? 2 : 4;
+    auto q = r.arr<float>(static_cast<size_t>(H) * hd);
+    auto k = r.arr<uint8_t>(n * hd * esz), v = r.arr<uint8_t>(n * hd * esz);
+    auto want = r.arr<float>(q.size());
+    std::vector<const void*> kr, vr;  // cells lo … p
+    for (size_t c = 0; c < n; ++c) {
+      kr.push_back(k.data() + c * hd * esz);
+      vr.push_back(v.data() + c * hd * esz);
+    }
+    std::vector<float> out(q.size());
+    for (uint32_t h = 0; h < H; ++h)
+      oxi::gemma4::ggml_flash_attn_row(q.data() + h * hd, hd, kr.data(), vr.data(), lo, static_cast<int64_t>(n), f16 != 0, false, lanes,
+                                       out.data() + h * hd, n_view, static_cast<int>(nth));
+    EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
+        << "hd " << hd << " view " << n_view << " cells " << lo << "…" << p << " threads " << nth << (f16 ? " f16" : " f32") << " lanes " << lanes;
+  });
+}
+
 TEST_F(Gemma4Ggml, AttentionWithoutFlash) {
   each(8, [](Reader& r, int lanes) {
     uint32_t v7[7];

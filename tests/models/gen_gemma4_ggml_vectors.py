@@ -22,6 +22,9 @@ little-endian, f32 unless said):
   8 attention without flash attention: u32 hd, H, Hkv, T, p0, window, kv_f16; q[T·H·hd]; k, v
                 [(p0+T)·Hkv·hd] as in 6; out[T·H·hd]. llama.cpp's graph: kq = mul_mat(K view of 256
                 cells, permuted q), soft_max_ext(kq, f32 mask), mul_mat(transposed V, kq).
+  9 flash_attn, one query over a view of n_view ≥ 512 cells (split among ggml's threads): u32 hd,
+                H, n_view, p, lo, kv_f16, threads, 0; q[H·hd]; k, v [(p−lo+1)·hd] (one KV head,
+                cells lo … p, the rest of the view masked); out[H·hd]
   7 gelu_table  u64 FNV-1a 64 of the ggml_table_gelu_f16 entries of finite |x| < 10 (u16 LE bytes)
 """
 import ctypes as C
@@ -115,13 +118,13 @@ def child(variant):
     def get(t, n):
         return list((C.c_float * n).from_address(base.ggml_get_data(t)))
 
-    def run(fn):
+    def run(fn, nth=2):
         ctx = base.ggml_init(IP(64 << 20, None, False))
         try:
             t, n = fn(ctx)
             g = base.ggml_new_graph(ctx)
             base.ggml_build_forward_expand(g, t)
-            cpu.ggml_graph_compute_with_ctx(ctx, g, 2)
+            cpu.ggml_graph_compute_with_ctx(ctx, g, nth)
             return get(t, n)
         finally:
             base.ggml_free(ctx)
@@ -218,6 +221,36 @@ def child(variant):
         cvt = (lambda vals: u16s([f16bits(x) for x in vals])) if kv_f16 else (lambda vals: f32s(vals))
         qf = [struct.unpack("<f", struct.pack("<f", x))[0] for x in q]
         rec(6, struct.pack("<8I", hd, H, Hkv, n_kv, T, p0, win, int(kv_f16)) + f32s(qf) + cvt(k) + cvt(v) + f32s(out))
+
+    # one query over a view of 512+ cells: ggml splits the cells among its threads
+    split_cases = [  # hd, H, n_view, p, lo, kv_f16, threads
+        (16, 2, 512, 300, 285, True, 2), (64, 1, 512, 300, 230, True, 2), (16, 1, 768, 520, 200, True, 3),
+        (16, 2, 512, 300, 150, True, 2), (16, 2, 512, 300, 150, False, 2)]
+    for i, (hd, H, n_view, p, lo, kv_f16, nth) in enumerate(split_cases):
+        n = p - lo + 1
+        q = data(H * hd, 1300 + i, 0.5)
+        k = data(n * hd, 1400 + i, 0.5)
+        if i >= 3:  # larger keys in the last chunk: its maximum wins, so the merge rescales the first
+            k = [x * (3.0 if lo + j // hd >= n_view // 2 else 1.0) for j, x in enumerate(k)]
+        v = data(n * hd, 1500 + i)
+        kv_t = F16 if kv_f16 else F32
+        mask = [0.0 if lo <= c <= p else -math.inf for c in range(n_view)]
+
+        def sp(ctx, q=q, k=k, v=v, mask=mask, hd=hd, H=H, n_view=n_view, lo=lo, n=n, kv_t=kv_t):
+            qt = base.ggml_new_tensor_3d(ctx, F32, hd, 1, H)
+            kt = base.ggml_new_tensor_3d(ctx, kv_t, hd, n_view, 1)
+            vt = base.ggml_new_tensor_3d(ctx, kv_t, hd, n_view, 1)
+            mt = base.ggml_new_tensor_2d(ctx, F16, n_view, 1)
+            put(qt, q)
+            rows = lambda x: [x[(c - lo) * hd + d] if lo <= c < lo + n else 0.0 for c in range(n_view) for d in range(hd)]
+            put(kt, rows(k), kv_t)
+            put(vt, rows(v), kv_t)
+            put(mt, mask, F16)
+            return base.ggml_flash_attn_ext(ctx, qt, kt, vt, mt, 1.0, 0.0, 0.0), H * hd
+        out = run(sp, nth)
+        cvt = (lambda vals: u16s([f16bits(x) for x in vals])) if kv_f16 else (lambda vals: f32s(vals))
+        qf = [struct.unpack("<f", struct.pack("<f", x))[0] for x in q]
+        rec(9, struct.pack("<8I", hd, H, n_view, p, lo, int(kv_f16), nth, 0) + f32s(qf) + cvt(k) + cvt(v) + f32s(out))
 
     # attention without flash attention, as llama.cpp builds it: kq = K·q over a 256-cell view,
     # soft_max_ext with an f32 mask, kqv = V·kq with V stored transposed

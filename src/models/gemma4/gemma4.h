@@ -79,9 +79,10 @@ float ggml_gelu(float x);                                                    // 
 void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t n_dims, float base, const float* freq_factors);
 // One query row of ggml_flash_attn_ext (scale 1, no soft-cap, no sinks) over the consecutive KV
 // cells [c0, c0 + n): k[i], v[i] are the rows of cell c0 + i (f16 or f32 values). `tiled`: the
-// kernel ggml uses for ubatches of 64+ tokens, else its vector kernel. out: hd floats.
+// kernel ggml uses for ubatches of 64+ tokens, else its vector kernel. out: hd floats. A single
+// query over a cache view of n_view ≥ 512 cells is split among llama.cpp's n_threads (0: never).
 void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t c0, int64_t n,
-                         bool kv_f16, bool tiled, int lanes, float* out);
+                         bool kv_f16, bool tiled, int lanes, float* out, int64_t n_view = 0, int n_threads = 0);
 // The same row as llama.cpp computes it with flash attention off: kq = K·q (ggml mul_mat),
 // ggml_soft_max_ext over the cache view, kqv = V·softmax (mul_mat over the cells; the f16 cache
 // rounds q and the weights to f16). `batch`: the ubatch has 2+ tokens (llamafile's sgemm applies);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/half.h"
@@ -209,59 +210,100 @@ void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t 
   }
 }
 
+namespace {
+
+// ggml's merge of two partial results x·a + y·b as GCC contracts it: the first product fused
+// (as in its RoPE; checked against libggml with a later chunk holding the maximum)
+inline float merge_mad(float x, float a, float y, float b) { return std::fma(x, a, y * b); }
+
+// ggml's vector kernel (ggml_compute_forward_flash_attn_ext_f16_one_chunk) over cells b … e−1 of
+// the row's list: online softmax from M = −inf, S = 0 (S updated without FMA); acc gets the
+// unnormalised V·p in f32. f16 cache (E = uint16_t): scores against the f16-converted q (q16),
+// V·p accumulated in an f16 buffer — each update one FMA rounded to f16 (ggml_vec_mad_f16), the
+// rescale a multiply rounded to f16. f32 cache (E = float): f32 q and accumulator.
+template <class E>
+void fa_vector_chunk(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t b, int64_t e,
+                     int lanes, float& M, float& S, std::vector<float>& acc) {
+  constexpr bool f16 = std::is_same_v<E, uint16_t>;
+  thread_local std::vector<E> a;
+  auto load = [](E x) { return as_f32(x); };
+  auto store = [](float x) -> E {
+    if constexpr (f16) return f32_to_f16(x);
+    else return x;
+  };
+  M = -INFINITY;
+  S = 0.0f;
+  a.assign(static_cast<size_t>(hd), E{});
+  for (int64_t c = b; c < e; ++c) {
+    const E* kc = static_cast<const E*>(k[c]);
+    float s;
+    if constexpr (f16) s = ggml_dot_f16(kc, q, hd, lanes);
+    else s = ggml_dot_f32(kc, q, hd, lanes);
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      ms = std::exp(M - s);
+      M = s;
+      for (E& x : a) x = store(load(x) * ms);
+    } else {
+      vs = std::exp(s - M);
+    }
+    const E* vc = static_cast<const E*>(v[c]);
+    for (int64_t i = 0; i < hd; ++i) a[static_cast<size_t>(i)] = store(std::fma(load(vc[i]), vs, load(a[static_cast<size_t>(i)])));
+    S = S * ms + vs;
+  }
+  acc.resize(static_cast<size_t>(hd));
+  for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = load(a[static_cast<size_t>(i)]);
+}
+
+void fa_vector_chunk(const float* q, const float* q16, int64_t hd, const void* const* k, const void* const* v, int64_t b,
+                     int64_t e, bool kv_f16, int lanes, float& M, float& S, std::vector<float>& acc) {
+  if (kv_f16) fa_vector_chunk<uint16_t>(q16, hd, k, v, b, e, lanes, M, S, acc);
+  else fa_vector_chunk<float>(q, hd, k, v, b, e, lanes, M, S, acc);
+}
+
+}  // namespace
+
 void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t c0, int64_t n,
-                         bool kv_f16, bool tiled, int lanes, float* out) {
-  thread_local std::vector<float> acc, qf;
-  thread_local std::vector<uint16_t> acc16;
-  acc.assign(static_cast<size_t>(hd), 0.0f);
-  auto k16 = [&](int64_t i) { return static_cast<const uint16_t*>(k[i]); };
-  auto v16 = [&](int64_t i) { return static_cast<const uint16_t*>(v[i]); };
-  auto k32 = [&](int64_t i) { return static_cast<const float*>(k[i]); };
-  auto v32 = [&](int64_t i) { return static_cast<const float*>(v[i]); };
+                         bool kv_f16, bool tiled, int lanes, float* out, int64_t n_view, int n_threads) {
+  thread_local std::vector<float> acc, part, q16;
   float M = -INFINITY, S = 0.0f;
-  if (!tiled && kv_f16) {
-    // Q converted to f16; online softmax cell by cell; V·p accumulated in an f16 buffer, each
-    // update one FMA rounded to f16 (ggml_vec_mad_f16; ops.cpp is contracted).
-    qf.resize(static_cast<size_t>(hd));
-    for (int64_t i = 0; i < hd; ++i) qf[static_cast<size_t>(i)] = f16_to_f32(f32_to_f16(q[i]));
-    acc16.assign(static_cast<size_t>(hd), 0);
-    for (int64_t c = 0; c < n; ++c) {
-      const float s = ggml_dot_f16(k16(c), qf.data(), hd, lanes);
-      float ms = 1.0f, vs = 1.0f;
-      if (s > M) {
-        ms = std::exp(M - s);
-        M = s;
-        for (auto& a : acc16) a = f32_to_f16(f16_to_f32(a) * ms);
-      } else {
-        vs = std::exp(s - M);
-      }
-      const uint16_t* vc = v16(c);
+  q16.resize(static_cast<size_t>(hd));
+  for (int64_t i = 0; i < hd; ++i) q16[static_cast<size_t>(i)] = f16_to_f32(f32_to_f16(q[i]));
+  if (!tiled && n_view >= 512 && n_threads > 0) {
+    // one query over a view of 512+ cells: ggml splits the view into n_threads chunks of
+    // ceil(n_view / n_threads) cells, runs the vector kernel on each and merges the partial
+    // (M, S, VKQ) in chunk order (ggml_flash_attn_ext_reduce_partials)
+    const int64_t cs = (n_view + n_threads - 1) / n_threads;
+    acc.assign(static_cast<size_t>(hd), 0.0f);
+    for (int64_t ch = 0; ch < n_threads; ++ch) {
+      const int64_t b = std::max<int64_t>(ch * cs, c0) - c0, e = std::min<int64_t>(std::min((ch + 1) * cs, n_view), c0 + n) - c0;
+      if (b >= e) continue;  // no unmasked cell: S = 0, skipped
+      float Mc, Sc;
+      fa_vector_chunk(q, q16.data(), hd, k, v, b, e, kv_f16, lanes, Mc, Sc, part);
+      if (Sc == 0.0f) continue;
+      const float Mn = std::fmax(M, Mc);
+      const float so = std::exp(M - Mn), sn = std::exp(Mc - Mn);
       for (int64_t i = 0; i < hd; ++i)
-        acc16[static_cast<size_t>(i)] = f32_to_f16(std::fma(f16_to_f32(vc[i]), vs, f16_to_f32(acc16[static_cast<size_t>(i)])));
-      S = S * ms + vs;
+        acc[static_cast<size_t>(i)] = merge_mad(acc[static_cast<size_t>(i)], so, part[static_cast<size_t>(i)], sn);
+      S = merge_mad(S, so, Sc, sn);
+      M = Mn;
     }
-    for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = f16_to_f32(acc16[static_cast<size_t>(i)]);
-  } else if (!tiled) {
-    // the same kernel over an f32 cache: f32 Q, f32 accumulator (ggml_vec_mad_f32)
-    for (int64_t c = 0; c < n; ++c) {
-      const float s = ggml_dot_f32(k32(c), q, hd, lanes);
-      float ms = 1.0f, vs = 1.0f;
-      if (s > M) {
-        ms = std::exp(M - s);
-        M = s;
-        for (float& a : acc) a *= ms;
-      } else {
-        vs = std::exp(s - M);
-      }
-      const float* vc = v32(c);
-      for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] = std::fma(vc[i], vs, acc[static_cast<size_t>(i)]);
-      S = S * ms + vs;
-    }
+    const float inv = S == 0.0f ? 1.0f : 1.0f / S;
+    for (int64_t i = 0; i < hd; ++i) out[i] = acc[static_cast<size_t>(i)] * inv;
+    return;
+  }
+  if (!tiled) {
+    fa_vector_chunk(q, q16.data(), hd, k, v, 0, n, kv_f16, lanes, M, S, acc);
   } else {
     // Tiles of 64 cells aligned to cell 0: each score one FMA chain over the head (f32 Q), the
     // tile max, rescale of the accumulator on a new max, v_expf softmax with a double tile sum,
     // then V accumulated by one FMA chain per output over the tile's cells (simd_gemm). Cells
     // outside [c0, c0+n) are masked (−inf → weight 0, which leaves the accumulator unchanged).
+    auto k16 = [&](int64_t i) { return static_cast<const uint16_t*>(k[i]); };
+    auto v16 = [&](int64_t i) { return static_cast<const uint16_t*>(v[i]); };
+    auto k32 = [&](int64_t i) { return static_cast<const float*>(k[i]); };
+    auto v32 = [&](int64_t i) { return static_cast<const float*>(v[i]); };
+    acc.assign(static_cast<size_t>(hd), 0.0f);
     float kq[kFaTile];
     for (int64_t t0 = (c0 / kFaTile) * kFaTile; t0 < c0 + n; t0 += kFaTile) {
       float tile_max = -INFINITY;

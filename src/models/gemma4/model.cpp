@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/thread_pool.h"
 #include "models/common/weights.h"
 #include "models/gemma4/gemma4.h"
 
@@ -278,6 +279,7 @@ class Gemma4Model final : public Model {
   // vector | tiled flash-attention kernel, OXI_GEMMA4_ATTN=3 llama.cpp's attention without flash
   // attention (-fa off).
   int lanes_ = 16;
+  int ggml_threads_ = 0;  // OXI_GEMMA4_GGML_THREADS: llama.cpp's thread count (0: ours)
   bool ggml_mm_ = true;
   bool kv_f32_ = false;
   int attn_mode_ = 0;  // 0: as llama.cpp's flash attention (vector kernel under 64 tokens, tiled from 64)
@@ -365,6 +367,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
   lanes_ = ggml_host_lanes();
   if (const char* e = std::getenv("OXI_GEMMA4_LANES")) lanes_ = std::atoi(e) == 8 ? 8 : 16;
   if (const char* e = std::getenv("OXI_GEMMA4_GGML_MM")) ggml_mm_ = (e[0] == '1');
+  if (const char* e = std::getenv("OXI_GEMMA4_GGML_THREADS")) ggml_threads_ = std::max(0, std::atoi(e));
   if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f32_ = true;
   const Config& c = cfg_;
   const int64_t d = c.n_embd;
@@ -604,6 +607,8 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
   // llama.cpp's CPU flash attention takes its vector kernel for ubatches under 64 tokens and its
   // tiled kernel otherwise; we follow the same split.
   const bool tiled = attn_mode_ == 0 ? T >= 64 : attn_mode_ == 2;
+  // a decode step over 512+ cells is split among llama.cpp's threads: assumed to be ours
+  const int split_threads = T == 1 ? (ggml_threads_ > 0 ? ggml_threads_ : num_threads()) : 0;
 
   std::vector<float> u(static_cast<size_t>(T * d)), tmp(static_cast<size_t>(T * d)), f(static_cast<size_t>(T * d));
   std::vector<float> q, kr, vr, att;
@@ -671,6 +676,8 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       const int64_t p = n_past + t;
       const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
       const int64_t n = p - lo + 1;
+      // llama.cpp's cache view: the used cells padded to 256 (its cache holding the sequence)
+      const int64_t n_view = std::max<int64_t>(256, (p + 256) / 256 * 256);
       krows.resize(static_cast<size_t>(n));
       vrows.resize(static_cast<size_t>(n));
       for (int64_t kh = 0; kh < hkv; ++kh) {
@@ -695,7 +702,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
           if (attn_mode_ == 3)
             ggml_attn_row_noflash(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, T >= 2, H == 1, lanes_, oh);
           else
-            ggml_flash_attn_row(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled, lanes_, oh);
+            ggml_flash_attn_row(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled, lanes_, oh, n_view, split_threads);
         }
       }
     }
