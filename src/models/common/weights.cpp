@@ -122,10 +122,6 @@ MatrixView quantize_tensor(const TensorInfo& t, int64_t rows, int64_t cols, DTyp
       }
       quantize_row(to, row.data(), cols, dst + *rb * static_cast<uint64_t>(r));
     }
-    // In source order, a finished chunk's pages can leave the resident set now (a large embedding
-    // table would otherwise stay resident beside its quantised copy until the end).
-    if (row_perm.empty())
-      t.source->release(t.offset + static_cast<uint64_t>(r0) * src.row_bytes, static_cast<uint64_t>(r1 - r0) * src.row_bytes);
   });
   t.source->release(t.offset, t.nbytes);
   return MatrixView{to, rows, cols, dst, *rb};
