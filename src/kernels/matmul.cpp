@@ -253,14 +253,17 @@ int64_t gemv_row_chunk(int64_t rows, int nth) {
   return std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
 }
 
-// Multi-token (5+) matmul of matrices sharing one input (native kernels, after the device
-// declined): activations converted once per format and, for the GEMM path (kernels/gemm.h),
-// packed once per weight type; then the work units of all matrices (largest matrices first) in
-// one pool job.
-void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
+// Matmul of matrices sharing one input with native kernels, once the device has declined
+// (fallback types are run by the caller). Activations are converted once per format and, for the
+// GEMM path (kernels/gemm.h, 5+ tokens), packed once per weight type; then the work units of all
+// matrices (largest first: the small ones fill the tail of the dynamic schedule) run in one pool
+// job, so a batch costs one dispatch and one join. GEMV (1–4 tokens): row chunks only, and the
+// call's x_id lets kernels cache their rearranged activation per thread.
+void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
   using namespace kern;
   const Kernels& K = active_kernels();
-  const GemmKernels* G = active_gemm();
+  const bool gemv = n_tokens <= 4;
+  const GemmKernels* G = gemv ? nullptr : active_gemm();
   if (G && n_tokens < G->min_tokens) G = nullptr;
   const int64_t cols = ws[0].cols;
 
@@ -283,9 +286,14 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
         if (sb.size() < need) sb.resize(need);
         uint8_t* buf = sb.data();
         const ActFn act = K.act[at];
-        parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {
+        auto convert = [&](int64_t t0, int64_t t1) {
           for (int64_t t = t0; t < t1; ++t) act(x + t * cols, buf + t * x_stride, cols);
-        });
+        };
+        if (gemv) {
+          convert(0, n_tokens);  // a few tokens: not worth a pool dispatch
+        } else {
+          parallel_for_chunked(n_tokens, 4, convert);
+        }
         xa[at] = buf;
       }
     }
@@ -302,13 +310,12 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
     }
   }
 
-  // 2. Work units: per matrix, row chunks × token tiles (GEMM: ≤ 64 rows × 256 tokens, each unit
-  // repacks its weight rows once; tiles: 64-token tiles), all matrices in one dynamic schedule.
+  // 2. Work units: per matrix, row chunks × token tiles, all matrices in one dynamic schedule.
   constexpr int kMaxBatch = 16;
   struct Part {
     MMArgs base;
     MMFn fn;
-    int64_t rows, row_chunk, n_rc, tok_tile, n_tt, first;
+    int64_t rows, row_chunk, n_rc, tok_tile, n_tt, first;  // first: index of the part's first unit
   };
   Part parts[kMaxBatch];
   const int nth = in_parallel_region() ? 1 : num_threads();
@@ -317,6 +324,8 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
   std::stable_sort(order, order + n, [&](int a, int b) {
     return ws[a].rows * ws[a].row_bytes > ws[b].rows * ws[b].row_bytes;
   });
+  static std::atomic<uint64_t> s_x_id{0};
+  const uint64_t x_id = gemv ? s_x_id.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
   int64_t total = 0;
   for (int k = 0; k < n; ++k) {
     const MatrixView& w = ws[order[k]];
@@ -326,6 +335,7 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
     p.base = MMArgs{};
     p.base.w = w.data;
     p.base.w_stride = w.row_bytes;
+    p.base.x_id = x_id;
     if (xp[wt]) {
       p.base.x = xp[wt];
       p.base.x_stride = static_cast<uint64_t>(n_tokens);
@@ -340,14 +350,16 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
       p.base.x = xa[at];
       p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);
       p.fn = K.mm[wt];
-      p.tok_tile = 64;
+      p.tok_tile = gemv ? n_tokens : 64;
     }
     p.base.y = ys[order[k]];
     p.base.ldy = w.rows;
     p.base.cols = cols;
     p.rows = w.rows;
     p.n_tt = (n_tokens + p.tok_tile - 1) / p.tok_tile;
-    if (xp[wt]) {
+    if (gemv) {
+      p.row_chunk = gemv_row_chunk(w.rows, nth);
+    } else if (xp[wt]) {
       // GEMM units are 16-row groups (the kernels' own granularity: smaller units cost nothing
       // extra there and balance the dynamic schedule best when a core is shared).
       p.row_chunk = 16;
@@ -373,87 +385,6 @@ void matmul_cpu(const MatrixView* ws, float* const* ys, int n, const float* x, i
   });
 }
 
-// GEMV (1–4 tokens) of matrices sharing one input once the device has declined: every matrix has
-// a native kernel (fallback types are run by the caller). Activations are converted once per
-// format, then the row chunks of all matrices (largest matrices first) are shared dynamically in
-// one pool job, so a batch costs one dispatch and one join.
-void matmul_gemv(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
-  using namespace kern;
-  const Kernels& K = active_kernels();
-  const int64_t cols = ws[0].cols;
-
-  // 1. Activations in each weight type's dot format, per token (one buffer per format).
-  thread_local std::vector<uint8_t> scratch[kNumATypes];
-  const uint8_t* xa[kNumATypes] = {};
-  for (int j = 0; j < n; ++j) {
-    const AType at = atype_of(wtype_index(ws[j].dtype));
-    if (xa[at]) continue;
-    if (at == kAF32) {
-      xa[at] = reinterpret_cast<const uint8_t*>(x);
-      continue;
-    }
-    const uint64_t x_stride = act_row_bytes(at, cols);
-    const size_t need = static_cast<size_t>(x_stride * n_tokens) + 64;
-    std::vector<uint8_t>& sb = scratch[at];
-    if (sb.size() < need) sb.resize(need);
-    uint8_t* buf = sb.data();
-    const ActFn act = K.act[at];
-    for (int64_t t = 0; t < n_tokens; ++t) act(x + t * cols, buf + t * x_stride, cols);
-    xa[at] = buf;
-  }
-
-  // 2. Work units: per matrix, row chunks.
-  constexpr int kMaxBatch = 16;
-  struct Part {
-    MMArgs base;
-    MMFn fn;
-    int64_t rows, row_chunk, n_rc, first;  // first: index of the part's first unit
-  };
-  Part parts[kMaxBatch];
-  const int nth = in_parallel_region() ? 1 : num_threads();
-  int order[kMaxBatch];
-  for (int j = 0; j < n; ++j) order[j] = j;
-  // Largest matrices first: the small ones fill the tail of the dynamic schedule.
-  std::stable_sort(order, order + n, [&](int a, int b) {
-    return ws[a].rows * ws[a].row_bytes > ws[b].rows * ws[b].row_bytes;
-  });
-  static std::atomic<uint64_t> s_x_id{0};
-  const uint64_t x_id = s_x_id.fetch_add(1, std::memory_order_relaxed) + 1;
-  int64_t total = 0;
-  for (int k = 0; k < n; ++k) {
-    const MatrixView& w = ws[order[k]];
-    const int wt = wtype_index(w.dtype);
-    const AType at = atype_of(wt);
-    Part& p = parts[k];
-    p.base = MMArgs{};
-    p.base.w = w.data;
-    p.base.w_stride = w.row_bytes;
-    p.base.x = xa[at];
-    p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);
-    p.base.y = ys[order[k]];
-    p.base.ldy = w.rows;
-    p.base.cols = cols;
-    p.base.x_id = x_id;
-    p.fn = K.mm[wt];
-    p.rows = w.rows;
-    p.row_chunk = gemv_row_chunk(w.rows, nth);
-    p.n_rc = (w.rows + p.row_chunk - 1) / p.row_chunk;
-    p.first = total;
-    total += p.n_rc;
-  }
-  parallel_for(total, [&](int64_t u) {
-    int k = 0;
-    while (k + 1 < n && parts[k + 1].first <= u) ++k;
-    const Part& p = parts[k];
-    MMArgs a = p.base;
-    a.r0 = (u - p.first) * p.row_chunk;
-    a.r1 = std::min(p.rows, a.r0 + p.row_chunk);
-    a.t0 = 0;
-    a.t1 = n_tokens;
-    p.fn(a);
-  });
-}
-
 }  // namespace
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
@@ -464,8 +395,7 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   if (n_tokens <= 0 || w.rows == 0) return;
   if (device::try_matmul(&w, &y, 1, x, n_tokens)) return;  // seam: a device backend ran it
   if (wt < 0) return matmul_fallback(w, x, n_tokens, y);
-  if (n_tokens <= 4) return matmul_gemv(&w, &y, 1, x, n_tokens);
-  matmul_cpu(&w, &y, 1, x, n_tokens);
+  matmul_native(&w, &y, 1, x, n_tokens);
 }
 
 void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x, int64_t n_tokens) {
@@ -488,8 +418,7 @@ void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x,
   }
   if (n_tokens <= 0) return;
   if (device::try_matmul(ws, ys, n, x, n_tokens)) return;  // seam: a device backend ran the batch
-  const auto native = n_tokens > 4 ? matmul_cpu : matmul_gemv;
-  if (all_native) return native(ws, ys, n, x, n_tokens);
+  if (all_native) return matmul_native(ws, ys, n, x, n_tokens);
   // A fallback type (or an empty matrix) in the batch: the native ones together, the rest alone.
   MatrixView nw[16];
   float* ny[16];
@@ -503,7 +432,7 @@ void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x,
       ny[m++] = ys[j];
     }
   }
-  if (m) native(nw, ny, m, x, n_tokens);
+  if (m) matmul_native(nw, ny, m, x, n_tokens);
 }
 
 void dequantize_row(const MatrixView& w, int64_t row, float* out) {
