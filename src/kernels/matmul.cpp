@@ -451,6 +451,24 @@ bool quantize_supports(DType t) {
          t == DType::Q4_K || t == DType::Q5_0 || t == DType::Q6_K;
 }
 
+void quantize_rows(DType t, int64_t rows, int64_t cols, void* dst,
+                   const std::function<void(int64_t r, float* row, float* scratch)>& fill) {
+  const auto rb = dtype_row_bytes(t, static_cast<uint64_t>(cols));
+  if (!rb)
+    throw_error(ErrorCode::kInvalidArgument, "quantize_rows: " + std::to_string(cols) +
+                                                 " elements is not a whole number of " + dtype_name(t) + " blocks");
+  auto* out = static_cast<uint8_t*>(dst);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(std::max<uint64_t>(*rb, 1)));
+  parallel_for_chunked(rows, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<float> buf(2 * static_cast<size_t>(cols));
+    float* row = buf.data();
+    for (int64_t r = r0; r < r1; ++r) {
+      fill(r, row, row + cols);
+      quantize_row(t, row, cols, out + *rb * static_cast<uint64_t>(r));
+    }
+  });
+}
+
 void quantize_row(DType t, const float* x, int64_t n, void* dst) {
   if (!dtype_row_bytes(t, static_cast<uint64_t>(n)))
     throw_error(ErrorCode::kInvalidArgument, "quantize_row: " + std::to_string(n) +

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "format/dtype.h"
 
@@ -57,6 +58,12 @@ void dequantize(DType t, const void* src, float* dst, int64_t n);
 // reference quantisers without importance matrix, as llama-quantize / convert_hf_to_gguf produce).
 // Else kUnsupported.
 void quantize_row(DType t, const float* x, int64_t n, void* dst);
+// `rows` rows of `cols` values quantised to `t` into dst (row r at dst + r × row bytes of t), in
+// parallel on the pool (chunks of ~256 KiB of output): fill(r, row, scratch) first writes row r in
+// f32 to `row` (`scratch`: cols more floats for the caller, e.g. a column permutation). What the
+// converters and load-time quantisation share.
+void quantize_rows(DType t, int64_t rows, int64_t cols, void* dst,
+                   const std::function<void(int64_t r, float* row, float* scratch)>& fill);
 bool quantize_supports(DType t);
 
 }  // namespace oxi

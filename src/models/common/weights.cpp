@@ -110,18 +110,11 @@ MatrixView quantize_tensor(const TensorInfo& t, int64_t rows, int64_t cols, DTyp
   if (!rb || !quantize_supports(to))
     throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot quantise rows of " + std::to_string(cols) + " to " + dtype_name(to));
   uint8_t* dst = arena.alloc_bytes(static_cast<size_t>(*rb * static_cast<uint64_t>(rows)));
-  // Chunks of rows (~256 KiB of source each) shared dynamically; scratch per chunk call.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, static_cast<int64_t>(src.row_bytes)));
-  parallel_for_chunked(rows, grain, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(cols)), tmp(col_perm.empty() ? 0 : static_cast<size_t>(cols));
-    for (int64_t r = r0; r < r1; ++r) {
-      dequantize_row(src, row_perm.empty() ? r : row_perm[static_cast<size_t>(r)], row.data());
-      if (!col_perm.empty()) {
-        for (int64_t c = 0; c < cols; ++c) tmp[static_cast<size_t>(c)] = row[static_cast<size_t>(col_perm[static_cast<size_t>(c)])];
-        row.swap(tmp);
-      }
-      quantize_row(to, row.data(), cols, dst + *rb * static_cast<uint64_t>(r));
-    }
+  quantize_rows(to, rows, cols, dst, [&](int64_t r, float* row, float* scratch) {
+    const int64_t sr = row_perm.empty() ? r : row_perm[static_cast<size_t>(r)];
+    if (col_perm.empty()) return dequantize_row(src, sr, row);
+    dequantize_row(src, sr, scratch);
+    for (int64_t c = 0; c < cols; ++c) row[c] = scratch[col_perm[static_cast<size_t>(c)]];
   });
   t.source->release(t.offset, t.nbytes);
   return MatrixView{to, rows, cols, dst, *rb};

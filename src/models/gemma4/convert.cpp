@@ -36,15 +36,9 @@ void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst) {
   }
   const int64_t rows = t.n_elements() / row_len;
   const uint64_t src_rb = *dtype_row_bytes(t.dtype, static_cast<uint64_t>(row_len));
-  const uint64_t rb = *dtype_row_bytes(type, static_cast<uint64_t>(row_len));
   const uint8_t* src = t.data();
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(std::max<uint64_t>(rb, 1)));
-  parallel_for_chunked(rows, grain, [&](int64_t r0, int64_t r1) {
-    std::vector<float> row(static_cast<size_t>(row_len));
-    for (int64_t r = r0; r < r1; ++r) {
-      dequantize(t.dtype, src + src_rb * static_cast<uint64_t>(r), row.data(), row_len);
-      quantize_row(type, row.data(), row_len, dst + rb * static_cast<uint64_t>(r));
-    }
+  quantize_rows(type, rows, row_len, dst, [&](int64_t r, float* row, float*) {
+    dequantize(t.dtype, src + src_rb * static_cast<uint64_t>(r), row, row_len);
   });
 }
 

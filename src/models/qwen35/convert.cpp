@@ -292,21 +292,16 @@ void Converter::run(const std::string& out_path) {
     if (!rb) throw_error(ErrorCode::kInternal, "convert: row size for " + pl.name);
     const uint64_t nbytes = *rb * static_cast<uint64_t>(pl.rows);
     const Plan* pp = &pl;
-    w.add_tensor(pl.name, pl.type, pl.shape, nbytes, [pp, rb](uint8_t* dst, uint64_t) {
-      // Rows in parallel (quantising is the slow part), chunks of ~256 KiB of output.
-      const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(std::max<uint64_t>(*rb, 1)));
-      parallel_for_chunked(pp->rows, grain, [&](int64_t r0, int64_t r1) {
-        std::vector<float> row(static_cast<size_t>(pp->cols)), tmp(row.size());
-        for (int64_t r = r0; r < r1; ++r) {
-          auto [m, sr] = pp->src(r);
-          dequantize_row(m, sr, row.data());
-          if (!pp->col_perm.empty()) {
-            for (int64_t j = 0; j < pp->cols; ++j) tmp[static_cast<size_t>(j)] = row[static_cast<size_t>(pp->col_perm[static_cast<size_t>(j)])];
-            row.swap(tmp);
-          }
-          if (pp->fix) pp->fix(row.data(), pp->cols);
-          quantize_row(pp->type, row.data(), pp->cols, dst + *rb * static_cast<uint64_t>(r));
+    w.add_tensor(pl.name, pl.type, pl.shape, nbytes, [pp](uint8_t* dst, uint64_t) {
+      quantize_rows(pp->type, pp->rows, pp->cols, dst, [pp](int64_t r, float* row, float* scratch) {
+        auto [m, sr] = pp->src(r);
+        if (pp->col_perm.empty()) {
+          dequantize_row(m, sr, row);
+        } else {
+          dequantize_row(m, sr, scratch);
+          for (int64_t j = 0; j < pp->cols; ++j) row[j] = scratch[pp->col_perm[static_cast<size_t>(j)]];
         }
+        if (pp->fix) pp->fix(row, pp->cols);
       });
     });
   }
