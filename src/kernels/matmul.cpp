@@ -452,7 +452,8 @@ bool quantize_supports(DType t) {
 }
 
 void quantize_rows(DType t, int64_t rows, int64_t cols, void* dst,
-                   const std::function<void(int64_t r, float* row, float* scratch)>& fill) {
+                   const std::function<void(int64_t r, float* row, float* scratch)>& fill,
+                   const std::function<void(int64_t r0, int64_t r1)>& done) {
   const auto rb = dtype_row_bytes(t, static_cast<uint64_t>(cols));
   if (!rb)
     throw_error(ErrorCode::kInvalidArgument, "quantize_rows: " + std::to_string(cols) +
@@ -466,6 +467,7 @@ void quantize_rows(DType t, int64_t rows, int64_t cols, void* dst,
       fill(r, row, row + cols);
       quantize_row(t, row, cols, out + *rb * static_cast<uint64_t>(r));
     }
+    if (done) done(r0, r1);
   });
 }
 

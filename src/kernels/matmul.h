@@ -61,9 +61,11 @@ void quantize_row(DType t, const float* x, int64_t n, void* dst);
 // `rows` rows of `cols` values quantised to `t` into dst (row r at dst + r × row bytes of t), in
 // parallel on the pool (chunks of ~256 KiB of output): fill(r, row, scratch) first writes row r in
 // f32 to `row` (`scratch`: cols more floats for the caller, e.g. a column permutation). What the
-// converters and load-time quantisation share.
+// converters and load-time quantisation share. `done(r0, r1)`, if given, runs after each finished
+// chunk of rows [r0, r1) on the thread that did it (e.g. to release source pages early).
 void quantize_rows(DType t, int64_t rows, int64_t cols, void* dst,
-                   const std::function<void(int64_t r, float* row, float* scratch)>& fill);
+                   const std::function<void(int64_t r, float* row, float* scratch)>& fill,
+                   const std::function<void(int64_t r0, int64_t r1)>& done = {});
 bool quantize_supports(DType t);
 
 }  // namespace oxi

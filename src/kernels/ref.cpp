@@ -293,8 +293,15 @@ void ref_quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
   }
 }
 
-// Round to nearest, ties to even (ggml's nearest_int for |v| < 2^22).
-static inline int nearest_int(float v) { return static_cast<int>(std::nearbyintf(v)); }
+// ggml's nearest_int: adding 1.5·2^23 leaves round-half-to-even(v) in the low mantissa bits (exact
+// for |v| ≤ 2^22 − 1; outside that ggml gets garbage and so do we — quantisers clamp the result).
+// Same bits as ggml by construction, and plain integer/float ops the compiler vectorises.
+static inline int nearest_int(float v) {
+  const float f = v + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &f, sizeof i);
+  return (i & 0x007fffff) - 0x00400000;
+}
 
 void ref_quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
   for (int64_t i = 0; i < n / 32; ++i, x += 32) {

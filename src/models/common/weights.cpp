@@ -110,12 +110,20 @@ MatrixView quantize_tensor(const TensorInfo& t, int64_t rows, int64_t cols, DTyp
   if (!rb || !quantize_supports(to))
     throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot quantise rows of " + std::to_string(cols) + " to " + dtype_name(to));
   uint8_t* dst = arena.alloc_bytes(static_cast<size_t>(*rb * static_cast<uint64_t>(rows)));
-  quantize_rows(to, rows, cols, dst, [&](int64_t r, float* row, float* scratch) {
-    const int64_t sr = row_perm.empty() ? r : row_perm[static_cast<size_t>(r)];
-    if (col_perm.empty()) return dequantize_row(src, sr, row);
-    dequantize_row(src, sr, scratch);
-    for (int64_t c = 0; c < cols; ++c) row[c] = scratch[col_perm[static_cast<size_t>(c)]];
-  });
+  quantize_rows(
+      to, rows, cols, dst,
+      [&](int64_t r, float* row, float* scratch) {
+        const int64_t sr = row_perm.empty() ? r : row_perm[static_cast<size_t>(r)];
+        if (col_perm.empty()) return dequantize_row(src, sr, row);
+        dequantize_row(src, sr, scratch);
+        for (int64_t c = 0; c < cols; ++c) row[c] = scratch[col_perm[static_cast<size_t>(c)]];
+      },
+      // In source order, a finished chunk's pages can leave the resident set now (a large
+      // embedding table would otherwise stay resident beside its quantised copy until the end).
+      [&](int64_t r0, int64_t r1) {
+        if (row_perm.empty())
+          t.source->release(t.offset + static_cast<uint64_t>(r0) * src.row_bytes, static_cast<uint64_t>(r1 - r0) * src.row_bytes);
+      });
   t.source->release(t.offset, t.nbytes);
   return MatrixView{to, rows, cols, dst, *rb};
 }

@@ -42,9 +42,9 @@ class Arena {
 
 // Quantisation at load (LoadOptions::quant, docs/kernels.md): tensor `t` (F32/F16/BF16, viewed as
 // [rows, cols]) → type `to` in memory owned by `arena`. Rows run in parallel on the thread pool
-// with one f32 row of scratch per thread (never an f32 copy of the matrix); afterwards the
-// source's pages leave the resident set (ByteSource::release), so peak RSS stays near the
-// quantised size plus one source tensor. Optional orderings: output row r is source row
+// with one f32 row of scratch per thread (never an f32 copy of the matrix); the source's pages leave
+// the resident set as chunks finish (ByteSource::release; the whole tensor at the end when rows are
+// reordered), so peak RSS stays near the quantised size. Optional orderings: output row r is source row
 // row_perm[r], output column c source column col_perm[c] (HF → GGUF head orders).
 MatrixView quantize_tensor(const TensorInfo& t, int64_t rows, int64_t cols, DType to, Arena& arena,
                            const std::vector<int64_t>& row_perm = {}, const std::vector<int64_t>& col_perm = {});
