@@ -64,11 +64,11 @@ extern const Kernels kNeonI8mmKernels;
 extern const Kernels kSimd128Kernels;
 #endif
 
-// Per-thread scratch for ISA kernels (64-byte aligned, grows, slot 0..3). The per-ISA files use
+// Per-thread scratch for ISA kernels (64-byte aligned, grows, slot 0..5). The per-ISA files use
 // this instead of std containers: an out-of-line std template instantiated in a file compiled
 // with -mavx512f would be a COMDAT the linker may pick for generic code too.
-// Slot 2 holds the AVX-512 GEMV activation cache (valid while MMArgs::x_id matches): kernels that
-// do not own that cache must not use slot 2.
+// Slots 2 and 4 hold the AVX-512 GEMV activation caches (Q4_0, Q8_0; valid while MMArgs::x_id
+// matches): kernels that do not own those caches must not use them.
 void* thread_scratch(int slot, size_t bytes);
 
 // The active table.

@@ -64,8 +64,8 @@ uint64_t act_row_bytes(AType a, int64_t cols) {
 
 namespace {
 struct ScratchSlots {
-  void* p[4] = {};
-  size_t n[4] = {};
+  void* p[6] = {};
+  size_t n[6] = {};
   ~ScratchSlots() {
     for (void* q : p) std::free(q);
   }

@@ -309,22 +309,37 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const fl
   for (int i = 0; i < R; ++i) a.y[a.t0 * a.ldy + r + i] = _mm512_reduce_add_ps(acc[i]);
 }
 
+thread_local uint64_t t_q8_id = 0;
+thread_local const uint8_t* t_q8_buf = nullptr;
+
 template <class W>
 void mm_q8_gemv(const MMArgs& a) {
   const int64_t nb = a.cols / 32, npairs = (nb + 1) / 2;
-  uint8_t* xbuf = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(npairs * 128)));
-  float* dxbuf = static_cast<float*>(thread_scratch(1, static_cast<size_t>(nb + 8) * sizeof(float)));
-  for (int64_t t = a.t0; t < a.t1; ++t) {
-    const uint8_t* x = a.x + t * a.x_stride;
+  // Per token: npairs × {x 64 bytes, −k·Σx 16 int32}, then nb + 8 f32 scales. Made once per call
+  // and thread (x_id; thread scratch slot 4), not once per work unit.
+  const uint64_t xps = static_cast<uint64_t>(npairs) * 128 + static_cast<uint64_t>(nb + 8) * sizeof(float);
+  uint8_t* buf = static_cast<uint8_t*>(thread_scratch(4, static_cast<size_t>(xps * (a.t1 - a.t0))));
+  if (!(a.x_id != 0 && a.t0 == 0 && a.x_id == t_q8_id && buf == t_q8_buf)) {
     const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
-    for (int64_t b = 0; b < nb; b += 2) {
-      const uint8_t* q = x + b * 34;
-      const __m512i xv = b + 2 <= nb ? load2x256(q + 2, q + 36) : load1x256(q + 2);
-      _mm512_storeu_si512(xbuf + b * 64, xv);
-      _mm512_storeu_si512(xbuf + b * 64 + 64,
-                          _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv)));
+    for (int64_t t = a.t0; t < a.t1; ++t) {
+      const uint8_t* x = a.x + t * a.x_stride;
+      uint8_t* xbuf = buf + (t - a.t0) * xps;
+      float* dxbuf = reinterpret_cast<float*>(xbuf + npairs * 128);
+      for (int64_t b = 0; b < nb; b += 2) {
+        const uint8_t* q = x + b * 34;
+        const __m512i xv = b + 2 <= nb ? load2x256(q + 2, q + 36) : load1x256(q + 2);
+        _mm512_storeu_si512(xbuf + b * 64, xv);
+        _mm512_storeu_si512(xbuf + b * 64 + 64, _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv)));
+      }
+      for (int64_t b = 0; b < nb; ++b) dxbuf[b] = h2f(x + b * 34);
     }
-    for (int64_t b = 0; b < nb; ++b) dxbuf[b] = h2f(x + b * 34);
+    t_q8_id = a.t0 == 0 ? a.x_id : 0;
+    t_q8_buf = buf;
+  }
+  for (int64_t t = a.t0; t < a.t1; ++t) {
+    const uint8_t* xbuf = buf + (t - a.t0) * xps;
+    const float* dxbuf = reinterpret_cast<const float*>(xbuf + npairs * 128);
     MMArgs at = a;
     at.t0 = t;
     int64_t r = a.r0;
