@@ -247,9 +247,16 @@ bool matmul_supports(DType t) { return kern::wtype_index(t) >= 0 || is_fallback_
 
 namespace {
 
-// Rows per GEMV work unit: about 8 chunks per thread (dynamic balance), multiples of 16 rows.
-int64_t gemv_row_chunk(int64_t rows, int nth) {
-  const int64_t row_chunk = (rows + nth * 8 - 1) / (nth * 8);
+// Rows per GEMV work unit, multiples of 16: at least 8 units per thread, and units of at most
+// ~256 KiB of weights (env OXI_GEMV_UNIT_KIB) so that the thread finishing last in a job waits little
+// (large matrices: the 1 GB-class output head would otherwise end on a 10+ MB unit).
+int64_t gemv_row_chunk(int64_t rows, uint64_t row_bytes, int nth) {
+  static const uint64_t unit_bytes = [] {
+    const char* e = std::getenv("OXI_GEMV_UNIT_KIB");
+    return (e && std::atoll(e) > 0 ? static_cast<uint64_t>(std::atoll(e)) : 256) << 10;
+  }();
+  int64_t row_chunk = (rows + nth * 8 - 1) / (nth * 8);
+  row_chunk = std::min<int64_t>(row_chunk, static_cast<int64_t>(unit_bytes / std::max<uint64_t>(row_bytes, 1)));
   return std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
 }
 
@@ -358,7 +365,7 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
     p.rows = w.rows;
     p.n_tt = (n_tokens + p.tok_tile - 1) / p.tok_tile;
     if (gemv) {
-      p.row_chunk = gemv_row_chunk(w.rows, nth);
+      p.row_chunk = gemv_row_chunk(w.rows, w.row_bytes, nth);
     } else if (xp[wt]) {
       // GEMM units are 16-row groups (the kernels' own granularity: smaller units cost nothing
       // extra there and balance the dynamic schedule best when a core is shared).
