@@ -237,13 +237,11 @@ class Gemma4Model final : public Model {
   void rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const;
   void ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t n_ff) const;
   void ffn_moe(const Layer& ly, const float* x_norm, const float* x_resid, int64_t T, float* out) const;
-  void attend_fast(const LayerCache& lc, const std::vector<uint8_t>& K, const std::vector<uint8_t>& V,
-                   const float* q, int64_t T, int64_t n_past, int64_t H, int64_t hkv, int64_t hd, bool swa, float* att) const;
   float gelu(float x) const { return exact_gelu_ ? gelu_f32(x) : gelu_ggml(x); }
   // Products with f32 weights in ggml's summation order (ggml_matmul_f32; `id`: an expert
-  // product, ggml's mul_mat_id) when emulating; else our kernels as they are.
+  // product, ggml's mul_mat_id); other weight types through our kernels as they are.
   void mm(const MatrixView& w, const float* x, int64_t T, float* y, bool id = false) const {
-    if (exact_ && ggml_mm_ && w.dtype == DType::F32)
+    if (ggml_mm_ && w.dtype == DType::F32)
       ggml_matmul_f32(w, x, T, y, lanes_, id);
     else
       matmul(w, x, T, y);
@@ -251,7 +249,7 @@ class Gemma4Model final : public Model {
   // Two products of one input (gate and up): one batched kernel call unless they are emulated.
   void mm2(const MatrixView& w1, float* y1, const MatrixView& w2, float* y2, const float* x, int64_t T,
            bool id = false) const {
-    if (exact_ && ggml_mm_ && (w1.dtype == DType::F32 || w2.dtype == DType::F32)) {
+    if (ggml_mm_ && (w1.dtype == DType::F32 || w2.dtype == DType::F32)) {
       mm(w1, x, T, y1, id);
       mm(w2, x, T, y2, id);
       return;
@@ -274,14 +272,10 @@ class Gemma4Model final : public Model {
   wt::LoadQuant lq_;  // quantisation at load (models/common/quant_rule.h)
   wt::Arena arena_;   // owns the quantised weights
   bool exact_gelu_ = false;
-  // Emulate ggml's arithmetic bit for bit (ggml_numerics.cpp): by default when every matrix is f32
-  // (the only case where the result can equal llama.cpp's to the last bit; the emulation is scalar
-  // code), else fast attention and our kernels' order. OXI_GEMMA4_EXACT=0|1 overrides.
-  bool exact_ = false;
   // Debug / test knobs (environment, read at load): OXI_GEMMA4_EXACT_GELU=1 tanh formula instead
   // of ggml's table; OXI_GEMMA4_LANES=8|16 ggml's vector width (default: the host's ggml build);
   // OXI_GEMMA4_GGML_MM=0 our kernels for every f32 product (one order for every batch size);
-  // OXI_KV_F32=1 f32 KV cache (llama.cpp's cache type f32); with exact_, OXI_GEMMA4_ATTN=1|2 always the
+  // OXI_KV_F32=1 f32 KV cache (llama.cpp's cache type f32); OXI_GEMMA4_ATTN=1|2 always the
   // vector | tiled flash-attention kernel, OXI_GEMMA4_ATTN=3 llama.cpp's attention without flash
   // attention (-fa off).
   int lanes_ = 16;
@@ -455,19 +449,6 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
     if (find(b + "layer_output_scale.weight")) ly.out_scale = vec(b + "layer_output_scale.weight", 1)[0];
   }
 
-  {
-    bool all_f32 = tok_embd_.dtype == DType::F32 && output_.dtype == DType::F32 &&
-                   (P == 0 || (ple_model_proj_.dtype == DType::F32 && ple_tok_.dtype == DType::F32));
-    for (const Layer& ly : layers_) {
-      for (const MatrixView* m : {&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down, &ly.router, &ly.ple_gate, &ly.ple_proj})
-        if (m->data && m->dtype != DType::F32) all_f32 = false;
-      for (const Expert3D* x : {&ly.gate_exps, &ly.up_exps, &ly.down_exps})
-        if (x->data && x->dtype != DType::F32) all_f32 = false;
-    }
-    exact_ = all_f32;
-    if (const char* e = std::getenv("OXI_GEMMA4_EXACT"); e && *e) exact_ = e[0] == '1';
-  }
-
   info_.arch = "gemma4";
   info_.name = c.name;
   if (info_.name.empty()) {
@@ -492,69 +473,6 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
 void Gemma4Model::rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const {
   const float* ff = (!swa && !cfg_.rope_freqs_full.empty()) ? cfg_.rope_freqs_full.data() : nullptr;
   ggml_rope_neox(x, n_heads, hd, pos, swa ? cfg_.n_rot_swa : cfg_.n_rot_full, swa ? cfg_.rope_base_swa : cfg_.rope_base_full, ff);
-}
-
-// Attention without ggml's arithmetic (models with non-f32 matrices): per KV head, the attended
-// K/V rows converted to f32 once, then per query a plain two-pass softmax (scale 1.0) with 8-way
-// partial sums, f32 throughout. Positions [lo, p] per query (sliding: the last `window`).
-void Gemma4Model::attend_fast(const LayerCache& lc, const std::vector<uint8_t>& K,
-                              const std::vector<uint8_t>& V, const float* q, int64_t T, int64_t n_past, int64_t H,
-                              int64_t hkv, int64_t hd, bool swa, float* att) const {
-  const int64_t kvw = hkv * hd, group = H / hkv, p_last = n_past + T - 1;
-  const int64_t lo_first = swa ? std::max<int64_t>(0, n_past - cfg_.window + 1) : 0;
-  const int64_t rows = p_last - lo_first + 1;
-  const size_t esz = lc.esz;
-  thread_local std::vector<float> kf, vf, sc;
-  kf.resize(static_cast<size_t>(rows * hd));
-  vf.resize(static_cast<size_t>(rows * hd));
-  sc.resize(static_cast<size_t>(rows));
-  auto row = [&](const std::vector<uint8_t>& cache, const std::vector<uint8_t>& batch, int64_t j, int64_t kh) {
-    const size_t off = j >= n_past ? static_cast<size_t>((j - n_past) * kvw + kh * hd) * esz
-                                   : static_cast<size_t>((lc.ring ? j % lc.cap : j) * kvw + kh * hd) * esz;
-    return (j >= n_past ? batch.data() : cache.data()) + off;
-  };
-  auto to_f32 = [&](const uint8_t* src, float* dst) {
-    if (esz == 4) {
-      std::memcpy(dst, src, static_cast<size_t>(hd) * 4);
-    } else {
-      const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < hd; ++i) dst[i] = f16_to_f32(h[i]);
-    }
-  };
-  for (int64_t kh = 0; kh < hkv; ++kh) {
-    for (int64_t j = lo_first; j <= p_last; ++j) {
-      to_f32(row(lc.k, K, j, kh), kf.data() + (j - lo_first) * hd);
-      to_f32(row(lc.v, V, j, kh), vf.data() + (j - lo_first) * hd);
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = n_past + t, lo = swa ? std::max<int64_t>(0, p - cfg_.window + 1) : 0;
-      for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
-        const float* qh = q + (t * H + h) * hd;
-        float mx = -INFINITY;
-        for (int64_t j = lo; j <= p; ++j) {
-          const float* kj = kf.data() + (j - lo_first) * hd;
-          float part[8] = {};
-          int64_t i = 0;
-          for (; i + 8 <= hd; i += 8)
-            for (int u = 0; u < 8; ++u) part[u] += qh[i + u] * kj[i + u];
-          float s = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-          for (; i < hd; ++i) s += qh[i] * kj[i];
-          sc[static_cast<size_t>(j - lo)] = s;
-          mx = std::max(mx, s);
-        }
-        float sum = 0.0f;
-        for (int64_t j = lo; j <= p; ++j) sum += (sc[static_cast<size_t>(j - lo)] = std::exp(sc[static_cast<size_t>(j - lo)] - mx));
-        const float inv = 1.0f / sum;
-        float* o = att + (t * H + h) * hd;
-        std::fill(o, o + hd, 0.0f);
-        for (int64_t j = lo; j <= p; ++j) {
-          const float w = sc[static_cast<size_t>(j - lo)] * inv;
-          const float* vj = vf.data() + (j - lo_first) * hd;
-          for (int64_t i = 0; i < hd; ++i) o[i] += w * vj[i];
-        }
-      }
-    }
-  }
 }
 
 void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t ff) const {
@@ -754,8 +672,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     const int64_t group = H / hkv;
     const size_t esz = lc.esz;
     att.assign(static_cast<size_t>(T * H * hd), 0.0f);
-    if (!exact_) attend_fast(lc, K, V, q.data(), T, n_past, H, hkv, hd, swa, att.data());
-    for (int64_t t = 0; exact_ && t < T; ++t) {
+    for (int64_t t = 0; t < T; ++t) {
       const int64_t p = n_past + t;
       const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
       const int64_t n = p - lo + 1;
