@@ -107,6 +107,9 @@ struct Reg {
         benchmark::RegisterBenchmark(("gemv/" + n + "/248320x1024").c_str(), BM_gemv, t, 248320, 1024)->UseRealTime();
       benchmark::RegisterBenchmark(("gemm/" + n + "/3584x1024x512").c_str(), BM_gemm, t, 3584, 1024, 512)->UseRealTime();
       benchmark::RegisterBenchmark(("gemm/" + n + "/1024x3584x512").c_str(), BM_gemm, t, 1024, 3584, 512)->UseRealTime();
+      // Gemma-4-E2B-shaped: the double-wide FFN of its KV-sharing layers (long rows in down)
+      benchmark::RegisterBenchmark(("gemm/" + n + "/12288x1536x512").c_str(), BM_gemm, t, 12288, 1536, 512)->UseRealTime();
+      benchmark::RegisterBenchmark(("gemm/" + n + "/1536x12288x512").c_str(), BM_gemm, t, 1536, 12288, 512)->UseRealTime();
     }
   }
 } reg;

@@ -198,7 +198,9 @@ def child(variant):
     cases = [  # hd, H, Hkv, n_kv, T, p0, window, kv_f16
         (32, 4, 1, 40, 1, 39, 16, True), (64, 2, 1, 40, 1, 39, 0, True), (256, 1, 1, 12, 1, 11, 0, True),
         (32, 2, 2, 30, 10, 20, 16, True), (64, 1, 1, 70, 1, 69, 0, True), (16, 1, 1, 100, 64, 36, 0, True),
-        (16, 1, 1, 100, 64, 36, 16, True), (32, 2, 1, 40, 1, 39, 16, False), (16, 1, 1, 100, 66, 34, 0, False)]
+        (16, 1, 1, 100, 64, 36, 16, True), (32, 2, 1, 40, 1, 39, 16, False), (16, 1, 1, 100, 66, 34, 0, False),
+        # tiled with hd a multiple of 64 (the AVX-512 path of ggml_fa_avx512.cpp), windowed and not
+        (64, 2, 1, 150, 70, 80, 0, True), (128, 2, 1, 140, 64, 76, 24, True), (64, 1, 1, 130, 65, 65, 0, False)]
     for i, (hd, H, Hkv, n_kv, T, p0, win, kv_f16) in enumerate(cases):
         q = data(T * H * hd, 700 + i, 0.5)
         k = data(n_kv * Hkv * hd, 800 + i, 0.5)

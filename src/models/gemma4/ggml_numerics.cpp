@@ -9,6 +9,7 @@
 // std::fma, and additions happen in ggml's order.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "kernels/isa.h"
 #include "kernels/thread_pool.h"
 #include "models/gemma4/gemma4.h"
+#include "models/gemma4/ggml_fa.h"
 
 namespace oxi::gemma4 {
 namespace {
@@ -100,6 +102,26 @@ int kernel_lanes() {
 }
 
 }  // namespace
+
+bool ggml_fa_avx512_ok(int lanes, int64_t hd) {
+#if defined(OXI_GEMMA4_FA_AVX512)
+  static const bool cpu = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  }();
+  static const bool off = [] {
+    const char* e = std::getenv("OXI_GEMMA4_FA_SCALAR");  // tests / debugging: the scalar emulation
+    return e && e[0] == '1';
+  }();
+  return cpu && !off && lanes == 16 && hd > 0 && hd % 64 == 0;
+#else
+  (void)lanes;
+  (void)hd;
+  return false;
+#endif
+}
 
 int ggml_host_lanes() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -257,6 +279,15 @@ void fa_vector_chunk(const float* q, int64_t hd, const void* const* k, const voi
 
 void fa_vector_chunk(const float* q, const float* q16, int64_t hd, const void* const* k, const void* const* v, int64_t b,
                      int64_t e, bool kv_f16, int lanes, float& M, float& S, std::vector<float>& acc) {
+#if defined(OXI_GEMMA4_FA_AVX512)
+  if (ggml_fa_avx512_ok(lanes, hd)) {
+    thread_local std::vector<uint16_t> a16;
+    a16.resize(static_cast<size_t>(hd));
+    acc.resize(static_cast<size_t>(hd));
+    fa_avx512::vector_chunk(kv_f16 ? q16 : q, hd, k, v, b, e, kv_f16, M, S, a16.data(), acc.data());
+    return;
+  }
+#endif
   if (kv_f16) fa_vector_chunk<uint16_t>(q16, hd, k, v, b, e, lanes, M, S, acc);
   else fa_vector_chunk<float>(q, hd, k, v, b, e, lanes, M, S, acc);
 }
@@ -294,6 +325,17 @@ void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const
   }
   if (!tiled) {
     fa_vector_chunk(q, q16.data(), hd, k, v, 0, n, kv_f16, lanes, M, S, acc);
+#if defined(OXI_GEMMA4_FA_AVX512)
+  } else if (ggml_fa_avx512_ok(lanes, hd)) {
+    thread_local std::vector<float> kT, vf;
+    const int64_t tile0 = c0 / kFaTile * kFaTile, n_tiles = (c0 + n - tile0 + kFaTile - 1) / kFaTile;
+    kT.resize(static_cast<size_t>(n_tiles * kFaTile * hd));
+    vf.resize(kT.size());
+    acc.resize(static_cast<size_t>(hd));
+    fa_avx512::prepare(k, v, c0, n, kv_f16, hd, kT.data(), vf.data());
+    fa_avx512::tiled_row(q, hd, kT.data(), vf.data(), tile0, c0, n, acc.data(), out);
+    return;
+#endif
   } else {
     // Tiles of 64 cells aligned to cell 0: each score one FMA chain over the head (f32 Q), the
     // tile max, rescale of the accumulator on a new max, v_expf softmax with a double tile sum,

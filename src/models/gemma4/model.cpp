@@ -13,6 +13,7 @@
 #include "kernels/thread_pool.h"
 #include "models/common/weights.h"
 #include "models/gemma4/gemma4.h"
+#include "models/gemma4/ggml_fa.h"
 
 namespace oxi {
 
@@ -476,9 +477,19 @@ void Gemma4Model::rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool 
 }
 
 void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t ff) const {
-  std::vector<float> g(static_cast<size_t>(T * ff)), u(static_cast<size_t>(T * ff));
+  // Buffers kept per thread (a fresh 2 × T·ff floats per layer was ~1 GB of page faults per 512-token
+  // prompt at E2B's width); GELU·up over the pool in token chunks (element-wise, same values).
+  thread_local std::vector<float> tl_g, tl_u;
+  std::vector<float>& g = tl_g;
+  std::vector<float>& u = tl_u;
+  if (g.size() < static_cast<size_t>(T * ff)) {
+    g.resize(static_cast<size_t>(T * ff));
+    u.resize(static_cast<size_t>(T * ff));
+  }
   mm2(ly.gate, g.data(), ly.up, u.data(), x, T);
-  for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
+  parallel_for_chunked(T, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t i = t0 * ff; i < t1 * ff; ++i) g[static_cast<size_t>(i)] = gelu(g[static_cast<size_t>(i)]) * u[static_cast<size_t>(i)];
+  });
   mm(ly.down, g.data(), T, out);
 }
 
@@ -612,7 +623,6 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
 
   std::vector<float> u(static_cast<size_t>(T * d)), tmp(static_cast<size_t>(T * d)), f(static_cast<size_t>(T * d));
   std::vector<float> q, kr, vr, att;
-  std::vector<const void*> krows, vrows;
   for (int64_t l = 0; l < L; ++l) {
     const Layer& ly = layers_[static_cast<size_t>(l)];
     const bool swa = c.swa(l);
@@ -672,39 +682,72 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     const int64_t group = H / hkv;
     const size_t esz = lc.esz;
     att.assign(static_cast<size_t>(T * H * hd), 0.0f);
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = n_past + t;
-      const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
-      const int64_t n = p - lo + 1;
-      // llama.cpp's cache view: the used cells padded to 256 (its cache holding the sequence)
-      const int64_t n_view = std::max<int64_t>(256, (p + 256) / 256 * 256);
-      krows.resize(static_cast<size_t>(n));
-      vrows.resize(static_cast<size_t>(n));
-      for (int64_t kh = 0; kh < hkv; ++kh) {
+    // Cell j's K/V row of KV head kh: this batch's rows past n_past, else the cache's.
+    auto kv_row = [&](int64_t j, int64_t kh, bool is_v) -> const void* {
+      if (j >= n_past)
+        return (is_v ? V : K).data() + static_cast<size_t>((j - n_past) * kvw + kh * hd) * esz;
+      return (is_v ? lc.v : lc.k).data() + static_cast<size_t>((lc.ring ? j % lc.cap : j) * kvw + kh * hd) * esz;
+    };
+    const int64_t lo_first = swa ? std::max<int64_t>(0, n_past - c.window + 1) : 0;
+    const int64_t p_last = n_past + T - 1;
+#if defined(OXI_GEMMA4_FA_AVX512)
+    const bool fa_prepared = tiled && attn_mode_ != 3 && ggml_fa_avx512_ok(lanes_, hd);
+#else
+    const bool fa_prepared = false;
+#endif
+    if (fa_prepared) {
+#if defined(OXI_GEMMA4_FA_AVX512)
+      // The tiled kernel on AVX-512: every KV head's cells in f32 tiles once, then the query rows
+      // (token × head) in parallel.
+      constexpr int64_t kTile = 64;
+      const int64_t tile0 = lo_first / kTile * kTile, n_cells = p_last - lo_first + 1;
+      const size_t per_head = static_cast<size_t>((p_last + 1 - tile0 + kTile - 1) / kTile * kTile * hd);
+      thread_local std::vector<float> tl_tiles_k, tl_tiles_v;  // grows; named here, used by the pool
+      std::vector<float>& kv_tiles_k = tl_tiles_k;
+      std::vector<float>& kv_tiles_v = tl_tiles_v;
+      kv_tiles_k.resize(per_head * static_cast<size_t>(hkv));
+      kv_tiles_v.resize(per_head * static_cast<size_t>(hkv));
+      parallel_for(hkv, [&](int64_t kh) {
+        std::vector<const void*> kr(static_cast<size_t>(n_cells)), vr(static_cast<size_t>(n_cells));
+        for (int64_t j = lo_first; j <= p_last; ++j) {
+          kr[static_cast<size_t>(j - lo_first)] = kv_row(j, kh, false);
+          vr[static_cast<size_t>(j - lo_first)] = kv_row(j, kh, true);
+        }
+        fa_avx512::prepare(kr.data(), vr.data(), lo_first, n_cells, esz == 2, hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
+                           kv_tiles_v.data() + per_head * static_cast<size_t>(kh));
+      });
+      parallel_for(T * H, [&](int64_t u) {
+        const int64_t t = u / H, h = u % H, kh = h / group, p = n_past + t;
+        const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
+        thread_local std::vector<float> acc;
+        acc.resize(static_cast<size_t>(hd));
+        fa_avx512::tiled_row(q.data() + (t * H + h) * hd, hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
+                             kv_tiles_v.data() + per_head * static_cast<size_t>(kh), tile0, lo, p - lo + 1, acc.data(),
+                             att.data() + (t * H + h) * hd);
+      });
+#endif
+    } else {
+      // One query row (token × head) per work unit; each builds its own row lists.
+      parallel_for(T * H, [&](int64_t u) {
+        const int64_t t = u / H, h = u % H, kh = h / group, p = n_past + t;
+        const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
+        const int64_t n = p - lo + 1;
+        // llama.cpp's cache view: the used cells padded to 256 (its cache holding the sequence)
+        const int64_t n_view = std::max<int64_t>(256, (p + 256) / 256 * 256);
+        thread_local std::vector<const void*> krows, vrows;
+        krows.resize(static_cast<size_t>(n));
+        vrows.resize(static_cast<size_t>(n));
         for (int64_t j = lo; j <= p; ++j) {
-          size_t off;
-          const uint8_t *kb, *vb;
-          if (j >= n_past) {
-            off = static_cast<size_t>((j - n_past) * kvw + kh * hd) * esz;
-            kb = K.data();
-            vb = V.data();
-          } else {
-            off = static_cast<size_t>((lc.ring ? j % lc.cap : j) * kvw + kh * hd) * esz;
-            kb = lc.k.data();
-            vb = lc.v.data();
-          }
-          krows[static_cast<size_t>(j - lo)] = kb + off;
-          vrows[static_cast<size_t>(j - lo)] = vb + off;
+          krows[static_cast<size_t>(j - lo)] = kv_row(j, kh, false);
+          vrows[static_cast<size_t>(j - lo)] = kv_row(j, kh, true);
         }
-        for (int64_t h = kh * group; h < (kh + 1) * group; ++h) {
-          const float* qh = q.data() + (t * H + h) * hd;
-          float* oh = att.data() + (t * H + h) * hd;
-          if (attn_mode_ == 3)
-            ggml_attn_row_noflash(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, T >= 2, H == 1, lanes_, oh);
-          else
-            ggml_flash_attn_row(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled, lanes_, oh, n_view, split_threads);
-        }
-      }
+        const float* qh = q.data() + (t * H + h) * hd;
+        float* oh = att.data() + (t * H + h) * hd;
+        if (attn_mode_ == 3)
+          ggml_attn_row_noflash(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, T >= 2, H == 1, lanes_, oh);
+        else
+          ggml_flash_attn_row(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled, lanes_, oh, n_view, split_threads);
+      });
     }
     mm(ly.wo, att.data(), T, tmp.data());
     for (int64_t t = 0; t < T; ++t) {

@@ -1,0 +1,187 @@
+// ggml's CPU flash attention (ggml_numerics.cpp) on AVX-512 vectors, bit for bit the scalar
+// emulation's values: the vectorisation runs along what is independent in ggml's arithmetic —
+// cells for the tiled kernel's scores (each score one FMA chain over the head), the head for the
+// accumulators (one FMA chain per output element), ggml's own 16-lane blocks for the dot products
+// and v_expf — while every sum keeps its order. Compiled with AVX-512F/VL/BW/DQ + F16C + FMA and
+// -ffp-contract=off (no fused operation the scalar code does not have); entered only after
+// ggml_fa_avx512_ok() (ggml_fa.h). Checked bitwise against the scalar code and libggml's vectors
+// (tests/models/gemma4_ggml_test.cpp).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "models/gemma4/ggml_fa.h"
+
+namespace oxi::gemma4::fa_avx512 {
+namespace {
+
+constexpr int64_t kTile = 64;  // GGML_FA_TILE_KV
+
+// _mm512_reduce_add_ps's order as ggml's build gets it (see reduce_lanes in ggml_numerics.cpp).
+float reduce16(__m512 v) {
+  alignas(64) float a[16];
+  _mm512_store_ps(a, v);
+  float t3[8], t6[4];
+  for (int j = 0; j < 8; ++j) t3[j] = a[j] + a[j + 8];
+  for (int j = 0; j < 4; ++j) t6[j] = t3[j] + t3[j + 4];
+  return (t6[0] + t6[2]) + (t6[1] + t6[3]);
+}
+
+// ggml_v_expf, AVX-512 form (the scalar ggml_v_expf(x, 16) lane by lane).
+__m512 v_expf16(__m512 x) {
+  const __m512 r = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+  const __m512 n = _mm512_sub_ps(z, r);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                                   _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+  const __m512 j = _mm512_fmadd_ps(p, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  __m512 res = _mm512_scalef_ps(j, n);
+  const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  if (big) {
+    const __mmask16 neg = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+    res = _mm512_mask_blend_ps(big, res, _mm512_mask_blend_ps(neg, _mm512_set1_ps(INFINITY), _mm512_setzero_ps()));
+  }
+  const __mmask16 nan = _mm512_cmp_ps_mask(n, n, _CMP_UNORD_Q);
+  return _mm512_mask_blend_ps(nan, res, n);
+}
+
+inline __m512 load_row(const void* p, int64_t i, bool f16) {
+  if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i)));
+  return _mm512_loadu_ps(static_cast<const float*>(p) + i);
+}
+
+inline __m256i to_f16(__m512 v) { return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
+}  // namespace
+
+void prepare(const void* const* k, const void* const* v, int64_t c0, int64_t n, bool kv_f16, int64_t hd, float* kT,
+             float* vf) {
+  const int64_t tile0 = c0 / kTile * kTile;
+  const int64_t n_tiles = (c0 + n - tile0 + kTile - 1) / kTile;
+  std::memset(kT, 0, static_cast<size_t>(n_tiles * kTile * hd) * sizeof(float));
+  for (int64_t c = 0; c < n; ++c) {
+    const int64_t idx = c0 + c - tile0, lane = idx % kTile;
+    float* kt = kT + (idx / kTile) * hd * kTile + lane;
+    float* vr = vf + idx * hd;
+    for (int64_t i = 0; i < hd; i += 16) {
+      alignas(64) float tmp[16];
+      _mm512_store_ps(tmp, load_row(k[c], i, kv_f16));
+      for (int l = 0; l < 16; ++l) kt[(i + l) * kTile] = tmp[l];
+      _mm512_storeu_ps(vr + i, load_row(v[c], i, kv_f16));
+    }
+  }
+}
+
+void tiled_row(const float* q, int64_t hd, const float* kT, const float* vf, int64_t tile0, int64_t c0, int64_t n,
+               float* acc, float* out) {
+  float M = -INFINITY, S = 0.0f;
+  for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
+  alignas(64) float kq[kTile];
+  for (int64_t t0 = c0 / kTile * kTile; t0 < c0 + n; t0 += kTile) {
+    // scores of the tile's 64 cells: lane = cell, one FMA chain over the head each
+    const float* kt = kT + (t0 - tile0) / kTile * hd * kTile;
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t i = 0; i < hd; ++i, kt += kTile) {
+      const __m512 qi = _mm512_set1_ps(q[i]);
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(kt), qi, s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(kt + 16), qi, s1);
+      s2 = _mm512_fmadd_ps(_mm512_loadu_ps(kt + 32), qi, s2);
+      s3 = _mm512_fmadd_ps(_mm512_loadu_ps(kt + 48), qi, s3);
+    }
+    _mm512_store_ps(kq, s0);
+    _mm512_store_ps(kq + 16, s1);
+    _mm512_store_ps(kq + 32, s2);
+    _mm512_store_ps(kq + 48, s3);
+    float tile_max = -INFINITY;
+    for (int64_t tk = 0; tk < kTile; ++tk) {
+      const int64_t c = t0 + tk - c0;
+      if (c < 0 || c >= n) kq[tk] = -INFINITY;
+      tile_max = kq[tk] > tile_max ? kq[tk] : tile_max;
+    }
+    const float Mnew = std::fmax(M, tile_max);
+    if (Mnew > M) {
+      const float ms = std::exp(M - Mnew);
+      const __m512 msv = _mm512_set1_ps(ms);
+      for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(acc + i, _mm512_mul_ps(_mm512_loadu_ps(acc + i), msv));
+      S *= ms;
+    }
+    M = Mnew;
+    double sum = 0.0;
+    const __m512 mv = _mm512_set1_ps(Mnew);
+    for (int64_t b = 0; b < kTile; b += 16) {
+      const __m512 e = v_expf16(_mm512_sub_ps(_mm512_load_ps(kq + b), mv));
+      _mm512_store_ps(kq + b, e);
+      sum += static_cast<double>(reduce16(e));
+    }
+    S = static_cast<float>(static_cast<double>(S) + sum);
+    for (int64_t tk = 0; tk < kTile; ++tk) {
+      const int64_t c = t0 + tk - c0;
+      if (c < 0 || c >= n) continue;
+      const __m512 w = _mm512_set1_ps(kq[tk]);
+      const float* vr = vf + (t0 + tk - tile0) * hd;
+      for (int64_t i = 0; i < hd; i += 16)
+        _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(_mm512_loadu_ps(vr + i), w, _mm512_loadu_ps(acc + i)));
+    }
+  }
+  const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+  for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(acc + i), inv));
+}
+
+void vector_chunk(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t b, int64_t e,
+                  bool kv_f16, float& M, float& S, uint16_t* a16, float* acc) {
+  M = -INFINITY;
+  S = 0.0f;
+  for (int64_t i = 0; i < hd; i += 16) {
+    if (kv_f16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(a16 + i), _mm256_setzero_si256());
+    else _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
+  }
+  for (int64_t c = b; c < e; ++c) {
+    // ggml_vec_dot_f16 / _f32: 4 accumulators over blocks of 64, then 0 += 2, 1 += 3, 0 += 1
+    __m512 d0 = _mm512_setzero_ps(), d1 = d0, d2 = d0, d3 = d0;
+    for (int64_t i = 0; i < hd; i += 64) {
+      d0 = _mm512_fmadd_ps(load_row(k[c], i, kv_f16), _mm512_loadu_ps(q + i), d0);
+      d1 = _mm512_fmadd_ps(load_row(k[c], i + 16, kv_f16), _mm512_loadu_ps(q + i + 16), d1);
+      d2 = _mm512_fmadd_ps(load_row(k[c], i + 32, kv_f16), _mm512_loadu_ps(q + i + 32), d2);
+      d3 = _mm512_fmadd_ps(load_row(k[c], i + 48, kv_f16), _mm512_loadu_ps(q + i + 48), d3);
+    }
+    d0 = _mm512_add_ps(d0, d2);
+    d1 = _mm512_add_ps(d1, d3);
+    const float s = reduce16(_mm512_add_ps(d0, d1));
+    float ms = 1.0f, vs = 1.0f;
+    if (s > M) {
+      ms = std::exp(M - s);
+      M = s;
+      const __m512 msv = _mm512_set1_ps(ms);
+      for (int64_t i = 0; i < hd; i += 16) {
+        if (kv_f16) {
+          __m256i* p = reinterpret_cast<__m256i*>(a16 + i);
+          _mm256_storeu_si256(p, to_f16(_mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(p)), msv)));
+        } else {
+          _mm512_storeu_ps(acc + i, _mm512_mul_ps(_mm512_loadu_ps(acc + i), msv));
+        }
+      }
+    } else {
+      vs = std::exp(s - M);
+    }
+    const __m512 vsv = _mm512_set1_ps(vs);
+    for (int64_t i = 0; i < hd; i += 16) {
+      if (kv_f16) {
+        __m256i* p = reinterpret_cast<__m256i*>(a16 + i);
+        _mm256_storeu_si256(p, to_f16(_mm512_fmadd_ps(load_row(v[c], i, true), vsv, _mm512_cvtph_ps(_mm256_loadu_si256(p)))));
+      } else {
+        _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(load_row(v[c], i, false), vsv, _mm512_loadu_ps(acc + i)));
+      }
+    }
+    S = S * ms + vs;
+  }
+  if (kv_f16)
+    for (int64_t i = 0; i < hd; i += 16)
+      _mm512_storeu_ps(acc + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a16 + i))));
+}
+
+}  // namespace oxi::gemma4::fa_avx512
