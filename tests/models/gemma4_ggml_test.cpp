@@ -14,6 +14,7 @@
 
 #include "core/half.h"
 #include "kernels/matmul.h"
+#include "models/gemma4/ggml_fa.h"
 #include "models/gemma4/gemma4.h"
 
 namespace {
@@ -246,5 +247,48 @@ TEST_F(Gemma4Ggml, GeluTable) {
     EXPECT_EQ(h, want) << "our GELU table differs from ggml_table_gelu_f16";
   });
 }
+
+
+#if defined(__x86_64__)
+// The multi-row tiled kernel (heads of one token sharing a KV head) against the one-row kernel,
+// whose values the libggml vectors above check: every row bit-identical, for group sizes that
+// take each row-count path (8, 4, 2, 1) and a window that starts mid-tile.
+TEST(Gemma4FaAvx512, RowsOfOneTokenEqualOneRowAtATime) {
+  for (const int64_t hd : {64, 256}) {
+    if (!oxi::gemma4::ggml_fa_avx512_ok(16, hd)) GTEST_SKIP() << "no AVX-512 here";
+    const int64_t c0 = 37, n = 150, tile0 = 0, n_tiles = (c0 + n + 63) / 64;
+    std::vector<uint16_t> k(static_cast<size_t>(n * hd)), v(k.size());
+    uint32_t seed = 12345;
+    auto rnd = [&] {
+      seed = seed * 1664525u + 1013904223u;
+      return static_cast<float>(seed >> 8) / 16777216.0f - 0.5f;
+    };
+    for (auto& x : k) x = oxi::f32_to_f16(rnd() * 2.0f);
+    for (auto& x : v) x = oxi::f32_to_f16(rnd());
+    std::vector<const void*> kr, vr;
+    for (int64_t c = 0; c < n; ++c) {
+      kr.push_back(k.data() + c * hd);
+      vr.push_back(v.data() + c * hd);
+    }
+    std::vector<float> kT(static_cast<size_t>(n_tiles * 64 * hd)), vf(kT.size());
+    oxi::gemma4::fa_avx512::prepare(kr.data(), vr.data(), c0, n, true, hd, kT.data(), vf.data());
+    for (const int rows : {15, 1}) {
+      std::vector<float> q(static_cast<size_t>(rows * hd)), one(q.size()), many(q.size()), acc(static_cast<size_t>(8 * hd));
+      for (auto& x : q) x = rnd() * 3.0f;
+      std::vector<const float*> qs;
+      std::vector<float*> outs;
+      for (int r = 0; r < rows; ++r) {
+        qs.push_back(q.data() + r * hd);
+        outs.push_back(many.data() + r * hd);
+        oxi::gemma4::fa_avx512::tiled_row(q.data() + r * hd, hd, kT.data(), vf.data(), tile0, c0 + 20, n - 20, acc.data(),
+                                          one.data() + r * hd);
+      }
+      oxi::gemma4::fa_avx512::tiled_rows(qs.data(), rows, hd, kT.data(), vf.data(), tile0, c0 + 20, n - 20, acc.data(),
+                                         outs.data());
+      EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0) << "hd " << hd << " rows " << rows;
+    }
+  }
+}
+#endif
 
 }  // namespace

@@ -21,6 +21,10 @@ void prepare(const void* const* k, const void* const* v, int64_t c0, int64_t n, 
 // tile0. acc: hd floats of scratch; out: hd floats.
 void tiled_row(const float* q, int64_t hd, const float* kT, const float* vf, int64_t tile0, int64_t c0, int64_t n,
                float* acc, float* out);
+// The same for n_rows query rows over the same cells (the heads of one token on one KV head): K and V
+// read once for up to 8 rows; each row's values as tiled_row's. acc: min(n_rows, 8)·hd floats.
+void tiled_rows(const float* const* q, int n_rows, int64_t hd, const float* kT, const float* vf, int64_t tile0,
+                int64_t c0, int64_t n, float* acc, float* const* out);
 // ggml's vector kernel over cells b … e−1 (q: the f16-rounded query for an f16 cache). Leaves
 // M, S and the unnormalised accumulator in acc (hd floats); a16: hd halves of scratch.
 void vector_chunk(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t b, int64_t e,

@@ -583,23 +583,31 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
 
   // embeddings · sqrt(d)
   std::vector<float> x(static_cast<size_t>(T * d));
+  // Per-token work (norms, RoPE, residual adds) over the pool in chunks of tokens: each token's
+  // values are computed as before, by one thread.
+  auto each_token = [&](auto&& fn) {
+    parallel_for_chunked(T, 4, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) fn(t);
+    });
+  };
   const float emb_scale = std::sqrt(static_cast<float>(d));
-  for (int64_t t = 0; t < T; ++t) {
+  each_token([&](int64_t t) {
     float* xt = x.data() + t * d;
     dequantize_row(tok_embd_, tokens[static_cast<size_t>(t)], xt);
     for (int64_t i = 0; i < d; ++i) xt[i] *= emb_scale;
-  }
+  });
 
   // per-layer inputs [T, L, P]
   std::vector<float> ple;
   if (P > 0) {
     ple.resize(static_cast<size_t>(T * L * P));
-    std::vector<float> tokp(static_cast<size_t>(L * P));
     mm(ple_model_proj_, x.data(), T, ple.data());
     const float proj_scale = 1.0f / std::sqrt(static_cast<float>(d));
     const float tok_scale = std::sqrt(static_cast<float>(P));
     const float in_scale = 1.0f / std::sqrt(2.0f);
-    for (int64_t t = 0; t < T; ++t) {
+    each_token([&](int64_t t) {
+      thread_local std::vector<float> tokp;
+      tokp.resize(static_cast<size_t>(L * P));
       dequantize_row(ple_tok_, tokens[static_cast<size_t>(t)], tokp.data());
       for (int64_t l = 0; l < L; ++l) {
         float* pr = ple.data() + (t * L + l) * P;
@@ -608,7 +616,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
         const float* tp = tokp.data() + l * P;
         for (int64_t i = 0; i < P; ++i) pr[i] = (pr[i] + tp[i] * tok_scale) * in_scale;
       }
-    }
+    });
   }
 
   st->reserve_full(n_past + T);
@@ -630,22 +638,22 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     const int64_t src = c.kv_source(l);
     const int64_t hkv = c.n_head_kv[static_cast<size_t>(src)];
     const int64_t kvw = hkv * hd;
-    for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, ly.attn_norm.data(), u.data() + t * d);
+    each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, ly.attn_norm.data(), u.data() + t * d); });
 
     q.resize(static_cast<size_t>(T * H * hd));
     mm(ly.wq, u.data(), T, q.data());
-    for (int64_t t = 0; t < T; ++t) {
+    each_token([&](int64_t t) {
       float* qt = q.data() + t * H * hd;
       for (int64_t h = 0; h < H; ++h) rms_norm(qt + h * hd, hd, c.eps, ly.q_norm.data(), qt + h * hd);
       rope(qt, H, hd, n_past + t, swa);
-    }
+    });
     if (ly.owns_kv) {
       kr.resize(static_cast<size_t>(T * kvw));
       vr.resize(static_cast<size_t>(T * kvw));
       mm(ly.wk, u.data(), T, kr.data());
       if (ly.has_v) mm(ly.wv, u.data(), T, vr.data());
       else vr = kr;  // V from the raw K projection
-      for (int64_t t = 0; t < T; ++t) {
+      each_token([&](int64_t t) {
         float* kt = kr.data() + t * kvw;
         float* vt = vr.data() + t * kvw;
         for (int64_t h = 0; h < hkv; ++h) {
@@ -653,7 +661,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
           rms_norm(vt + h * hd, hd, c.eps, nullptr, vt + h * hd);
         }
         rope(kt, hkv, hd, n_past + t, swa);
-      }
+      });
       auto& K = bk[static_cast<size_t>(l)];
       auto& V = bv[static_cast<size_t>(l)];
       const size_t n = static_cast<size_t>(T * kvw);
@@ -697,8 +705,8 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
 #endif
     if (fa_prepared) {
 #if defined(OXI_GEMMA4_FA_AVX512)
-      // The tiled kernel on AVX-512: every KV head's cells in f32 tiles once, then the query rows
-      // (token × head) in parallel.
+      // The tiled kernel on AVX-512: every KV head's cells in f32 tiles once, then per token and KV
+      // head its group of query heads (K/V read once for up to 8 of them), in parallel.
       constexpr int64_t kTile = 64;
       const int64_t tile0 = lo_first / kTile * kTile, n_cells = p_last - lo_first + 1;
       const size_t per_head = static_cast<size_t>((p_last + 1 - tile0 + kTile - 1) / kTile * kTile * hd);
@@ -716,14 +724,22 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
         fa_avx512::prepare(kr.data(), vr.data(), lo_first, n_cells, esz == 2, hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
                            kv_tiles_v.data() + per_head * static_cast<size_t>(kh));
       });
-      parallel_for(T * H, [&](int64_t u) {
-        const int64_t t = u / H, h = u % H, kh = h / group, p = n_past + t;
+      parallel_for(T * hkv, [&](int64_t u) {
+        const int64_t t = u / hkv, kh = u % hkv, p = n_past + t;
         const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
         thread_local std::vector<float> acc;
-        acc.resize(static_cast<size_t>(hd));
-        fa_avx512::tiled_row(q.data() + (t * H + h) * hd, hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
-                             kv_tiles_v.data() + per_head * static_cast<size_t>(kh), tile0, lo, p - lo + 1, acc.data(),
-                             att.data() + (t * H + h) * hd);
+        thread_local std::vector<const float*> qs;
+        thread_local std::vector<float*> outs;
+        acc.resize(static_cast<size_t>(std::min<int64_t>(group, 8) * hd));
+        qs.resize(static_cast<size_t>(group));
+        outs.resize(static_cast<size_t>(group));
+        for (int64_t g = 0; g < group; ++g) {
+          qs[static_cast<size_t>(g)] = q.data() + (t * H + kh * group + g) * hd;
+          outs[static_cast<size_t>(g)] = att.data() + (t * H + kh * group + g) * hd;
+        }
+        fa_avx512::tiled_rows(qs.data(), static_cast<int>(group), hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
+                              kv_tiles_v.data() + per_head * static_cast<size_t>(kh), tile0, lo, p - lo + 1, acc.data(),
+                              outs.data());
       });
 #endif
     } else {
@@ -750,51 +766,51 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       });
     }
     mm(ly.wo, att.data(), T, tmp.data());
-    for (int64_t t = 0; t < T; ++t) {
+    each_token([&](int64_t t) {
       float* at = tmp.data() + t * d;
       rms_norm(at, d, c.eps, ly.post_attn_norm.data(), at);
       float* xt = x.data() + t * d;
       for (int64_t i = 0; i < d; ++i) xt[i] = at[i] + xt[i];
-    }
+    });
 
     // feed-forward
     const int64_t ff = c.n_ff[static_cast<size_t>(l)];
-    for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, ly.ffn_norm.data(), u.data() + t * d);
+    each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, ly.ffn_norm.data(), u.data() + t * d); });
     ffn_dense(ly, u.data(), T, f.data(), ff);
     if (ly.moe) {
-      for (int64_t t = 0; t < T; ++t) rms_norm(f.data() + t * d, d, c.eps, ly.post_ffn_norm1.data(), f.data() + t * d);
-      for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, ly.pre_ffn_norm2.data(), u.data() + t * d);
+      each_token([&](int64_t t) { rms_norm(f.data() + t * d, d, c.eps, ly.post_ffn_norm1.data(), f.data() + t * d); });
+      each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, ly.pre_ffn_norm2.data(), u.data() + t * d); });
       ffn_moe(ly, u.data(), x.data(), T, tmp.data());
-      for (int64_t t = 0; t < T; ++t) {
+      each_token([&](int64_t t) {
         float* mt = tmp.data() + t * d;
         rms_norm(mt, d, c.eps, ly.post_ffn_norm2.data(), mt);
         float* ft = f.data() + t * d;
         for (int64_t i = 0; i < d; ++i) ft[i] = ft[i] + mt[i];
-      }
+      });
     }
-    for (int64_t t = 0; t < T; ++t) {
+    each_token([&](int64_t t) {
       float* ft = f.data() + t * d;
       rms_norm(ft, d, c.eps, ly.post_ffn_norm.data(), ft);
       float* xt = x.data() + t * d;
       for (int64_t i = 0; i < d; ++i) xt[i] = ft[i] + xt[i];
-    }
+    });
 
     // per-layer embedding
     if (P > 0) {
       std::vector<float> g(static_cast<size_t>(T * P));
       mm(ly.ple_gate, x.data(), T, g.data());
-      for (int64_t t = 0; t < T; ++t) {
+      each_token([&](int64_t t) {
         const float* pl = ple.data() + (t * L + l) * P;
         float* gt = g.data() + t * P;
         for (int64_t i = 0; i < P; ++i) gt[i] = gelu(gt[i]) * pl[i];
-      }
+      });
       mm(ly.ple_proj, g.data(), T, tmp.data());
-      for (int64_t t = 0; t < T; ++t) {
+      each_token([&](int64_t t) {
         float* pt = tmp.data() + t * d;
         rms_norm(pt, d, c.eps, ly.ple_post_norm.data(), pt);
         float* xt = x.data() + t * d;
         for (int64_t i = 0; i < d; ++i) xt[i] = xt[i] + pt[i];
-      }
+      });
     }
     if (ly.out_scale != 1.0f)
       for (float& v : x) v *= ly.out_scale;

@@ -8,6 +8,7 @@
 // (tests/models/gemma4_ggml_test.cpp).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -77,59 +78,105 @@ void prepare(const void* const* k, const void* const* v, int64_t c0, int64_t n, 
   }
 }
 
-void tiled_row(const float* q, int64_t hd, const float* kT, const float* vf, int64_t tile0, int64_t c0, int64_t n,
-               float* acc, float* out) {
-  float M = -INFINITY, S = 0.0f;
-  for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
-  alignas(64) float kq[kTile];
+namespace {
+
+// R query rows that share their cells (heads of one token reading one KV head): each K/V vector
+// loaded once serves R rows. Scores in passes of CV vectors (16 cells each) × R rows of
+// accumulators; per row its own M, S and accumulator (acc + r·hd), ops exactly as for one row.
+template <int R>
+void tiled_rows_r(const float* const* q, int64_t hd, const float* kT, const float* vf, int64_t tile0, int64_t c0,
+                  int64_t n, float* acc, float* const* out) {
+  constexpr int CV = R >= 8 ? 2 : 4;
+  float M[R], S[R], ms[R];
+  for (int r = 0; r < R; ++r) {
+    M[r] = -INFINITY;
+    S[r] = 0.0f;
+  }
+  for (int64_t i = 0; i < R * hd; i += 16) _mm512_storeu_ps(acc + i, _mm512_setzero_ps());
+  alignas(64) float kq[R][kTile];
   for (int64_t t0 = c0 / kTile * kTile; t0 < c0 + n; t0 += kTile) {
     // scores of the tile's 64 cells: lane = cell, one FMA chain over the head each
-    const float* kt = kT + (t0 - tile0) / kTile * hd * kTile;
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (int64_t i = 0; i < hd; ++i, kt += kTile) {
-      const __m512 qi = _mm512_set1_ps(q[i]);
-      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(kt), qi, s0);
-      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(kt + 16), qi, s1);
-      s2 = _mm512_fmadd_ps(_mm512_loadu_ps(kt + 32), qi, s2);
-      s3 = _mm512_fmadd_ps(_mm512_loadu_ps(kt + 48), qi, s3);
+    const float* kt0 = kT + (t0 - tile0) / kTile * hd * kTile;
+    for (int pass = 0; pass < 4 / CV; ++pass) {
+      __m512 s[R][CV];
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < CV; ++v) s[r][v] = _mm512_setzero_ps();
+      const float* kt = kt0 + pass * CV * 16;
+      for (int64_t i = 0; i < hd; ++i, kt += kTile) {
+        __m512 kv[CV];
+        for (int v = 0; v < CV; ++v) kv[v] = _mm512_loadu_ps(kt + 16 * v);
+        for (int r = 0; r < R; ++r) {
+          const __m512 qi = _mm512_set1_ps(q[r][i]);
+          for (int v = 0; v < CV; ++v) s[r][v] = _mm512_fmadd_ps(kv[v], qi, s[r][v]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < CV; ++v) _mm512_store_ps(kq[r] + pass * CV * 16 + 16 * v, s[r][v]);
     }
-    _mm512_store_ps(kq, s0);
-    _mm512_store_ps(kq + 16, s1);
-    _mm512_store_ps(kq + 32, s2);
-    _mm512_store_ps(kq + 48, s3);
-    float tile_max = -INFINITY;
-    for (int64_t tk = 0; tk < kTile; ++tk) {
-      const int64_t c = t0 + tk - c0;
-      if (c < 0 || c >= n) kq[tk] = -INFINITY;
-      tile_max = kq[tk] > tile_max ? kq[tk] : tile_max;
+    for (int r = 0; r < R; ++r) {
+      float tile_max = -INFINITY;
+      for (int64_t tk = 0; tk < kTile; ++tk) {
+        const int64_t c = t0 + tk - c0;
+        if (c < 0 || c >= n) kq[r][tk] = -INFINITY;
+        tile_max = kq[r][tk] > tile_max ? kq[r][tk] : tile_max;
+      }
+      const float Mnew = std::fmax(M[r], tile_max);
+      ms[r] = 1.0f;
+      if (Mnew > M[r]) {
+        ms[r] = std::exp(M[r] - Mnew);
+        S[r] *= ms[r];
+      }
+      M[r] = Mnew;
+      double sum = 0.0;
+      const __m512 mv = _mm512_set1_ps(Mnew);
+      for (int64_t b = 0; b < kTile; b += 16) {
+        const __m512 e = v_expf16(_mm512_sub_ps(_mm512_load_ps(kq[r] + b), mv));
+        _mm512_store_ps(kq[r] + b, e);
+        sum += static_cast<double>(reduce16(e));
+      }
+      S[r] = static_cast<float>(static_cast<double>(S[r]) + sum);
     }
-    const float Mnew = std::fmax(M, tile_max);
-    if (Mnew > M) {
-      const float ms = std::exp(M - Mnew);
-      const __m512 msv = _mm512_set1_ps(ms);
-      for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(acc + i, _mm512_mul_ps(_mm512_loadu_ps(acc + i), msv));
-      S *= ms;
-    }
-    M = Mnew;
-    double sum = 0.0;
-    const __m512 mv = _mm512_set1_ps(Mnew);
-    for (int64_t b = 0; b < kTile; b += 16) {
-      const __m512 e = v_expf16(_mm512_sub_ps(_mm512_load_ps(kq + b), mv));
-      _mm512_store_ps(kq + b, e);
-      sum += static_cast<double>(reduce16(e));
-    }
-    S = static_cast<float>(static_cast<double>(S) + sum);
-    for (int64_t tk = 0; tk < kTile; ++tk) {
-      const int64_t c = t0 + tk - c0;
-      if (c < 0 || c >= n) continue;
-      const __m512 w = _mm512_set1_ps(kq[tk]);
-      const float* vr = vf + (t0 + tk - tile0) * hd;
-      for (int64_t i = 0; i < hd; i += 16)
-        _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(_mm512_loadu_ps(vr + i), w, _mm512_loadu_ps(acc + i)));
+    // accumulators: per 16 outputs, the rescale (a multiply, as for one row) then one FMA per cell
+    const int64_t tk0 = std::max<int64_t>(0, c0 - t0), tk1 = std::min<int64_t>(kTile, c0 + n - t0);
+    for (int64_t i = 0; i < hd; i += 16) {
+      __m512 a[R];
+      for (int r = 0; r < R; ++r) {
+        a[r] = _mm512_loadu_ps(acc + r * hd + i);
+        if (ms[r] != 1.0f) a[r] = _mm512_mul_ps(a[r], _mm512_set1_ps(ms[r]));
+      }
+      const float* vr = vf + (t0 + tk0 - tile0) * hd + i;
+      for (int64_t tk = tk0; tk < tk1; ++tk, vr += hd) {
+        const __m512 v = _mm512_loadu_ps(vr);
+        for (int r = 0; r < R; ++r) a[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(kq[r][tk]), a[r]);
+      }
+      for (int r = 0; r < R; ++r) _mm512_storeu_ps(acc + r * hd + i, a[r]);
     }
   }
-  const __m512 inv = _mm512_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-  for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(acc + i), inv));
+  for (int r = 0; r < R; ++r) {
+    const __m512 inv = _mm512_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
+    for (int64_t i = 0; i < hd; i += 16) _mm512_storeu_ps(out[r] + i, _mm512_mul_ps(_mm512_loadu_ps(acc + r * hd + i), inv));
+  }
+}
+
+}  // namespace
+
+void tiled_rows(const float* const* q, int n_rows, int64_t hd, const float* kT, const float* vf, int64_t tile0,
+                int64_t c0, int64_t n, float* acc, float* const* out) {
+  while (n_rows > 0) {
+    if (n_rows >= 8) tiled_rows_r<8>(q, hd, kT, vf, tile0, c0, n, acc, out);
+    else if (n_rows >= 4) tiled_rows_r<4>(q, hd, kT, vf, tile0, c0, n, acc, out);
+    else if (n_rows >= 2) tiled_rows_r<2>(q, hd, kT, vf, tile0, c0, n, acc, out);
+    else tiled_rows_r<1>(q, hd, kT, vf, tile0, c0, n, acc, out);
+    const int done = n_rows >= 8 ? 8 : n_rows >= 4 ? 4 : n_rows >= 2 ? 2 : 1;
+    q += done;
+    out += done;
+    n_rows -= done;
+  }
+}
+
+void tiled_row(const float* q, int64_t hd, const float* kT, const float* vf, int64_t tile0, int64_t c0, int64_t n,
+               float* acc, float* out) {
+  tiled_rows(&q, 1, hd, kT, vf, tile0, c0, n, acc, &out);
 }
 
 void vector_chunk(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t b, int64_t e,
