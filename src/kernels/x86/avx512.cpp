@@ -309,8 +309,19 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const fl
   for (int i = 0; i < R; ++i) a.y[a.t0 * a.ldy + r + i] = _mm512_reduce_add_ps(acc[i]);
 }
 
-thread_local uint64_t t_q8_id = 0;
-thread_local const uint8_t* t_q8_buf = nullptr;
+// A thread's prepared GEMV activation (one per weight format, in its own thread-scratch slot):
+// valid for the other work units of the same matmul call (MMArgs::x_id; GEMV calls have one
+// token tile, t0 = 0) while the slot still holds the same buffer.
+struct ActCache {
+  uint64_t id = 0;
+  const uint8_t* buf = nullptr;
+  bool holds(const MMArgs& a, const uint8_t* b) const { return a.x_id != 0 && a.t0 == 0 && a.x_id == id && b == buf; }
+  void set(const MMArgs& a, const uint8_t* b) {
+    id = a.t0 == 0 ? a.x_id : 0;
+    buf = b;
+  }
+};
+thread_local ActCache t_q8_act;
 
 template <class W>
 void mm_q8_gemv(const MMArgs& a) {
@@ -319,7 +330,7 @@ void mm_q8_gemv(const MMArgs& a) {
   // and thread (x_id; thread scratch slot 4), not once per work unit.
   const uint64_t xps = static_cast<uint64_t>(npairs) * 128 + static_cast<uint64_t>(nb + 8) * sizeof(float);
   uint8_t* buf = static_cast<uint8_t*>(thread_scratch(4, static_cast<size_t>(xps * (a.t1 - a.t0))));
-  if (!(a.x_id != 0 && a.t0 == 0 && a.x_id == t_q8_id && buf == t_q8_buf)) {
+  if (!t_q8_act.holds(a, buf)) {
     const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
     for (int64_t t = a.t0; t < a.t1; ++t) {
       const uint8_t* x = a.x + t * a.x_stride;
@@ -334,8 +345,7 @@ void mm_q8_gemv(const MMArgs& a) {
       }
       for (int64_t b = 0; b < nb; ++b) dxbuf[b] = h2f(x + b * 34);
     }
-    t_q8_id = a.t0 == 0 ? a.x_id : 0;
-    t_q8_buf = buf;
+    t_q8_act.set(a, buf);
   }
   for (int64_t t = a.t0; t < a.t1; ++t) {
     const uint8_t* xbuf = buf + (t - a.t0) * xps;
@@ -397,17 +407,15 @@ inline void prep_q4_0_act(const uint8_t* x, int64_t nb, uint8_t* out) {
   }
 }
 
-thread_local uint64_t t_q4_id = 0;
-thread_local const uint8_t* t_q4_buf = nullptr;
+thread_local ActCache t_q4_act;
 
 // The prepared activation of tokens t0..t1 of this call (per thread; reused by the thread's other
 // work units of the same call: GEMV calls have one token tile, t0 = 0).
 inline const uint8_t* q4_0_act(const MMArgs& a, int64_t nb, uint64_t xps) {
   uint8_t* buf = static_cast<uint8_t*>(thread_scratch(2, static_cast<size_t>(xps * (a.t1 - a.t0))));
-  if (a.x_id != 0 && a.t0 == 0 && a.x_id == t_q4_id && buf == t_q4_buf) return buf;
+  if (t_q4_act.holds(a, buf)) return buf;
   for (int64_t t = a.t0; t < a.t1; ++t) prep_q4_0_act(a.x + t * a.x_stride, nb, buf + (t - a.t0) * xps);
-  t_q4_id = a.t0 == 0 ? a.x_id : 0;
-  t_q4_buf = buf;
+  t_q4_act.set(a, buf);
   return buf;
 }
 

@@ -698,12 +698,16 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     };
     const int64_t lo_first = swa ? std::max<int64_t>(0, n_past - c.window + 1) : 0;
     const int64_t p_last = n_past + T - 1;
-#if defined(OXI_GEMMA4_FA_AVX512)
-    const bool fa_prepared = tiled && attn_mode_ != 3 && ggml_fa_avx512_ok(lanes_, hd);
-#else
-    const bool fa_prepared = false;
-#endif
-    if (fa_prepared) {
+    // The row lists of cells [lo, hi] of KV head kh.
+    auto cell_rows = [&](int64_t lo, int64_t hi, int64_t kh, std::vector<const void*>& kr, std::vector<const void*>& vr) {
+      kr.resize(static_cast<size_t>(hi - lo + 1));
+      vr.resize(kr.size());
+      for (int64_t j = lo; j <= hi; ++j) {
+        kr[static_cast<size_t>(j - lo)] = kv_row(j, kh, false);
+        vr[static_cast<size_t>(j - lo)] = kv_row(j, kh, true);
+      }
+    };
+    if (tiled && attn_mode_ != 3 && ggml_fa_avx512_ok(lanes_, hd)) {
 #if defined(OXI_GEMMA4_FA_AVX512)
       // The tiled kernel on AVX-512: every KV head's cells in f32 tiles once, then per token and KV
       // head its group of query heads (K/V read once for up to 8 of them), in parallel.
@@ -716,11 +720,8 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       kv_tiles_k.resize(per_head * static_cast<size_t>(hkv));
       kv_tiles_v.resize(per_head * static_cast<size_t>(hkv));
       parallel_for(hkv, [&](int64_t kh) {
-        std::vector<const void*> kr(static_cast<size_t>(n_cells)), vr(static_cast<size_t>(n_cells));
-        for (int64_t j = lo_first; j <= p_last; ++j) {
-          kr[static_cast<size_t>(j - lo_first)] = kv_row(j, kh, false);
-          vr[static_cast<size_t>(j - lo_first)] = kv_row(j, kh, true);
-        }
+        std::vector<const void*> kr, vr;
+        cell_rows(lo_first, p_last, kh, kr, vr);
         fa_avx512::prepare(kr.data(), vr.data(), lo_first, n_cells, esz == 2, hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
                            kv_tiles_v.data() + per_head * static_cast<size_t>(kh));
       });
@@ -751,12 +752,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
         // llama.cpp's cache view: the used cells padded to 256 (its cache holding the sequence)
         const int64_t n_view = std::max<int64_t>(256, (p + 256) / 256 * 256);
         thread_local std::vector<const void*> krows, vrows;
-        krows.resize(static_cast<size_t>(n));
-        vrows.resize(static_cast<size_t>(n));
-        for (int64_t j = lo; j <= p; ++j) {
-          krows[static_cast<size_t>(j - lo)] = kv_row(j, kh, false);
-          vrows[static_cast<size_t>(j - lo)] = kv_row(j, kh, true);
-        }
+        cell_rows(lo, p, kh, krows, vrows);
         const float* qh = q.data() + (t * H + h) * hd;
         float* oh = att.data() + (t * H + h) * hd;
         if (attn_mode_ == 3)

@@ -163,14 +163,16 @@ void tiled_rows_r(const float* const* q, int64_t hd, const float* kT, const floa
 void tiled_rows(const float* const* q, int n_rows, int64_t hd, const float* kT, const float* vf, int64_t tile0,
                 int64_t c0, int64_t n, float* acc, float* const* out) {
   while (n_rows > 0) {
-    if (n_rows >= 8) tiled_rows_r<8>(q, hd, kT, vf, tile0, c0, n, acc, out);
-    else if (n_rows >= 4) tiled_rows_r<4>(q, hd, kT, vf, tile0, c0, n, acc, out);
-    else if (n_rows >= 2) tiled_rows_r<2>(q, hd, kT, vf, tile0, c0, n, acc, out);
-    else tiled_rows_r<1>(q, hd, kT, vf, tile0, c0, n, acc, out);
-    const int done = n_rows >= 8 ? 8 : n_rows >= 4 ? 4 : n_rows >= 2 ? 2 : 1;
-    q += done;
-    out += done;
-    n_rows -= done;
+    const int r = n_rows >= 8 ? 8 : n_rows >= 4 ? 4 : n_rows >= 2 ? 2 : 1;
+    switch (r) {
+      case 8: tiled_rows_r<8>(q, hd, kT, vf, tile0, c0, n, acc, out); break;
+      case 4: tiled_rows_r<4>(q, hd, kT, vf, tile0, c0, n, acc, out); break;
+      case 2: tiled_rows_r<2>(q, hd, kT, vf, tile0, c0, n, acc, out); break;
+      default: tiled_rows_r<1>(q, hd, kT, vf, tile0, c0, n, acc, out); break;
+    }
+    q += r;
+    out += r;
+    n_rows -= r;
   }
 }
 
