@@ -229,8 +229,8 @@ std::string quant_from_args(const Args& args) {
 void apply_isa_from_args(const Args& args) {
   const auto isa = args.get({"--isa"});
   if (!isa) return;
-  if (*isa != "auto" && *isa != "scalar" && *isa != "avx2" && *isa != "avx512") {
-    usage_error("invalid value for --isa: '" + *isa + "' (expected scalar, avx2, avx512 or auto)");
+  if (*isa != "auto" && *isa != "scalar" && *isa != "avx2" && *isa != "avx512" && *isa != "avx512-amx") {
+    usage_error("invalid value for --isa: '" + *isa + "' (expected scalar, avx2, avx512, avx512-amx or auto)");
   }
   set_isa(*isa);
 }

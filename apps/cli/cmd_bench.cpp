@@ -39,7 +39,7 @@ namespace {
 
 const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
-    "         [-o md|json] [--isa scalar|avx2|avx512|auto] [--quant q8_0|q4_0|q4_k]\n"
+    "         [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto] [--quant q8_0|q4_0|q4_k]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"

@@ -26,7 +26,7 @@ const char* kUsage =
     "         [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
     "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
-    "         [--ignore-eos] [--isa scalar|avx2|avx512|auto] [--device none|auto|NAME]\n"
+    "         [--ignore-eos] [--isa scalar|avx2|avx512|avx512-amx|auto] [--device none|auto|NAME]\n"
     "         [--quant q8_0|q4_0|q4_k]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"

@@ -25,7 +25,7 @@ const char* kHelp =
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n"
-    "  --isa NAME            kernel set: scalar|avx2|avx512|auto (default: env OXI_ISA, else best)\n"
+    "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
 }

@@ -51,6 +51,9 @@ extern const Kernels kAvx2Kernels;
 #if defined(OXI_HAVE_AVX512)
 extern const Kernels kAvx512Kernels;
 #endif
+#if defined(OXI_HAVE_AMX)
+extern const Kernels kAvx512AmxKernels;  // avx512 + AMX-INT8 tiles for the multi-token GEMM
+#endif
 #if defined(OXI_HAVE_NEON)
 extern const Kernels kNeonKernels;
 #endif

@@ -24,6 +24,9 @@ const FusedKernels& active_fused() {
 #if defined(OXI_HAVE_AVX512)
   if (k == &kAvx512Kernels) return kAvx512Fused;
 #endif
+#if defined(OXI_HAVE_AMX)
+  if (k == &kAvx512AmxKernels) return kAvx512Fused;
+#endif
 #if defined(OXI_HAVE_AVX2)
   if (k == &kAvx2Kernels) return kAvx2Fused;
 #endif

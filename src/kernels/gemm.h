@@ -37,6 +37,9 @@ uint64_t gemm_packed_bytes(int wtype, int64_t cols, int64_t n_total);
 #if defined(OXI_HAVE_AVX512)
 extern const GemmKernels kAvx512Gemm;
 #endif
+#if defined(OXI_HAVE_AMX)
+extern const GemmKernels kAmxGemm;
+#endif
 
 // The GEMM table of the active set, or null.
 const GemmKernels* active_gemm();

@@ -12,6 +12,10 @@
 #if defined(OXI_KERNELS_X86)
 #include <cpuid.h>
 #endif
+#if defined(OXI_HAVE_AMX) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(OXI_KERNELS_ARM) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -23,6 +27,7 @@ namespace {
 struct HostCaps {
   bool avx2 = false;
   bool avx512 = false;
+  bool amx = false;  // AMX-TILE + AMX-INT8, enabled by the OS, permission granted (Linux)
   bool neon = false;
   bool neon_dotprod = false;
   bool neon_i8mm = false;
@@ -51,6 +56,13 @@ HostCaps detect() {
   // VBMI and GFNI (byte permutes and per-byte bit matrices unpack 4/6-bit quants in GEMV): every
   // CPU with AVX512_BF16 has them except Cooper Lake, which gets avx2.
   c.avx512 = c.avx2 && os_avx512 && f && dq && bw && vl && vnni && bf16 && vbmi && gfni;
+#if defined(OXI_HAVE_AMX) && defined(__linux__)
+  __cpuid_count(7, 0, a, b, cx, d);
+  const bool amx_tile = d & (1u << 24), amx_int8 = d & (1u << 25);
+  const bool os_amx = (xlo & 0x60000u) == 0x60000u;  // XCR0 bits 17 (XTILECFG), 18 (XTILEDATA)
+  // Linux enables tile data per process on request: arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA).
+  if (c.avx512 && amx_tile && amx_int8 && os_amx) c.amx = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+#endif
 #endif
 #if defined(OXI_KERNELS_ARM)
   c.neon = true;  // AdvSIMD (with f16 conversions) is mandatory on aarch64
@@ -70,7 +82,8 @@ HostCaps detect() {
 }
 
 // Every kernel set name any build knows, and the sets compiled into this one, worst first.
-constexpr std::string_view kKnown[] = {"scalar", "avx2", "avx512", "neon", "neon-dotprod", "neon-i8mm", "simd128"};
+constexpr std::string_view kKnown[] = {"scalar",    "avx2",         "avx512",    "avx512-amx",
+                                       "neon",      "neon-dotprod", "neon-i8mm", "simd128"};
 
 struct IsaEntry {
   const Kernels* table;
@@ -84,6 +97,9 @@ std::vector<IsaEntry> compiled() {
 #endif
 #if defined(OXI_HAVE_AVX512)
   v.push_back({&kAvx512Kernels, host().avx512});
+#endif
+#if defined(OXI_HAVE_AMX)
+  v.push_back({&kAvx512AmxKernels, host().amx});
 #endif
 #if defined(OXI_HAVE_NEON)
   v.push_back({&kNeonKernels, host().neon});
@@ -159,7 +175,7 @@ void set_isa(std::string_view name) {
   }
   if (!kern::known(name))
     throw_error(ErrorCode::kInvalidArgument,
-                "unknown ISA '" + std::string(name) + "' (expected auto, scalar, avx2, avx512, neon, neon-dotprod, neon-i8mm or simd128)");
+                "unknown ISA '" + std::string(name) + "' (expected auto, scalar, avx2, avx512, avx512-amx, neon, neon-dotprod, neon-i8mm or simd128)");
   const kern::Kernels* k = kern::table_for(name);
   if (!k) throw_error(ErrorCode::kUnsupported, "ISA '" + std::string(name) + "' is not supported by this CPU");
   kern::g_active.store(k, std::memory_order_release);

@@ -11,7 +11,8 @@
 namespace oxi {
 
 // Name of the kernel set in use: "scalar", "avx2" (AVX2+FMA+F16C), "avx512"
-// (AVX-512 F/BW/VL/DQ + VNNI + BF16), "neon", "neon-dotprod", "neon-i8mm" or "simd128" (wasm).
+// (AVX-512 F/BW/VL/DQ + VNNI + BF16 + VBMI + GFNI), "avx512-amx" (the same plus AMX-INT8 tiles for
+// multi-token GEMMs), "neon", "neon-dotprod", "neon-i8mm" or "simd128" (wasm).
 const char* isa_name();
 
 // Kernel sets this host can run, best last ("scalar" first).

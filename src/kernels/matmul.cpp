@@ -100,6 +100,9 @@ const GemmKernels* active_gemm() {
 #if defined(OXI_HAVE_AVX512)
   if (&active_kernels() == &kAvx512Kernels) return &kAvx512Gemm;
 #endif
+#if defined(OXI_HAVE_AMX)
+  if (&active_kernels() == &kAvx512AmxKernels) return &kAmxGemm;
+#endif
   return nullptr;
 }
 
@@ -308,7 +311,8 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
       std::vector<uint8_t>& pb = packed[wt];
       const size_t need = static_cast<size_t>(gemm_packed_bytes(wt, cols, n_tokens)) + 64;
       if (pb.size() < need) pb.resize(need);
-      uint8_t* X = pb.data();
+      // 64-byte aligned (the +64 above): AMX tile rows of 32 bytes must not straddle cache lines.
+      uint8_t* X = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(pb.data()) + 63) & ~uintptr_t{63});
       const GemmPackFn pack = G->pack[wt];
       const uint8_t* src = xa[at];
       const uint64_t x_stride = act_row_bytes(at, cols);

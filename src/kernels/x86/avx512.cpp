@@ -931,4 +931,13 @@ const Kernels kAvx512Kernels = {
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
 };
 
+#if defined(OXI_HAVE_AMX)
+// The same kernels; matmul's multi-token GEMM runs on AMX tiles with this set (kernels/gemm.h).
+const Kernels kAvx512AmxKernels = {
+    "avx512-amx",
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+};
+#endif
+
 }  // namespace oxi::kern

@@ -76,10 +76,13 @@ struct PackQ8Base {
     for (int64_t b = 0; b < nb; ++b) d[b * kRows + lane] = 0.0f;
   }
 };
-struct PackQ8_0 : PackQ8Base {
-  static constexpr int kOffset = 128;
+// kSigned (AMX, signed × signed products): Q8_0 bytes as stored and the Q4_0 nibble − 8, no
+// offset; otherwise (vpdpbusd, unsigned weights) Q8_0 + 128 and the raw Q4_0 nibble.
+template <bool kSigned>
+struct PackQ8_0T : PackQ8Base {
+  static constexpr int kOffset = kSigned ? 0 : 128;
   static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i flip = _mm256_set1_epi8(kSigned ? 0 : static_cast<char>(0x80));
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(src)[b];
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32),
@@ -88,19 +91,23 @@ struct PackQ8_0 : PackQ8Base {
     }
   }
 };
-struct PackQ4_0 : PackQ8Base {
-  static constexpr int kOffset = 8;
+template <bool kSigned>
+struct PackQ4_0T : PackQ8Base {
+  static constexpr int kOffset = kSigned ? 0 : 8;
   static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
-    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i m4 = _mm_set1_epi8(0x0F), off = _mm_set1_epi8(kSigned ? 8 : 0);
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(src)[b];
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + b * 32), _mm_and_si128(v, m4));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + b * 32 + 16), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + b * 32), _mm_sub_epi8(_mm_and_si128(v, m4), off));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + b * 32 + 16),
+                       _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), off));
       d[b * kRows + lane] = h2f(blk.d);
     }
   }
 };
+using PackQ8_0 = PackQ8_0T<false>;
+using PackQ4_0 = PackQ4_0T<false>;
 
 // K-quants: per super-block and 16-row group, after the q vectors of the whole row group:
 // KScales {int32 sc[NS][16]; int32 mn[8][16] (int16 pairs); float d[16]; float dmin[16]}.
@@ -415,6 +422,149 @@ void run_q4_K(const MMArgs& a) { gemm_k_impl<PackQ4_K>(a); }
 void run_q5_K(const MMArgs& a) { gemm_k_impl<PackQ5_K>(a); }
 void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
 
+
+#if defined(OXI_HAVE_AMX)
+// ---- AMX-INT8 tiles, Q8_0 / Q4_0 --------------------------------------------------------------
+// The signed packing above makes each 16-row group's 8 × 64-byte slice per block an AMX B tile
+// (row k/4 holds elements k..k+3 of the 16 weight rows), and the packed activations of 16 tokens
+// (32 bytes each, consecutive) an A tile. One TDPBSSD per block gives the 16 tokens × 16 rows of
+// exact int32 block sums; the per-block scales d_w·d_x keep them from accumulating across blocks
+// in the tile, so each block's C goes through memory (tiles have no path to vector registers) and
+// is scaled into 16 float accumulators with AVX-512. The tile work of block b+1 (two C tiles,
+// ping-pong) is issued before the scaling of block b, so the tile unit and the vector units overlap
+// instead of waiting on each other. Results equal the VNNI kernel's up to float summation order.
+struct alignas(64) TileCfg {
+  uint8_t palette, start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+// tmm0/1: C of even/odd blocks (nt tokens × 16 int32), tmm2/3: A (nt tokens × 32 bytes),
+// tmm4/5: B (8 × 64 bytes). A last partial token tile configures nt < 16 rows, so no tile reads
+// past the packed activations.
+void amx_config(int nt) {
+  TileCfg c;
+  std::memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int i = 0; i < 4; ++i) {
+    c.rows[i] = static_cast<uint8_t>(nt);
+    c.colsb[i] = i < 2 ? 64 : 32;
+  }
+  for (int i = 4; i < 6; ++i) {
+    c.rows[i] = 8;
+    c.colsb[i] = 64;
+  }
+  _tile_loadconfig(&c);
+}
+
+// acc[j] += float(C[j]) · d_w · xd[j]: one block's 16 × 16 int32 sums (row j = token j).
+__attribute__((always_inline)) inline void amx_scale(__m512 (&acc)[16], const int32_t* c, const float* wd,
+                                                     const float* xd) {
+  const __m512 d = _mm512_load_ps(wd);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * j)), _mm512_mul_ps(d, _mm512_set1_ps(xd[j])),
+                             acc[j]);
+}
+
+// Tile loads and stores with their memory operands spelled out: GCC's _tile_stored clobbers all
+// memory, which forces the 16 float accumulators out of registers around every store.
+#define OXI_TILE_LOAD512(tmm, p, stride)                                                   \
+  asm volatile("tileloadd (%1,%2,1), %%tmm" #tmm                                           \
+               :                                                                          \
+               : "m"(*reinterpret_cast<const uint8_t(*)[512]>(p)), "r"(p), "r"(int64_t{stride}))
+#define OXI_TILE_STORE1K(tmm, p) \
+  asm volatile("tilestored %%tmm" #tmm ", (%1,%2,1)" : "=m"(*reinterpret_cast<int32_t(*)[256]>(p)) : "r"(p), "r"(int64_t{64}))
+
+// One 16-row group (q, wd as packed above) × nt ≤ 16 tokens. xq: block 0 of the tile's first
+// token (blocks N·32 bytes apart; a block's 16 tokens are 512 contiguous bytes); xd: its scales,
+// block b at xd + b·xds. Block b's C goes to cb[b % 4] and is scaled two blocks later, by when
+// its tile store has long completed (reading it back at once stalled on the store).
+void amx_q8_tile(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* xq, int64_t N, const float* xd,
+                 int64_t xds, float* y, int64_t ldy, int nr, int nt) {
+  constexpr int64_t kLag = 2;
+  alignas(64) int32_t cb[4][256];
+  if (nt < 16) std::memset(cb, 0, sizeof cb);  // rows past nt are never stored by the tiles
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  const int64_t xstep = N * 32;
+  // Output lines (16 tokens × 64 bytes of rows, ldy apart) are written once, at the end of a
+  // tile, and a store that misses the caches holds up the tile stores behind it (measured: ~30
+  // cycles per block). So each tile fetches the next tile's 16 lines for writing, one every two
+  // blocks, and the stores then hit (the caller does the same for a unit's first tile).
+  float* y_next = y + 16 * ldy;
+  int pf = 0;
+  for (int64_t b = 0; b < nb + kLag; b += 2) {
+    if (pf < 16) _m_prefetchw(y_next + ldy * pf++);
+    if (b < nb) {
+      const uint8_t* a = xq + b * xstep;
+      const uint8_t* w = q + b * 512;
+      OXI_TILE_LOAD512(2, a, 32);
+      OXI_TILE_LOAD512(4, w, 64);
+      _tile_zero(0);
+      _tile_dpbssd(0, 2, 4);
+      OXI_TILE_STORE1K(0, cb[b & 3]);
+    }
+    if (b >= kLag) amx_scale(acc, cb[(b - kLag) & 3], wd + (b - kLag) * kRows, xd + (b - kLag) * xds);
+    if (b + 1 < nb) {
+      const uint8_t* a = xq + (b + 1) * xstep;
+      const uint8_t* w = q + (b + 1) * 512;
+      OXI_TILE_LOAD512(3, a, 32);
+      OXI_TILE_LOAD512(5, w, 64);
+      _tile_zero(1);
+      _tile_dpbssd(1, 3, 5);
+      OXI_TILE_STORE1K(1, cb[(b + 1) & 3]);
+    }
+    if (b + 1 >= kLag && b + 1 - kLag < nb)
+      amx_scale(acc, cb[(b + 1 - kLag) & 3], wd + (b + 1 - kLag) * kRows, xd + (b + 1 - kLag) * xds);
+  }
+  for (; pf < 16; ++pf) _m_prefetchw(y_next + ldy * pf);
+  // Constant indices only (a runtime acc[j] would keep the whole array in memory).
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    if (j < nt) store_rows(y + j * ldy, acc[j], nr);
+}
+
+template <class P>
+void amx_q8_impl(const MMArgs& a) {
+  const int64_t nb = a.cols / 32, N = static_cast<int64_t>(a.x_stride);
+  uint8_t* tmp = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(kRows * a.cols)));
+  uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 4)));
+  float* wd = reinterpret_cast<float*>(q + kRows * a.cols);
+  const float* D = reinterpret_cast<const float*>(a.x + nb * N * 36);
+  // A partial last token tile reads its scales from a zero-padded copy (nb × 16).
+  const int64_t tail = (a.t1 - a.t0) % 16;
+  float* xd_tail = nullptr;
+  if (tail) {
+    xd_tail = static_cast<float*>(thread_scratch(2, static_cast<size_t>(nb * 16 * 4)));
+    const int64_t t = a.t1 - tail;
+    for (int64_t b = 0; b < nb; ++b)
+      for (int j = 0; j < 16; ++j) xd_tail[b * 16 + j] = j < tail ? D[b * N + t + j] : 0.0f;
+  }
+  int cfg = 16;
+  amx_config(cfg);
+  for (int64_t r = a.r0; r < a.r1; r += kRows) {
+    const int nr = static_cast<int>(a.r1 - r < kRows ? a.r1 - r : kRows);
+    for (int64_t j = a.t0; j < a.t1 && j < a.t0 + 16; ++j) _m_prefetchw(a.y + j * a.ldy + r);
+    pack_group<P>(a, r, nr, nb, tmp, q, wd);
+    for (int64_t t = a.t0; t < a.t1; t += 16) {
+      const int nt = static_cast<int>(a.t1 - t < 16 ? a.t1 - t : 16);
+      if (nt != cfg) amx_config(cfg = nt);
+      const bool full = nt == 16;
+      amx_q8_tile(q, wd, nb, a.x + t * 32, N, full ? D + t : xd_tail, full ? N : 16, a.y + t * a.ldy + r, a.ldy,
+                  nr, nt);
+    }
+    if (cfg != 16) amx_config(cfg = 16);
+  }
+  _tile_release();
+}
+
+void amx_run_q8_0(const MMArgs& a) { amx_q8_impl<PackQ8_0T<true>>(a); }
+void amx_run_q4_0(const MMArgs& a) { amx_q8_impl<PackQ4_0T<true>>(a); }
+#endif  // OXI_HAVE_AMX
+
 }  // namespace
 
 extern const GemmKernels kAvx512Gemm;
@@ -425,5 +575,17 @@ const GemmKernels kAvx512Gemm = {
      pack_k<false>},
     {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K},
 };
+
+#if defined(OXI_HAVE_AMX)
+// K-quants keep the VNNI kernels: their per-32 (Q6_K: per-16) sub-block scales would cost a tile
+// store and 16 vpmulld per 16 × 16 × 32 products, which measured slower than VNNI (docs/kernels.md).
+extern const GemmKernels kAmxGemm;
+const GemmKernels kAmxGemm = {
+    "amx",
+    5,
+    {nullptr, nullptr, nullptr, pack_q8<0>, pack_q8<0>, pack_k<true>, pack_k<true>, pack_k<false>},
+    {nullptr, nullptr, nullptr, amx_run_q8_0, amx_run_q4_0, run_q4_K, run_q5_K, run_q6_K},
+};
+#endif
 
 }  // namespace oxi::kern

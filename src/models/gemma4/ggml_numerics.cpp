@@ -96,7 +96,7 @@ struct GeluTable {
 // the kernel set is not an x86 one.
 int kernel_lanes() {
   const char* isa = isa_name();
-  if (std::strcmp(isa, "avx512") == 0) return 16;
+  if (std::strcmp(isa, "avx512") == 0 || std::strcmp(isa, "avx512-amx") == 0) return 16;
   if (std::strcmp(isa, "avx2") == 0) return 8;
   return 0;
 }
