@@ -430,9 +430,12 @@ void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
 // (32 bytes each, consecutive) an A tile. One TDPBSSD per block gives the 16 tokens × 16 rows of
 // exact int32 block sums; the per-block scales d_w·d_x keep them from accumulating across blocks
 // in the tile, so each block's C goes through memory (tiles have no path to vector registers) and
-// is scaled into 16 float accumulators with AVX-512. The tile work of block b+1 (two C tiles,
-// ping-pong) is issued before the scaling of block b, so the tile unit and the vector units overlap
-// instead of waiting on each other. Results equal the VNNI kernel's up to float summation order.
+// is scaled into 16 float accumulators with AVX-512. The tile work of block b is issued two blocks
+// before its scaling (two C tiles ping-pong, four C buffers), so the tile unit and the vector units
+// overlap instead of waiting on each other. Results equal the VNNI kernel's up to float summation
+// order. K-quants keep the VNNI kernels: the same scheme per 32-element sub-block (scales in float,
+// mins from Q8_K's bsums per super-block) measured no faster for Q4_K/Q5_K and slower for Q6_K
+// (16-element sub-blocks), and pp512 of the Gemma-4-E2B Q4_K_M file was 3–9 % slower with it.
 struct alignas(64) TileCfg {
   uint8_t palette, start_row;
   uint8_t reserved[14];
@@ -440,9 +443,9 @@ struct alignas(64) TileCfg {
   uint8_t rows[16];
 };
 
-// tmm0/1: C of even/odd blocks (nt tokens × 16 int32), tmm2/3: A (nt tokens × 32 bytes),
-// tmm4/5: B (8 × 64 bytes). A last partial token tile configures nt < 16 rows, so no tile reads
-// past the packed activations.
+// tmm0/1: C of even/odd blocks (nt tokens × 16 int32), tmm2/3: A (nt tokens × 32 bytes), tmm4/5:
+// B (8 × 64 bytes). A last partial token tile configures nt < 16 rows, so no tile reads past the
+// packed activations.
 void amx_config(int nt) {
   TileCfg c;
   std::memset(&c, 0, sizeof c);
@@ -455,13 +458,16 @@ void amx_config(int nt) {
     c.rows[i] = 8;
     c.colsb[i] = 64;
   }
-  _tile_loadconfig(&c);
+  // Not _tile_loadconfig: GCC 12's declares only 8 bytes of the 64 as read, and the stores of
+  // colsb were dropped as dead (ldtilecfg then faults).
+  asm volatile("ldtilecfg %0" : : "m"(c));
 }
 
-// acc[j] += float(C[j]) · d_w · xd[j]: one block's 16 × 16 int32 sums (row j = token j).
-__attribute__((always_inline)) inline void amx_scale(__m512 (&acc)[16], const int32_t* c, const float* wd,
+// acc[j] += float(C[j]) · sc · xd[j]: one block's 16 × 16 int32 sums (row j = token j), sc the 16
+// rows' weight scales of the block.
+__attribute__((always_inline)) inline void amx_scale(__m512 (&acc)[16], const int32_t* c, const float* sc,
                                                      const float* xd) {
-  const __m512 d = _mm512_load_ps(wd);
+  const __m512 d = _mm512_load_ps(sc);
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j)
     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * j)), _mm512_mul_ps(d, _mm512_set1_ps(xd[j])),
@@ -479,23 +485,21 @@ __attribute__((always_inline)) inline void amx_scale(__m512 (&acc)[16], const in
 
 // One 16-row group (q, wd as packed above) × nt ≤ 16 tokens. xq: block 0 of the tile's first
 // token (blocks N·32 bytes apart; a block's 16 tokens are 512 contiguous bytes); xd: its scales,
-// block b at xd + b·xds. Block b's C goes to cb[b % 4] and is scaled two blocks later, by when
-// its tile store has long completed (reading it back at once stalled on the store).
-void amx_q8_tile(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* xq, int64_t N, const float* xd,
-                 int64_t xds, float* y, int64_t ldy, int nr, int nt) {
+// block b at xd + b·xds.
+void amx_tile(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* xq, int64_t N, const float* xd,
+              int64_t xds, float* y, int64_t ldy, int nr, int nt) {
   constexpr int64_t kLag = 2;
   alignas(64) int32_t cb[4][256];
   if (nt < 16) std::memset(cb, 0, sizeof cb);  // rows past nt are never stored by the tiles
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  const int64_t xstep = N * 32;
   // Output lines (16 tokens × 64 bytes of rows, ldy apart) are written once, at the end of a
-  // tile, and a store that misses the caches holds up the tile stores behind it (measured: ~30
-  // cycles per block). So each tile fetches the next tile's 16 lines for writing, one every two
-  // blocks, and the stores then hit (the caller does the same for a unit's first tile).
+  // tile, and a store that misses the caches holds up the tile stores behind it. So each tile
+  // fetches the next tile's 16 lines for writing along the way (the caller does the first tile's).
   float* y_next = y + 16 * ldy;
   int pf = 0;
+  const int64_t xstep = N * 32;
   for (int64_t b = 0; b < nb + kLag; b += 2) {
     if (pf < 16) _m_prefetchw(y_next + ldy * pf++);
     if (b < nb) {
@@ -527,6 +531,31 @@ void amx_q8_tile(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* x
     if (j < nt) store_rows(y + j * ldy, acc[j], nr);
 }
 
+// Activation scales of a unit's last partial token tile, zero-padded to 16 (slot 2 scratch).
+const float* amx_tail_scales(const float* D, int64_t nblk, int64_t N, int64_t t, int nt) {
+  float* p = static_cast<float*>(thread_scratch(2, static_cast<size_t>(nblk * 16 * 4)));
+  for (int64_t b = 0; b < nblk; ++b)
+    for (int j = 0; j < 16; ++j) p[b * 16 + j] = j < nt ? D[b * N + t + j] : 0.0f;
+  return p;
+}
+
+// Runs the 16-token tiles of a work unit for one packed row group: run_tile(t, nt, xd, xds).
+template <class Run>
+void amx_tiles(const MMArgs& a, int64_t nblk, const float* D, Run&& run_tile) {
+  int cfg = 16;
+  amx_config(cfg);
+  const int64_t N = static_cast<int64_t>(a.x_stride);
+  const int tail = static_cast<int>((a.t1 - a.t0) % 16);
+  const float* xd_tail = tail ? amx_tail_scales(D, nblk, N, a.t1 - tail, tail) : nullptr;
+  for (int64_t t = a.t0; t < a.t1; t += 16) {
+    const int nt = static_cast<int>(a.t1 - t < 16 ? a.t1 - t : 16);
+    if (nt != cfg) amx_config(cfg = nt);
+    const bool full = nt == 16;
+    run_tile(t, nt, full ? D + t : xd_tail, full ? N : 16);
+  }
+  _tile_release();
+}
+
 template <class P>
 void amx_q8_impl(const MMArgs& a) {
   const int64_t nb = a.cols / 32, N = static_cast<int64_t>(a.x_stride);
@@ -534,31 +563,14 @@ void amx_q8_impl(const MMArgs& a) {
   uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 4)));
   float* wd = reinterpret_cast<float*>(q + kRows * a.cols);
   const float* D = reinterpret_cast<const float*>(a.x + nb * N * 36);
-  // A partial last token tile reads its scales from a zero-padded copy (nb × 16).
-  const int64_t tail = (a.t1 - a.t0) % 16;
-  float* xd_tail = nullptr;
-  if (tail) {
-    xd_tail = static_cast<float*>(thread_scratch(2, static_cast<size_t>(nb * 16 * 4)));
-    const int64_t t = a.t1 - tail;
-    for (int64_t b = 0; b < nb; ++b)
-      for (int j = 0; j < 16; ++j) xd_tail[b * 16 + j] = j < tail ? D[b * N + t + j] : 0.0f;
-  }
-  int cfg = 16;
-  amx_config(cfg);
   for (int64_t r = a.r0; r < a.r1; r += kRows) {
     const int nr = static_cast<int>(a.r1 - r < kRows ? a.r1 - r : kRows);
     for (int64_t j = a.t0; j < a.t1 && j < a.t0 + 16; ++j) _m_prefetchw(a.y + j * a.ldy + r);
     pack_group<P>(a, r, nr, nb, tmp, q, wd);
-    for (int64_t t = a.t0; t < a.t1; t += 16) {
-      const int nt = static_cast<int>(a.t1 - t < 16 ? a.t1 - t : 16);
-      if (nt != cfg) amx_config(cfg = nt);
-      const bool full = nt == 16;
-      amx_q8_tile(q, wd, nb, a.x + t * 32, N, full ? D + t : xd_tail, full ? N : 16, a.y + t * a.ldy + r, a.ldy,
-                  nr, nt);
-    }
-    if (cfg != 16) amx_config(cfg = 16);
+    amx_tiles(a, nb, D, [&](int64_t t, int nt, const float* xd, int64_t xds) {
+      amx_tile(q, wd, nb, a.x + t * 32, N, xd, xds, a.y + t * a.ldy + r, a.ldy, nr, nt);
+    });
   }
-  _tile_release();
 }
 
 void amx_run_q8_0(const MMArgs& a) { amx_q8_impl<PackQ8_0T<true>>(a); }
@@ -577,8 +589,6 @@ const GemmKernels kAvx512Gemm = {
 };
 
 #if defined(OXI_HAVE_AMX)
-// K-quants keep the VNNI kernels: their per-32 (Q6_K: per-16) sub-block scales would cost a tile
-// store and 16 vpmulld per 16 × 16 × 32 products, which measured slower than VNNI (docs/kernels.md).
 extern const GemmKernels kAmxGemm;
 const GemmKernels kAmxGemm = {
     "amx",
