@@ -249,6 +249,26 @@ TEST_F(Gemma4Ggml, GeluTable) {
 }
 
 
+// The vectorised GEGLU (AVX-512 where the host has it) against ggml_gelu(x)·u element by element:
+// every f16 value, the clamps at ±10, infinities, NaN, and lengths with a partial last vector.
+TEST(Gemma4Geglu, EqualsGeluTimesUp) {
+  std::vector<float> x;
+  for (uint32_t i = 0; i < 65536; ++i) x.push_back(oxi::f16_to_f32(static_cast<uint16_t>(i)));
+  for (float v : {-10.0f, 10.0f, -10.001f, 9.999f, 1e30f, -1e30f, 65520.0f, 3.0e-8f, -0.0f}) x.push_back(v);
+  for (int k = 0; k < 1000; ++k) x.push_back(static_cast<float>(k) * 0.0137f - 7.0f);
+  for (const size_t n : {x.size(), size_t{1}, size_t{15}, size_t{17}, size_t{33}}) {
+    std::vector<float> g(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n)), u(n);
+    for (size_t i = 0; i < n; ++i) u[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+    std::vector<float> want(n);
+    for (size_t i = 0; i < n; ++i) want[i] = oxi::gemma4::ggml_gelu(g[i]) * u[i];
+    oxi::gemma4::ggml_geglu(g.data(), u.data(), static_cast<int64_t>(n));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (std::memcmp(&g[i], &want[i], 4) != 0 && !(std::isnan(g[i]) && std::isnan(want[i]))) ++bad;
+    EXPECT_EQ(bad, 0u) << "n " << n;
+  }
+}
+
 #if defined(__x86_64__)
 // The multi-row tiled kernel (heads of one token sharing a KV head) against the one-row kernel,
 // whose values the libggml vectors above check: every row bit-identical, for group sizes that

@@ -531,9 +531,9 @@ void amx_tile(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* xq, 
     if (j < nt) store_rows(y + j * ldy, acc[j], nr);
 }
 
-// Activation scales of a unit's last partial token tile, zero-padded to 16 (slot 2 scratch).
+// Activation scales of a unit's last partial token tile, zero-padded to 16 (thread scratch slot 5).
 const float* amx_tail_scales(const float* D, int64_t nblk, int64_t N, int64_t t, int nt) {
-  float* p = static_cast<float*>(thread_scratch(2, static_cast<size_t>(nblk * 16 * 4)));
+  float* p = static_cast<float*>(thread_scratch(5, static_cast<size_t>(nblk * 16 * 4)));
   for (int64_t b = 0; b < nblk; ++b)
     for (int j = 0; j < 16; ++j) p[b * 16 + j] = j < nt ? D[b * N + t + j] : 0.0f;
   return p;

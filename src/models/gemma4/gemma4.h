@@ -74,6 +74,7 @@ float ggml_dot_f32(const float* x, const float* y, int64_t n, int lanes);     //
 float ggml_v_expf(float x, int lanes);                                       // ggml_v_expf, one lane
 double ggml_soft_max(float* x, int64_t n, float max, int lanes);             // ggml_vec_soft_max_f32
 float ggml_gelu(float x);                                                    // ggml_vec_gelu_f32 (f16 table)
+void ggml_geglu(float* g, const float* u, int64_t n);  // g[i] = ggml_gelu(g[i]) · u[i]
 // ggml_rope_ext, NeoX mode, no scaling: n_heads heads of hd values at position pos, the first
 // n_dims rotated; freq_factors (n_dims/2 divisors) may be null.
 void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t n_dims, float base, const float* freq_factors);

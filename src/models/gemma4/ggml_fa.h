@@ -10,6 +10,8 @@ namespace oxi::gemma4 {
 // True when the host runs AVX-512 (F/VL/BW/DQ) with F16C and FMA, this build has the AVX-512 code,
 // ggml's width is 16 lanes and hd is a multiple of 64.
 bool ggml_fa_avx512_ok(int lanes, int64_t hd);
+// True when the host runs AVX-512 (F/VL/BW/DQ) with F16C and FMA and this build has the code.
+bool ggml_avx512_host();
 
 namespace fa_avx512 {
 // KV cells [c0, c0 + n) (rows k[i], v[i] of cell c0 + i; f16 or f32) in f32, tiles of 64 cells
@@ -29,6 +31,9 @@ void tiled_rows(const float* const* q, int n_rows, int64_t hd, const float* kT, 
 // M, S and the unnormalised accumulator in acc (hd floats); a16: hd halves of scratch.
 void vector_chunk(const float* q, int64_t hd, const void* const* k, const void* const* v, int64_t b, int64_t e,
                   bool kv_f16, float& M, float& S, uint16_t* a16, float* acc);
+// ggml's GEGLU: g[i] = ggml_gelu(g[i]) · u[i] (table: the 65536 f16 GELU values); callers check
+// ggml_avx512_host() first.
+void geglu(const float* table, float* g, const float* u, int64_t n);
 }  // namespace fa_avx512
 
 }  // namespace oxi::gemma4

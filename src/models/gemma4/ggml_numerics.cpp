@@ -103,7 +103,7 @@ int kernel_lanes() {
 
 }  // namespace
 
-bool ggml_fa_avx512_ok(int lanes, int64_t hd) {
+bool ggml_avx512_host() {
 #if defined(OXI_GEMMA4_FA_AVX512)
   static const bool cpu = [] {
     __builtin_cpu_init();
@@ -111,16 +111,18 @@ bool ggml_fa_avx512_ok(int lanes, int64_t hd) {
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   }();
+  return cpu;
+#else
+  return false;
+#endif
+}
+
+bool ggml_fa_avx512_ok(int lanes, int64_t hd) {
   static const bool off = [] {
     const char* e = std::getenv("OXI_GEMMA4_FA_SCALAR");  // tests / debugging: the scalar emulation
     return e && e[0] == '1';
   }();
-  return cpu && !off && lanes == 16 && hd > 0 && hd % 64 == 0;
-#else
-  (void)lanes;
-  (void)hd;
-  return false;
-#endif
+  return ggml_avx512_host() && !off && lanes == 16 && hd > 0 && hd % 64 == 0;
 }
 
 int ggml_host_lanes() {
@@ -199,11 +201,26 @@ double ggml_soft_max(float* x, int64_t n, float max, int lanes) {
   return sum;
 }
 
-float ggml_gelu(float x) {
+static const GeluTable& gelu_table() {
   static const GeluTable table;
+  return table;
+}
+
+float ggml_gelu(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
-  return table.t[f32_to_f16(x)];
+  return gelu_table().t[f32_to_f16(x)];
+}
+
+void ggml_geglu(float* g, const float* u, int64_t n) {
+  const float* t = gelu_table().t.data();
+#if defined(OXI_GEMMA4_FA_AVX512)
+  if (ggml_avx512_host()) return fa_avx512::geglu(t, g, u, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    g[i] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : t[f32_to_f16(x)]) * u[i];
+  }
 }
 
 void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t n_dims, float base, const float* freq_factors) {

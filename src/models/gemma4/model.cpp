@@ -31,8 +31,15 @@ float gelu_f32(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x *
 // y = x / sqrt(mean(x^2) + eps) as ggml: squares rounded to f32, summed in double; then the
 // optional weight.
 void rms_norm(const float* x, int64_t n, float eps, const float* w, float* y) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  // ggml adds the f32-rounded squares in double one after another; eight running sums (added at
+  // the end) give the same double up to its last bits, and so the same f32 mean except when that
+  // lies within ~1e-16 of an f32 rounding boundary, without one long latency-bound chain.
+  double s8[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) s8[k] += static_cast<double>(x[i + k] * x[i + k]);
+  double sum = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+  for (; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
@@ -239,6 +246,11 @@ class Gemma4Model final : public Model {
   void ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t n_ff) const;
   void ffn_moe(const Layer& ly, const float* x_norm, const float* x_resid, int64_t T, float* out) const;
   float gelu(float x) const { return exact_gelu_ ? gelu_f32(x) : gelu_ggml(x); }
+  // g[i] = gelu(g[i]) · u[i] (GeGLU), vectorised for ggml's table.
+  void geglu(float* g, const float* u, int64_t n) const {
+    if (!exact_gelu_) return ggml_geglu(g, u, n);
+    for (int64_t i = 0; i < n; ++i) g[i] = gelu_f32(g[i]) * u[i];
+  }
   // Products with f32 weights in ggml's summation order (ggml_matmul_f32; `id`: an expert
   // product, ggml's mul_mat_id); other weight types through our kernels as they are.
   void mm(const MatrixView& w, const float* x, int64_t T, float* y, bool id = false) const {
@@ -488,7 +500,7 @@ void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* o
   }
   mm2(ly.gate, g.data(), ly.up, u.data(), x, T);
   parallel_for_chunked(T, 4, [&](int64_t t0, int64_t t1) {
-    for (int64_t i = t0 * ff; i < t1 * ff; ++i) g[static_cast<size_t>(i)] = gelu(g[static_cast<size_t>(i)]) * u[static_cast<size_t>(i)];
+    geglu(g.data() + t0 * ff, u.data() + t0 * ff, (t1 - t0) * ff);
   });
   mm(ly.down, g.data(), T, out);
 }
@@ -544,7 +556,7 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
     u.resize(static_cast<size_t>(n * I));
     y.resize(static_cast<size_t>(n * d));
     mm2(ly.gate_exps.slice(e, ly.gate_row0, I), g.data(), ly.up_exps.slice(e, ly.up_row0, I), u.data(), xin.data(), n, true);
-    for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * u[i];
+    geglu(g.data(), u.data(), static_cast<int64_t>(g.size()));
     mm(ly.down_exps.slice(e, 0, d), g.data(), n, y.data(), true);
     const float es = ly.expert_scale[static_cast<size_t>(e)];
     for (int64_t i = 0; i < n; ++i) {
@@ -798,7 +810,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       each_token([&](int64_t t) {
         const float* pl = ple.data() + (t * L + l) * P;
         float* gt = g.data() + t * P;
-        for (int64_t i = 0; i < P; ++i) gt[i] = gelu(gt[i]) * pl[i];
+        geglu(gt, pl, P);
       });
       mm(ly.ple_proj, g.data(), T, tmp.data());
       each_token([&](int64_t t) {

@@ -233,4 +233,19 @@ void vector_chunk(const float* q, int64_t hd, const void* const* k, const void* 
       _mm512_storeu_ps(acc + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a16 + i))));
 }
 
+void geglu(const float* table, float* g, const float* u, int64_t n) {
+  // ggml_gelu per lane: x ≤ −10 → 0, x ≥ 10 → x, else table[f16(x)] (vcvtps2ph rounds to nearest
+  // even, as the scalar f32_to_f16); then · u.
+  const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+    const __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m512 y = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, h, table, 4);
+    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x);
+    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), _mm512_setzero_ps());
+    _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(y, _mm512_maskz_loadu_ps(m, u + i)));
+  }
+}
+
 }  // namespace oxi::gemma4::fa_avx512
