@@ -13,7 +13,7 @@
 // HF and GGUF runs of oxinfer must agree bit for bit (same f32 weights).
 // oxinfer runs through `oxinfer run --json` when the CLI supports gemma4, else through the dev
 // runner in oxi_models_tests (Gemma4Dev.Run / Gemma4Dev.Convert). G4_CASES=a,b runs a subset.
-import { spawnSync } from "node:child_process";
+import { run, must } from "./proc.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -30,16 +30,6 @@ const TOL = Number(process.env.G4_TOL ?? 1e-3);
 const N = 32;
 fs.mkdirSync(work, { recursive: true });
 
-function run(cmd, args, opts = {}) {
-  const r = spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 1 << 28, ...opts });
-  if (r.error) throw r.error;
-  return r;
-}
-function must(cmd, args, opts = {}) {
-  const r = run(cmd, args, opts);
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
-  return r;
-}
 
 // Deterministic prompt ids over ordinary (non-special) pieces of the Gemma vocabulary.
 function promptTokens(n, seed) {

@@ -30,7 +30,7 @@
 // docs/qwen35.md) and with its defaults for Gemma 4 (as tests/e2e/gemma4_oracle.test.mjs);
 // --fast-lse (ranks and gaps exact, logprobs ~4e-4 high) keeps each llama.cpp run short.
 // QUANT_CASES=a,b runs a subset. Numbers land in docs/kernels.md ("Quantised files vs llama.cpp").
-import { spawnSync } from "node:child_process";
+import { run, must } from "./proc.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -47,16 +47,6 @@ const N = 32;
 const TOP1_BAR = 0.95;
 fs.mkdirSync(work, { recursive: true });
 
-function run(cmd, args, opts = {}) {
-  const r = spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 1 << 28, ...opts });
-  if (r.error) throw r.error;
-  return r;
-}
-function must(cmd, args, opts = {}) {
-  const r = run(cmd, args, opts);
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
-  return r;
-}
 
 // Deterministic prompt ids over ordinary pieces of each vocabulary.
 function promptTokens(family, n, seed) {

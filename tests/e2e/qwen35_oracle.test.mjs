@@ -10,7 +10,7 @@
 // and checks tokens and a looser 5e-3 bound (see docs/qwen35.md). Q35_CASES=a,b runs a subset.
 // oxinfer runs through `oxinfer run --json` when the CLI supports it, else through the dev runner
 // in oxi_models_tests (Qwen35Dev.Run); conversion likewise through `oxinfer convert` or Qwen35Dev.Convert.
-import { spawnSync } from "node:child_process";
+import { run, must } from "./proc.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -26,16 +26,6 @@ const devBin = path.join(path.dirname(gen), "..", "..", "tests", "oxi_models_tes
 const TOL = 1e-3;
 fs.mkdirSync(work, { recursive: true });
 
-function run(cmd, args, opts = {}) {
-  const r = spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 1 << 28, ...opts });
-  if (r.error) throw r.error;
-  return r;
-}
-function must(cmd, args, opts = {}) {
-  const r = run(cmd, args, opts);
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed (${r.status}):\n${r.stdout}\n${r.stderr}`);
-  return r;
-}
 
 // Deterministic prompt ids over the real (non-special) vocabulary.
 function promptTokens(n, seed) {
