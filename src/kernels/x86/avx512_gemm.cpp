@@ -1,4 +1,5 @@
-// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with 5+ tokens.
+// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with 5+ tokens,
+// and (set avx512-amx, end of file) the Q8_0/Q4_0 GEMM on AMX-INT8 tiles.
 //
 // A work unit (row chunk × token tile, see matmul.cpp) is computed 16 weight rows at a time. The
 // 16 rows are first unpacked to unsigned bytes (one per element) and transposed so that one
