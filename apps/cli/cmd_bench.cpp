@@ -265,10 +265,10 @@ int cmd_bench(int argc, char** argv) {
     std::fprintf(stderr, "bench: %s, load %.0f ms\n", type.c_str(), load_ms);
 
     if (out == "md") {
-      std::printf("| %-30s | %10s | %8s | %-6s | %7s | %10s | %20s |\n", "model", "size", "params", "isa",
+      std::printf("| %-30s | %10s | %8s | %-10s | %7s | %10s | %20s |\n", "model", "size", "params", "isa",
                   "threads", "test", "t/s");
       std::printf("| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", std::string(30, '-').c_str(),
-                  std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(6, '-').c_str(),
+                  std::string(9, '-').c_str(), std::string(7, '-').c_str(), std::string(10, '-').c_str(),
                   std::string(6, '-').c_str(), std::string(9, '-').c_str(), std::string(19, '-').c_str());
       std::fflush(stdout);
     }
@@ -289,7 +289,7 @@ int cmd_bench(int argc, char** argv) {
         std::snprintf(tps, sizeof tps, "%.2f ± %.2f", st.avg, st.sd);
         // "±" is two bytes but one column: pad by hand.
         const std::string cell = std::string(std::max<int>(0, 21 - static_cast<int>(std::strlen(tps))), ' ') + tps;
-        std::printf("| %-30s | %6.2f GiB | %6.2f B | %-6s | %7d | %10s | %s |\n", type.c_str(),
+        std::printf("| %-30s | %6.2f GiB | %6.2f B | %-10s | %7d | %10s | %s |\n", type.c_str(),
                     size / 1073741824.0, info.n_params / 1e9, isa.c_str(), n_threads, t.name().c_str(), cell.c_str());
         std::fflush(stdout);
       }
