@@ -360,16 +360,28 @@ void pack_group(const MMArgs& a, int64_t r, int nr, int64_t nblk, uint8_t* tmp, 
   transpose_rows(tmp, static_cast<uint64_t>(a.cols), a.cols, q);
 }
 
-template <class P>
-void gemm_q8_impl(const MMArgs& a) {
-  const int64_t nb = a.cols / 32, N = static_cast<int64_t>(a.x_stride);
-  // Scratch: slot 0 raw rows (16 × cols), slot 1 packed q + scales.
+// The 16-row groups of a Q8_0/Q4_0 work unit: each unpacked by P into thread scratch (slot 0 raw
+// rows, slot 1 packed q + per-block scales wd[nb][16]), then run(r, nr, q, wd). The unit's first
+// 16 output lines of the group are fetched for writing before the unpacking (a GEMM writes each
+// output line once; a store that misses the caches then stalls the stores behind it).
+template <class P, class Run>
+void each_q8_group(const MMArgs& a, Run&& run) {
+  const int64_t nb = a.cols / 32;
   uint8_t* tmp = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(kRows * a.cols)));
   uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 4)));
   float* wd = reinterpret_cast<float*>(q + kRows * a.cols);
   for (int64_t r = a.r0; r < a.r1; r += kRows) {
     const int nr = static_cast<int>(a.r1 - r < kRows ? a.r1 - r : kRows);
+    for (int64_t j = a.t0; j < a.t1 && j < a.t0 + 16; ++j) _m_prefetchw(a.y + j * a.ldy + r);
     pack_group<P>(a, r, nr, nb, tmp, q, wd);
+    run(r, nr, static_cast<const uint8_t*>(q), static_cast<const float*>(wd));
+  }
+}
+
+template <class P>
+void gemm_q8_impl(const MMArgs& a) {
+  const int64_t nb = a.cols / 32, N = static_cast<int64_t>(a.x_stride);
+  each_q8_group<P>(a, [&](int64_t r, int nr, const uint8_t* q, const float* wd) {
     for (int64_t t = a.t0; t < a.t1; t += kTQ8) {
       const int n = static_cast<int>(a.t1 - t < kTQ8 ? a.t1 - t : kTQ8);
       float* y = a.y + t * a.ldy + r;
@@ -388,7 +400,7 @@ void gemm_q8_impl(const MMArgs& a) {
         default: kern_q8<1>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
       }
     }
-  }
+  });
 }
 
 template <class P>
@@ -532,46 +544,30 @@ void amx_tile(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* xq, 
     if (j < nt) store_rows(y + j * ldy, acc[j], nr);
 }
 
-// Activation scales of a unit's last partial token tile, zero-padded to 16 (thread scratch slot 5).
-const float* amx_tail_scales(const float* D, int64_t nblk, int64_t N, int64_t t, int nt) {
-  float* p = static_cast<float*>(thread_scratch(5, static_cast<size_t>(nblk * 16 * 4)));
-  for (int64_t b = 0; b < nblk; ++b)
-    for (int j = 0; j < 16; ++j) p[b * 16 + j] = j < nt ? D[b * N + t + j] : 0.0f;
-  return p;
-}
-
-// Runs the 16-token tiles of a work unit for one packed row group: run_tile(t, nt, xd, xds).
-template <class Run>
-void amx_tiles(const MMArgs& a, int64_t nblk, const float* D, Run&& run_tile) {
-  int cfg = 16;
-  amx_config(cfg);
-  const int64_t N = static_cast<int64_t>(a.x_stride);
-  const int tail = static_cast<int>((a.t1 - a.t0) % 16);
-  const float* xd_tail = tail ? amx_tail_scales(D, nblk, N, a.t1 - tail, tail) : nullptr;
-  for (int64_t t = a.t0; t < a.t1; t += 16) {
-    const int nt = static_cast<int>(a.t1 - t < 16 ? a.t1 - t : 16);
-    if (nt != cfg) amx_config(cfg = nt);
-    const bool full = nt == 16;
-    run_tile(t, nt, full ? D + t : xd_tail, full ? N : 16);
-  }
-  _tile_release();
-}
-
 template <class P>
 void amx_q8_impl(const MMArgs& a) {
   const int64_t nb = a.cols / 32, N = static_cast<int64_t>(a.x_stride);
-  uint8_t* tmp = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(kRows * a.cols)));
-  uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 4)));
-  float* wd = reinterpret_cast<float*>(q + kRows * a.cols);
   const float* D = reinterpret_cast<const float*>(a.x + nb * N * 36);
-  for (int64_t r = a.r0; r < a.r1; r += kRows) {
-    const int nr = static_cast<int>(a.r1 - r < kRows ? a.r1 - r : kRows);
-    for (int64_t j = a.t0; j < a.t1 && j < a.t0 + 16; ++j) _m_prefetchw(a.y + j * a.ldy + r);
-    pack_group<P>(a, r, nr, nb, tmp, q, wd);
-    amx_tiles(a, nb, D, [&](int64_t t, int nt, const float* xd, int64_t xds) {
-      amx_tile(q, wd, nb, a.x + t * 32, N, xd, xds, a.y + t * a.ldy + r, a.ldy, nr, nt);
-    });
+  // A last partial token tile (nt < 16) reads its activation scales from a zero-padded copy
+  // (thread scratch slot 5) and configures nt tile rows.
+  const int tail = static_cast<int>((a.t1 - a.t0) % 16);
+  float* xd_tail = nullptr;
+  if (tail) {
+    xd_tail = static_cast<float*>(thread_scratch(5, static_cast<size_t>(nb * 16 * 4)));
+    for (int64_t b = 0; b < nb; ++b)
+      for (int j = 0; j < 16; ++j) xd_tail[b * 16 + j] = j < tail ? D[b * N + a.t1 - tail + j] : 0.0f;
   }
+  int cfg = 16;
+  amx_config(cfg);
+  each_q8_group<P>(a, [&](int64_t r, int nr, const uint8_t* q, const float* wd) {
+    for (int64_t t = a.t0; t < a.t1; t += 16) {
+      const int nt = static_cast<int>(a.t1 - t < 16 ? a.t1 - t : 16);
+      if (nt != cfg) amx_config(cfg = nt);
+      const bool full = nt == 16;
+      amx_tile(q, wd, nb, a.x + t * 32, N, full ? D + t : xd_tail, full ? N : 16, a.y + t * a.ldy + r, a.ldy, nr, nt);
+    }
+  });
+  _tile_release();
 }
 
 void amx_run_q8_0(const MMArgs& a) { amx_q8_impl<PackQ8_0T<true>>(a); }

@@ -213,14 +213,10 @@ float ggml_gelu(float x) {
 }
 
 void ggml_geglu(float* g, const float* u, int64_t n) {
-  const float* t = gelu_table().t.data();
 #if defined(OXI_GEMMA4_FA_AVX512)
-  if (ggml_avx512_host()) return fa_avx512::geglu(t, g, u, n);
+  if (ggml_avx512_host()) return fa_avx512::geglu(gelu_table().t.data(), g, u, n);
 #endif
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = g[i];
-    g[i] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : t[f32_to_f16(x)]) * u[i];
-  }
+  for (int64_t i = 0; i < n; ++i) g[i] = ggml_gelu(g[i]) * u[i];
 }
 
 void ggml_rope_neox(float* x, int64_t n_heads, int64_t hd, int64_t pos, int64_t n_dims, float base, const float* freq_factors) {
