@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/dispatch.h"
 
@@ -27,6 +28,22 @@ inline void drive_tiles(const MMArgs& a) {
     for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t);
     for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t);
   }
+}
+
+// GEMV row walk (weights streamed from memory once per call): the R rows of a register tile
+// come from R evenly spaced places of the unit [r0, r1) instead of R neighbouring rows, so a
+// core has R DRAM streams in flight rather than one. One core's read rate is bounded by how
+// many lines it has in flight; R streams raised a 2-thread Q4_0 GEMV from ~15 to ~20–23 GB/s
+// (docs/kernels.md, "GEMV streams"). tile(R, r, rs, pf) computes rows r, r + rs, …,
+// r + (R−1)·rs and prefetches pf bytes ahead in each (kGemvPfRows rows: the stream's next row).
+inline constexpr int kGemvPfRows = 1;
+
+template <int R, class F>
+inline void gemv_stream_rows(const MMArgs& a, F&& tile) {
+  const int64_t q = (a.r1 - a.r0) / R;
+  const uint64_t pf = kGemvPfRows * a.w_stride;
+  for (int64_t j = 0; j < q; ++j) tile(std::integral_constant<int, R>{}, a.r0 + j, q, pf);
+  for (int64_t r = a.r0 + R * q; r < a.r1; ++r) tile(std::integral_constant<int, 1>{}, r, int64_t{1}, pf);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
+#include "kernels/tile_drive.h"
 
 namespace oxi::kern {
 namespace {
@@ -23,25 +24,33 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-template <template <int, int> class Tile, int R, int T>
+// R×T register tiles over a matmul tile, with 1-wide remainders; one token (GEMV): tiles of
+// G rows taken from G streams of the unit (tile_drive.h, gemv_stream_rows).
+template <template <int, int> class Tile, int R, int T, int G = 4>
 void drive(const MMArgs& a) {
+  if (a.t1 - a.t0 == 1) {
+    gemv_stream_rows<G>(a, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
+      Tile<decltype(rn)::value, 1>::run(a, r, a.t0, rs, pf);
+    });
+    return;
+  }
   int64_t r = a.r0;
   for (; r + R <= a.r1; r += R) {
     int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t);
-    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t);
+    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t, 1, R * a.w_stride);
+    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t, 1, R * a.w_stride);
   }
   for (; r < a.r1; ++r) {
     int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t);
-    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t);
+    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t, 1, a.w_stride);
+    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t, 1, a.w_stride);
   }
 }
 
 template <int R, int T>
-inline void store(const MMArgs& a, int64_t r, int64_t t, __m256 (&acc)[R][T]) {
+inline void store(const MMArgs& a, int64_t r, int64_t t, __m256 (&acc)[R][T], int64_t rs) {
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = hsum(acc[i][j]);
+    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i * rs] = hsum(acc[i][j]);
 }
 
 #define OXI_ZERO_ACC(acc) \
@@ -70,18 +79,18 @@ struct TileFloat {
   template <int R, int T>
   struct Tile {
     using E = typename L::E;
-    static void run(const MMArgs& a, int64_t r, int64_t t) {
+    static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
       __m256 acc[R][T];
       OXI_ZERO_ACC(acc);
       const E* w[R];
       const E* x[T];
-      for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const E*>(a.w + (r + i) * a.w_stride);
+      for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const E*>(a.w + (r + i * rs) * a.w_stride);
       for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const E*>(a.x + (t + j) * a.x_stride);
       int64_t k = 0;
       for (; k + 8 <= a.cols; k += 8) {
         __m256 wv[R];
         for (int i = 0; i < R; ++i) {
-          if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride, _MM_HINT_T0);
+          if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w[i] + k) + pf, _MM_HINT_T0);
           wv[i] = L::load(w[i] + k);
         }
         for (int j = 0; j < T; ++j) {
@@ -99,7 +108,7 @@ struct TileFloat {
           for (int i = 0; i < R; ++i) acc[i][j] = _mm256_fmadd_ps(L::load(wb[i]), xv, acc[i][j]);
         }
       }
-      store<R, T>(a, r, t, acc);
+      store<R, T>(a, r, t, acc, rs);
     }
   };
 };
@@ -127,12 +136,12 @@ template <class W>
 struct TileQ8 {
   template <int R, int T>
   struct Tile {
-    static void run(const MMArgs& a, int64_t r, int64_t t) {
+    static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
       __m256 acc[R][T];
       OXI_ZERO_ACC(acc);
       const uint8_t* w[R];
       const uint8_t* x[T];
-      for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
+      for (int i = 0; i < R; ++i) w[i] = a.w + (r + i * rs) * a.w_stride;
       for (int j = 0; j < T; ++j) x[j] = a.x + (t + j) * a.x_stride;
       const int64_t nb = a.cols / 32;
       for (int64_t b = 0; b < nb; ++b) {
@@ -141,8 +150,8 @@ struct TileQ8 {
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = w[i] + b * W::kBytes;
           if constexpr (T == 1) {
-            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(p + R * a.w_stride + 32), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(p + pf), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(p + pf + 32), _MM_HINT_T0);
           }
           wv[i] = W::load(p);
           dw[i] = h2f(p);
@@ -155,7 +164,7 @@ struct TileQ8 {
             acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sdot(wv[i], xv)), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
         }
       }
-      store<R, T>(a, r, t, acc);
+      store<R, T>(a, r, t, acc, rs);
     }
   };
 };
@@ -241,17 +250,17 @@ template <class B, int Kind>  // Kind 0: mins (Q4_K/Q5_K); 1: offset 32 (Q6_K)
 struct TileK {
   template <int R, int T>
   struct Tile {
-    static void run(const MMArgs& a, int64_t r, int64_t t) {
+    static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
       __m256 acc[R][T];
       OXI_ZERO_ACC(acc);
       const int64_t nb = a.cols / 256;
       for (int64_t b = 0; b < nb; ++b) {
         KRow rw[R];
         for (int i = 0; i < R; ++i) {
-          const B& blk = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b];
+          const B& blk = reinterpret_cast<const B*>(a.w + (r + i * rs) * a.w_stride)[b];
           if constexpr (T == 1)
             for (unsigned off = 0; off < sizeof(B); off += 64)
-              _mm_prefetch(reinterpret_cast<const char*>(&blk) + R * a.w_stride + off, _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(&blk) + pf + off, _MM_HINT_T0);
           unpack(blk, rw[i]);
         }
         for (int j = 0; j < T; ++j) {
@@ -274,7 +283,7 @@ struct TileK {
           }
         }
       }
-      store<R, T>(a, r, t, acc);
+      store<R, T>(a, r, t, acc, rs);
     }
   };
 };

@@ -10,6 +10,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
+#include "kernels/tile_drive.h"
 
 #ifndef OXI_PF_HINT
 #define OXI_PF_HINT _MM_HINT_T0
@@ -48,20 +49,28 @@ void drive(const MMArgs& a) {
   int64_t r = a.r0;
   for (; r + R <= a.r1; r += R) {
     int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t);
-    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t);
+    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t, 1, R * a.w_stride);
+    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t, 1, R * a.w_stride);
   }
   for (; r < a.r1; ++r) {
     int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t);
-    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t);
+    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t, 1, a.w_stride);
+    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t, 1, a.w_stride);
   }
 }
 
+// Single-token GEMV through a drive()-style tile (F32/F16/BF16), the rows in R streams.
+template <template <int, int> class Tile, int R>
+void gemv_stream(const MMArgs& a) {
+  gemv_stream_rows<R>(a, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
+    Tile<decltype(rn)::value, 1>::run(a, r, a.t0, rs, pf);
+  });
+}
+
 template <int R, int T>
-inline void store(const MMArgs& a, int64_t r, int64_t t, __m512 (&acc)[R][T]) {
+inline void store(const MMArgs& a, int64_t r, int64_t t, __m512 (&acc)[R][T], int64_t rs = 1) {
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i * rs] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
 #define OXI_ZERO_ACC(acc) \
@@ -71,18 +80,18 @@ inline void store(const MMArgs& a, int64_t r, int64_t t, __m512 (&acc)[R][T]) {
 // ---- F32 / F16 / BF16 -------------------------------------------------------------------------
 template <int R, int T>
 struct TileF32 {
-  static void run(const MMArgs& a, int64_t r, int64_t t) {
+  static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
     __m512 acc[R][T];
     OXI_ZERO_ACC(acc);
     const float* w[R];
     const float* x[T];
-    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const float*>(a.w + (r + i) * a.w_stride);
+    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const float*>(a.w + (r + i * rs) * a.w_stride);
     for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const float*>(a.x + (t + j) * a.x_stride);
     int64_t k = 0;
     for (; k + 16 <= a.cols; k += 16) {
       __m512 wv[R];
       for (int i = 0; i < R; ++i) {
-        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride);
+        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + pf);
         wv[i] = _mm512_loadu_ps(w[i] + k);
       }
       for (int j = 0; j < T; ++j) {
@@ -99,25 +108,25 @@ struct TileF32 {
         for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
       }
     }
-    store<R, T>(a, r, t, acc);
+    store<R, T>(a, r, t, acc, rs);
   }
 };
 
 template <int R, int T>
 struct TileF16 {
-  static void run(const MMArgs& a, int64_t r, int64_t t) {
+  static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
     __m512 acc[R][T];
     OXI_ZERO_ACC(acc);
     const uint16_t* w[R];
     const uint16_t* x[T];
-    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const uint16_t*>(a.w + (r + i) * a.w_stride);
+    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const uint16_t*>(a.w + (r + i * rs) * a.w_stride);
     for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const uint16_t*>(a.x + (t + j) * a.x_stride);
     for (int64_t k = 0; k < a.cols; k += 16) {
       const int64_t left = a.cols - k;
       const __mmask16 m = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
       __m512 wv[R];
       for (int i = 0; i < R; ++i) {
-        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride);
+        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + pf);
         wv[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w[i] + k));
       }
       for (int j = 0; j < T; ++j) {
@@ -125,25 +134,25 @@ struct TileF16 {
         for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
       }
     }
-    store<R, T>(a, r, t, acc);
+    store<R, T>(a, r, t, acc, rs);
   }
 };
 
 template <int R, int T>
 struct TileBF16 {
-  static void run(const MMArgs& a, int64_t r, int64_t t) {
+  static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
     __m512 acc[R][T];
     OXI_ZERO_ACC(acc);
     const uint16_t* w[R];
     const uint16_t* x[T];
-    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const uint16_t*>(a.w + (r + i) * a.w_stride);
+    for (int i = 0; i < R; ++i) w[i] = reinterpret_cast<const uint16_t*>(a.w + (r + i * rs) * a.w_stride);
     for (int j = 0; j < T; ++j) x[j] = reinterpret_cast<const uint16_t*>(a.x + (t + j) * a.x_stride);
     for (int64_t k = 0; k < a.cols; k += 32) {
       const int64_t left = a.cols - k;
       const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((1u << left) - 1);
       __m512i wv[R];
       for (int i = 0; i < R; ++i) {
-        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + R * a.w_stride);
+        if constexpr (T == 1) OXI_PF(reinterpret_cast<const char*>(w[i] + k) + pf);
         wv[i] = _mm512_maskz_loadu_epi16(m, w[i] + k);
       }
       for (int j = 0; j < T; ++j) {
@@ -152,7 +161,7 @@ struct TileBF16 {
           acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)wv[i], (__m512bh)xv);
       }
     }
-    store<R, T>(a, r, t, acc);
+    store<R, T>(a, r, t, acc, rs);
   }
 };
 
@@ -194,78 +203,16 @@ struct Q4_0W {
   }
 };
 
-template <class W>
-struct TileQ8 {
-  template <int R, int T>
-  struct Tile {
-    static void run(const MMArgs& a, int64_t r, int64_t t) {
-      __m512 acc[R][T];
-      OXI_ZERO_ACC(acc);
-      const uint8_t* w[R];
-      const uint8_t* x[T];
-      for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
-      for (int j = 0; j < T; ++j) x[j] = a.x + (t + j) * a.x_stride;
-      const int64_t nb = a.cols / 32;
-      const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
-      int64_t b = 0;
-      for (; b + 2 <= nb; b += 2) {
-        __m512i wv[R];
-        __m512 sw[R];
-        for (int i = 0; i < R; ++i) {
-          const uint8_t* p = w[i] + b * W::kBytes;
-          if constexpr (T == 1) {  // GEMV: stream the next row group in (rows are R apart)
-            OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
-            OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
-          }
-          wv[i] = W::load2(p);
-          sw[i] = pair_scale(h2f(p), h2f(p + W::kBytes));
-        }
-        for (int j = 0; j < T; ++j) {
-          const uint8_t* q = x[j] + b * 34;
-          const __m512i xv = load2x256(q + 2, q + 36);
-          const __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv));
-          const __m512 sx = pair_scale(h2f(q), h2f(q + 34));
-          for (int i = 0; i < R; ++i) {
-            const __m512i s = _mm512_dpbusd_epi32(corr, wv[i], xv);
-            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[i], sx), acc[i][j]);
-          }
-        }
-      }
-      if (b < nb) {
-        __m512i wv[R];
-        __m512 sw[R];
-        for (int i = 0; i < R; ++i) {
-          const uint8_t* p = w[i] + b * W::kBytes;
-          wv[i] = W::load1(p);
-          sw[i] = pair_scale(h2f(p), 0.0f);
-        }
-        for (int j = 0; j < T; ++j) {
-          const uint8_t* q = x[j] + b * 34;
-          const __m512i xv = load1x256(q + 2);
-          const __m512i corr = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv));
-          const __m512 sx = pair_scale(h2f(q), 0.0f);
-          for (int i = 0; i < R; ++i) {
-            const __m512i s = _mm512_dpbusd_epi32(corr, wv[i], xv);
-            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[i], sx), acc[i][j]);
-          }
-        }
-      }
-      store<R, T>(a, r, t, acc);
-    }
-  };
-};
-
 // GEMV path for Q8_0 / Q4_0 (1 token): the activation is unpacked once per call (64-byte block
 // pairs + their −k·Σx start vectors + f32 scales); weight scales of 8 blocks come from one
 // gather, are multiplied by the activation scales in one go and spread to lanes by vpermps.
 template <class W, int R>
-inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const float* dx, int64_t nb) {
+inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, const uint8_t* xp, const float* dx,
+                         int64_t nb) {
   __m512 acc[R];
   for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
   const uint8_t* w[R];
-  for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
+  for (int i = 0; i < R; ++i) w[i] = a.w + (r + i * rs) * a.w_stride;
   const __m256i goff = _mm256_setr_epi32(0, W::kBytes, 2 * W::kBytes, 3 * W::kBytes, 4 * W::kBytes,
                                          5 * W::kBytes, 6 * W::kBytes, 7 * W::kBytes);
   __m512i spread[4];
@@ -287,8 +234,8 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const fl
       const __m512i corr = _mm512_loadu_si512(q + 64);
       for (int i = 0; i < R; ++i) {
         const uint8_t* p = w[i] + (b + 2 * k) * W::kBytes;
-        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
-        OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
+        OXI_PF(reinterpret_cast<const char*>(p + pf));
+        OXI_PF(reinterpret_cast<const char*>(p + pf + 64));
         const __m512i s = _mm512_dpbusd_epi32(corr, W::load2(p), xv);
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(spread[k], P[i]), acc[i]);
       }
@@ -306,7 +253,7 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, const uint8_t* xp, const fl
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, wv, xv)), sc, acc[i]);
     }
   }
-  for (int i = 0; i < R; ++i) a.y[a.t0 * a.ldy + r + i] = _mm512_reduce_add_ps(acc[i]);
+  for (int i = 0; i < R; ++i) a.y[a.t0 * a.ldy + r + i * rs] = _mm512_reduce_add_ps(acc[i]);
 }
 
 // A thread's prepared GEMV activation (one per weight format, in its own thread-scratch slot):
@@ -352,9 +299,9 @@ void mm_q8_gemv(const MMArgs& a) {
     const float* dxbuf = reinterpret_cast<const float*>(xbuf + npairs * 128);
     MMArgs at = a;
     at.t0 = t;
-    int64_t r = a.r0;
-    for (; r + 4 <= a.r1; r += 4) gemv_q8_rows<W, 4>(at, r, xbuf, dxbuf, nb);
-    for (; r < a.r1; ++r) gemv_q8_rows<W, 1>(at, r, xbuf, dxbuf, nb);
+    gemv_stream_rows<4>(at, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
+      gemv_q8_rows<W, decltype(rn)::value>(at, r, rs, pf, xbuf, dxbuf, nb);
+    });
   }
 }
 
@@ -421,7 +368,7 @@ inline const uint8_t* q4_0_act(const MMArgs& a, int64_t nb, uint64_t xps) {
 
 template <int R, int T, bool Tail>
 inline void gemv_q4_0_group(const MMArgs& a, const uint8_t* const* w, int64_t g, const uint8_t* xg, uint64_t xps,
-                            int64_t nb, __m512 (&acc)[R][T]) {
+                            int64_t nb, uint64_t pf, __m512 (&acc)[R][T]) {
   const __m512i perm = _mm512_load_si512(kQ4Perm);
   const __m512i sidx = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 27, 27, 27, 27, 18, 18, 18, 18, 9,
                                         9, 9, 9, 0, 0, 0, 0);
@@ -439,8 +386,8 @@ inline void gemv_q4_0_group(const MMArgs& a, const uint8_t* const* w, int64_t g,
     const uint8_t* p = w[i] + g * 72;
     __m512i v0, v1;
     if constexpr (!Tail) {
-      OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride));
-      OXI_PF(reinterpret_cast<const char*>(p + R * a.w_stride + 64));
+      OXI_PF(reinterpret_cast<const char*>(p + pf));
+      OXI_PF(reinterpret_cast<const char*>(p + pf + 64));
       v0 = _mm512_loadu_si512(p);
       v1 = _mm512_loadu_si512(p + 8);
     } else {  // 1–3 blocks left (≤ 54 bytes, all in v0): a masked load, no read past the row
@@ -458,24 +405,25 @@ inline void gemv_q4_0_group(const MMArgs& a, const uint8_t* const* w, int64_t g,
 }
 
 template <int R, int T>
-inline void gemv_q4_0_tile(const MMArgs& a, int64_t r, int64_t t, const uint8_t* xp, uint64_t xps, int64_t nb) {
+inline void gemv_q4_0_tile(const MMArgs& a, int64_t r, int64_t rs, int64_t t, const uint8_t* xp, uint64_t xps,
+                           int64_t nb, uint64_t pf) {
   __m512 acc[R][T];
   OXI_ZERO_ACC(acc);
   const uint8_t* w[R];
-  for (int i = 0; i < R; ++i) w[i] = a.w + (r + i) * a.w_stride;
+  for (int i = 0; i < R; ++i) w[i] = a.w + (r + i * rs) * a.w_stride;
   const uint8_t* xt = xp + (t - a.t0) * xps;
   const int64_t full = nb / 4;
-  for (int64_t g = 0; g < full; ++g) gemv_q4_0_group<R, T, false>(a, w, g, xt + g * kQ4G, xps, nb, acc);
-  if (full * 4 < nb) gemv_q4_0_group<R, T, true>(a, w, full, xt + full * kQ4G, xps, nb, acc);
-  store<R, T>(a, r, t, acc);
+  for (int64_t g = 0; g < full; ++g) gemv_q4_0_group<R, T, false>(a, w, g, xt + g * kQ4G, xps, nb, pf, acc);
+  if (full * 4 < nb) gemv_q4_0_group<R, T, true>(a, w, full, xt + full * kQ4G, xps, nb, pf, acc);
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i * rs] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
 template <int T>
 inline void gemv_q4_0_rows(const MMArgs& a, const uint8_t* xp, uint64_t xps, int64_t nb, int64_t t) {
-  constexpr int R = T == 1 ? 4 : 2;
-  int64_t r = a.r0;
-  for (; r + R <= a.r1; r += R) gemv_q4_0_tile<R, T>(a, r, t, xp, xps, nb);
-  for (; r < a.r1; ++r) gemv_q4_0_tile<1, T>(a, r, t, xp, xps, nb);
+  gemv_stream_rows<T == 1 ? 4 : 2>(a, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
+    gemv_q4_0_tile<decltype(rn)::value, T>(a, r, rs, t, xp, xps, nb, pf);
+  });
 }
 
 void mm_q4_0_gemv(const MMArgs& a) {
@@ -733,7 +681,7 @@ template <class B, int Kind>  // Kind 0: Q4_K/Q5_K (mins), 1: Q6_K (offset 32)
 struct TileK {
   template <int R, int T>
   struct Tile {
-    static void run(const MMArgs& a, int64_t r, int64_t t) {
+    static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
       __m512 acc[R][T];
       OXI_ZERO_ACC(acc);
       __m512i idx[4];
@@ -744,15 +692,14 @@ struct TileK {
         KRow rw[R];
         const KRow* rp[R];
         for (int i = 0; i < R; ++i) {
-          const B& blk = reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b];
-          for (unsigned off = 0; off < sizeof(B); off += 64)
-            OXI_PF(reinterpret_cast<const char*>(&blk) + R * a.w_stride + off);
+          const B& blk = reinterpret_cast<const B*>(a.w + (r + i * rs) * a.w_stride)[b];
+          for (unsigned off = 0; off < sizeof(B); off += 64) OXI_PF(reinterpret_cast<const char*>(&blk) + pf + off);
           k_unpack(blk, rw[i], idx);
           rp[i] = &rw[i];
         }
         k_accum<Kind, R, T>(rp, x, a.x_stride, b, acc);
       }
-      store<R, T>(a, r, t, acc);
+      store<R, T>(a, r, t, acc, rs);
     }
   };
 };
@@ -801,8 +748,6 @@ void mm_k_gemm(const MMArgs& a) {
   }
 }
 
-template <int R, int T> using TQ8_0 = TileQ8<Q8_0W>::Tile<R, T>;
-template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
 template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
@@ -890,9 +835,9 @@ void act_q8_K(const float* x, void* dst, int64_t n) {
   }
 }
 
-void mm_f32(const MMArgs& a) { drive<TileF32, 4, 4>(a); }
-void mm_f16(const MMArgs& a) { drive<TileF16, 4, 4>(a); }
-void mm_bf16(const MMArgs& a) { drive<TileBF16, 4, 4>(a); }
+void mm_f32(const MMArgs& a) { a.t1 - a.t0 == 1 ? gemv_stream<TileF32, 4>(a) : drive<TileF32, 4, 4>(a); }
+void mm_f16(const MMArgs& a) { a.t1 - a.t0 == 1 ? gemv_stream<TileF16, 4>(a) : drive<TileF16, 4, 4>(a); }
+void mm_bf16(const MMArgs& a) { a.t1 - a.t0 == 1 ? gemv_stream<TileBF16, 4>(a) : drive<TileBF16, 4, 4>(a); }
 void mm_q8_0(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q8_0W, 4, 4>(a);
   mm_q8_gemv<Q8_0W>(a);
@@ -902,12 +847,18 @@ void mm_q4_0(const MMArgs& a) {
   mm_q4_0_gemv(a);
 }
 // GEMV (1–3 tokens): R rows × all the tokens per tile, so each block is unpacked once.
+template <template <int, int> class Tile, int T>
+void gemv_k_tokens(const MMArgs& a) {
+  gemv_stream_rows<T == 1 ? 4 : 2>(a, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
+    Tile<decltype(rn)::value, T>::run(a, r, a.t0, rs, pf);
+  });
+}
 template <template <int, int> class Tile>
 void gemv_k(const MMArgs& a) {
   switch (a.t1 - a.t0) {
-    case 1: return drive<Tile, 2, 1>(a);
-    case 2: return drive<Tile, 2, 2>(a);
-    default: return drive<Tile, 2, 3>(a);
+    case 1: return gemv_k_tokens<Tile, 1>(a);
+    case 2: return gemv_k_tokens<Tile, 2>(a);
+    default: return gemv_k_tokens<Tile, 3>(a);
   }
 }
 void mm_q4_K(const MMArgs& a) {
