@@ -415,8 +415,7 @@ inline void gemv_q4_0_tile(const MMArgs& a, int64_t r, int64_t rs, int64_t t, co
   const int64_t full = nb / 4;
   for (int64_t g = 0; g < full; ++g) gemv_q4_0_group<R, T, false>(a, w, g, xt + g * kQ4G, xps, nb, pf, acc);
   if (full * 4 < nb) gemv_q4_0_group<R, T, true>(a, w, full, xt + full * kQ4G, xps, nb, pf, acc);
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i * rs] = _mm512_reduce_add_ps(acc[i][j]);
+  store<R, T>(a, r, t, acc, rs);
 }
 
 template <int T>
