@@ -42,6 +42,9 @@ struct Kernels {
   const char* name;
   MMFn mm[kNumWTypes];
   ActFn act[kNumATypes];  // act[kAF32] unused
+  // Lanes of the F32 tiles when their sums run in llamafile's sgemm order for that vector width
+  // (x86: 8 or 16 — the Gemma 4 ggml-order path relies on it); 0: some other order.
+  int f32_sgemm_lanes = 0;
 };
 
 extern const Kernels kScalarKernels;

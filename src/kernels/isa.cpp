@@ -161,6 +161,8 @@ const Kernels& active_kernels() {
 
 const char* isa_name() { return kern::active_kernels().name; }
 
+int isa_f32_sgemm_lanes() { return kern::active_kernels().f32_sgemm_lanes; }
+
 std::vector<std::string> available_isas() {
   std::vector<std::string> v;
   for (const kern::IsaEntry& e : kern::compiled())

@@ -15,6 +15,10 @@ namespace oxi {
 // multi-token GEMMs), "neon", "neon-dotprod", "neon-i8mm" or "simd128" (wasm).
 const char* isa_name();
 
+// Vector lanes of the active set's F32 matmul tiles when their sums follow llamafile's sgemm
+// order for that width (avx2: 8, avx512 / avx512-amx: 16), else 0.
+int isa_f32_sgemm_lanes();
+
 // Kernel sets this host can run, best last ("scalar" first).
 std::vector<std::string> available_isas();
 

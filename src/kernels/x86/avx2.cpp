@@ -360,6 +360,7 @@ const Kernels kAvx2Kernels = {
     "avx2",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    8,
 };
 
 }  // namespace oxi::kern

@@ -879,6 +879,7 @@ const Kernels kAvx512Kernels = {
     "avx512",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    16,
 };
 
 #if defined(OXI_HAVE_AMX)
@@ -887,6 +888,7 @@ const Kernels kAvx512AmxKernels = {
     "avx512-amx",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    16,
 };
 #endif
 

@@ -92,15 +92,6 @@ struct GeluTable {
   }
 };
 
-// Lanes of our own f32 kernels in use (their order is llamafile's sgemm for that width), 0 when
-// the kernel set is not an x86 one.
-int kernel_lanes() {
-  const char* isa = isa_name();
-  if (std::strcmp(isa, "avx512") == 0 || std::strcmp(isa, "avx512-amx") == 0) return 16;
-  if (std::strcmp(isa, "avx2") == 0) return 8;
-  return 0;
-}
-
 }  // namespace
 
 bool ggml_avx512_host() {
@@ -460,7 +451,7 @@ void ggml_attn_row_noflash(const float* q, int64_t hd, const void* const* k, con
 
 void ggml_matmul_f32(const MatrixView& w, const float* x, int64_t T, float* y, int lanes, bool mul_mat_id) {
   const bool sgemm = !mul_mat_id && T >= 2 && w.cols % lanes == 0 && w.rows % 4 == 0;
-  if (sgemm && kernel_lanes() == lanes) {
+  if (sgemm && isa_f32_sgemm_lanes() == lanes) {
     matmul(w, x, T, y);  // our kernels accumulate exactly as llamafile's tinyBLAS does
     return;
   }
