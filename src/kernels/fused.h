@@ -22,6 +22,9 @@ struct GdnHeadIO {
   int64_t gb_stride = 1;
   float* o = nullptr;  // dv values at o + t*o_stride
   int64_t o_stride = 0;
+  // gdn_step: the dk×dv state this thread steps next, fetched into the caches during the last
+  // token's second pass (which works on S in L2 and leaves the memory bus idle); may be null.
+  const float* prefetch = nullptr;
 };
 
 // Token-by-token recurrence (decode): two passes over S per token.

@@ -538,7 +538,7 @@ void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t
   std::copy(X + n * C, X + (K - 1 + n) * C, cs.begin());
   std::vector<float>& S = st.ssm_[static_cast<size_t>(L.cache)];
   const int64_t r = Hv / Hk;
-  parallel_for(Hv, [&](int64_t hh) {
+  auto head = [&](int64_t hh, const float* prefetch) {
     const int64_t kh = tiled_ ? hh % Hk : hh / r;
     GdnHeadIO io;
     io.q = cv + kh * dk;
@@ -551,10 +551,22 @@ void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t
     io.gb_stride = Hv;
     io.o = core + hh * dv;
     io.o_stride = VD;
+    io.prefetch = prefetch;
     float* Sh = S.data() + hh * dk * dv;
     if (n == 1) gdn_step(n, dk, dv, io, Sh);
     else gdn_chunked(n, dk, dv, io, Sh, 64);
-  });
+  };
+  if (n == 1) {
+    // Decode: each thread steps a contiguous block of heads and fetches the next head's state
+    // (dk·dv floats, from memory: all layers' states are far larger than the caches) while it
+    // updates the current one.
+    parallel_run([&](int ith, int nth) {
+      const int64_t h0 = Hv * ith / nth, h1 = Hv * (ith + 1) / nth;
+      for (int64_t hh = h0; hh < h1; ++hh) head(hh, hh + 1 < h1 ? S.data() + (hh + 1) * dk * dv : nullptr);
+    });
+  } else {
+    parallel_for(Hv, [&](int64_t hh) { head(hh, nullptr); });
+  }
   // Gated RMSNorm per head: norm(o) · w · silu(z).
   for_tokens(n, [&](int64_t t) {
     for (int64_t hh = 0; hh < Hv; ++hh) {
