@@ -46,5 +46,29 @@ inline void gemv_stream_rows(const MMArgs& a, F&& tile) {
   for (int64_t r = a.r0 + R * q; r < a.r1; ++r) tile(std::integral_constant<int, 1>{}, r, int64_t{1}, pf);
 }
 
+// drive_tiles for tiles that take a row step and prefetch distance, Tile<R, T>::run(a, r, t, rs,
+// pf) (the x86 sets): one token goes through gemv_stream_rows with G-row tiles; otherwise R×T
+// tiles of neighbouring rows prefetch the next row group.
+template <template <int, int> class Tile, int R, int T, int G = 4>
+inline void drive_stream_tiles(const MMArgs& a) {
+  if (a.t1 - a.t0 == 1) {
+    gemv_stream_rows<G>(a, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
+      Tile<decltype(rn)::value, 1>::run(a, r, a.t0, rs, pf);
+    });
+    return;
+  }
+  int64_t r = a.r0;
+  for (; r + R <= a.r1; r += R) {
+    int64_t t = a.t0;
+    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t, 1, R * a.w_stride);
+    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t, 1, R * a.w_stride);
+  }
+  for (; r < a.r1; ++r) {
+    int64_t t = a.t0;
+    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t, 1, a.w_stride);
+    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t, 1, a.w_stride);
+  }
+}
+
 }  // namespace
 }  // namespace oxi::kern

@@ -24,29 +24,6 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-// R×T register tiles over a matmul tile, with 1-wide remainders; one token (GEMV): tiles of
-// G rows taken from G streams of the unit (tile_drive.h, gemv_stream_rows).
-template <template <int, int> class Tile, int R, int T, int G = 4>
-void drive(const MMArgs& a) {
-  if (a.t1 - a.t0 == 1) {
-    gemv_stream_rows<G>(a, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
-      Tile<decltype(rn)::value, 1>::run(a, r, a.t0, rs, pf);
-    });
-    return;
-  }
-  int64_t r = a.r0;
-  for (; r + R <= a.r1; r += R) {
-    int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t, 1, R * a.w_stride);
-    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t, 1, R * a.w_stride);
-  }
-  for (; r < a.r1; ++r) {
-    int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t, 1, a.w_stride);
-    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t, 1, a.w_stride);
-  }
-}
-
 template <int R, int T>
 inline void store(const MMArgs& a, int64_t r, int64_t t, __m256 (&acc)[R][T], int64_t rs) {
   for (int i = 0; i < R; ++i)
@@ -345,14 +322,14 @@ void act_q8_0(const float* x, void* dst, int64_t n) {
 }
 void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
 
-void mm_f32(const MMArgs& a) { drive<TF32, 4, 3>(a); }
-void mm_f16(const MMArgs& a) { drive<TF16, 4, 3>(a); }
-void mm_bf16(const MMArgs& a) { drive<TBF16, 4, 3>(a); }
-void mm_q8_0(const MMArgs& a) { drive<TQ8_0, 4, 2>(a); }
-void mm_q4_0(const MMArgs& a) { drive<TQ4_0, 4, 2>(a); }
-void mm_q4_K(const MMArgs& a) { drive<TQ4_K, 1, 4>(a); }
-void mm_q5_K(const MMArgs& a) { drive<TQ5_K, 1, 4>(a); }
-void mm_q6_K(const MMArgs& a) { drive<TQ6_K, 1, 4>(a); }
+void mm_f32(const MMArgs& a) { drive_stream_tiles<TF32, 4, 3>(a); }
+void mm_f16(const MMArgs& a) { drive_stream_tiles<TF16, 4, 3>(a); }
+void mm_bf16(const MMArgs& a) { drive_stream_tiles<TBF16, 4, 3>(a); }
+void mm_q8_0(const MMArgs& a) { drive_stream_tiles<TQ8_0, 4, 2>(a); }
+void mm_q4_0(const MMArgs& a) { drive_stream_tiles<TQ4_0, 4, 2>(a); }
+void mm_q4_K(const MMArgs& a) { drive_stream_tiles<TQ4_K, 1, 4>(a); }
+void mm_q5_K(const MMArgs& a) { drive_stream_tiles<TQ5_K, 1, 4>(a); }
+void mm_q6_K(const MMArgs& a) { drive_stream_tiles<TQ6_K, 1, 4>(a); }
 
 }  // namespace
 

@@ -43,30 +43,6 @@ inline __m512i load1x256(const uint8_t* p0) {
   return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0)));
 }
 
-// Drives R×T register tiles over a matmul tile, with 1-wide remainders.
-template <template <int, int> class Tile, int R, int T>
-void drive(const MMArgs& a) {
-  int64_t r = a.r0;
-  for (; r + R <= a.r1; r += R) {
-    int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<R, T>::run(a, r, t, 1, R * a.w_stride);
-    for (; t < a.t1; ++t) Tile<R, 1>::run(a, r, t, 1, R * a.w_stride);
-  }
-  for (; r < a.r1; ++r) {
-    int64_t t = a.t0;
-    for (; t + T <= a.t1; t += T) Tile<1, T>::run(a, r, t, 1, a.w_stride);
-    for (; t < a.t1; ++t) Tile<1, 1>::run(a, r, t, 1, a.w_stride);
-  }
-}
-
-// Single-token GEMV through a drive()-style tile (F32/F16/BF16), the rows in R streams.
-template <template <int, int> class Tile, int R>
-void gemv_stream(const MMArgs& a) {
-  gemv_stream_rows<R>(a, [&](auto rn, int64_t r, int64_t rs, uint64_t pf) {
-    Tile<decltype(rn)::value, 1>::run(a, r, a.t0, rs, pf);
-  });
-}
-
 template <int R, int T>
 inline void store(const MMArgs& a, int64_t r, int64_t t, __m512 (&acc)[R][T], int64_t rs = 1) {
   for (int i = 0; i < R; ++i)
@@ -834,9 +810,9 @@ void act_q8_K(const float* x, void* dst, int64_t n) {
   }
 }
 
-void mm_f32(const MMArgs& a) { a.t1 - a.t0 == 1 ? gemv_stream<TileF32, 4>(a) : drive<TileF32, 4, 4>(a); }
-void mm_f16(const MMArgs& a) { a.t1 - a.t0 == 1 ? gemv_stream<TileF16, 4>(a) : drive<TileF16, 4, 4>(a); }
-void mm_bf16(const MMArgs& a) { a.t1 - a.t0 == 1 ? gemv_stream<TileBF16, 4>(a) : drive<TileBF16, 4, 4>(a); }
+void mm_f32(const MMArgs& a) { drive_stream_tiles<TileF32, 4, 4>(a); }
+void mm_f16(const MMArgs& a) { drive_stream_tiles<TileF16, 4, 4>(a); }
+void mm_bf16(const MMArgs& a) { drive_stream_tiles<TileBF16, 4, 4>(a); }
 void mm_q8_0(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q8_0W, 4, 4>(a);
   mm_q8_gemv<Q8_0W>(a);
