@@ -80,6 +80,23 @@ void BM_gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols) {
   st.counters["GB/s"] = benchmark::Counter(bytes * st.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The same GEMV on one copy small enough to stay in L2 (Q8_0 512×1024: 544 KiB): the kernel's
+// compute ceiling, to tell a kernel that cannot keep up with DRAM from one that waits on it.
+void BM_gemv_hot(benchmark::State& st, DType t, int64_t rows, int64_t cols) {
+  setup_env();
+  Weights w = make_weights(t, rows, cols, 0);
+  std::vector<float> x(cols), y(rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  for (auto _ : st) {
+    matmul(w.copies[0], x.data(), 1, y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(w.copies[0].row_bytes) * rows;
+  st.counters["GB/s"] = benchmark::Counter(bytes * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 void BM_gemm(benchmark::State& st, DType t, int64_t rows, int64_t cols, int64_t ntok) {
   setup_env();
   Weights w = make_weights(t, rows, cols, 0);
@@ -105,6 +122,8 @@ struct Reg {
       benchmark::RegisterBenchmark(("gemv/" + n + "/3584x1024").c_str(), BM_gemv, t, 3584, 1024)->UseRealTime();
       if (t != DType::F32 && t != DType::F16)
         benchmark::RegisterBenchmark(("gemv/" + n + "/248320x1024").c_str(), BM_gemv, t, 248320, 1024)->UseRealTime();
+      benchmark::RegisterBenchmark(("gemv_hot/" + n + "/512x1024").c_str(), BM_gemv_hot, t, 512, 1024)->UseRealTime();
+      benchmark::RegisterBenchmark(("gemv_hot/" + n + "/128x1024").c_str(), BM_gemv_hot, t, 128, 1024)->UseRealTime();
       benchmark::RegisterBenchmark(("gemm/" + n + "/3584x1024x512").c_str(), BM_gemm, t, 3584, 1024, 512)->UseRealTime();
       benchmark::RegisterBenchmark(("gemm/" + n + "/1024x3584x512").c_str(), BM_gemm, t, 1024, 3584, 512)->UseRealTime();
       // Gemma-4-E2B-shaped: the double-wide FFN of its KV-sharing layers (long rows in down)

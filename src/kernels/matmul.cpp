@@ -250,15 +250,19 @@ bool matmul_supports(DType t) { return kern::wtype_index(t) >= 0 || is_fallback_
 
 namespace {
 
-// Rows per GEMV work unit, multiples of 16: at least 8 units per thread, and units of at most
+// Rows per GEMV work unit, multiples of 16: at least 4 units per thread, and units of at most
 // ~256 KiB of weights (env OXI_GEMV_UNIT_KIB) so that the thread finishing last in a job waits little
-// (large matrices: the 1 GB-class output head would otherwise end on a 10+ MB unit).
+// (large matrices: the 1 GB-class output head would otherwise end on a 10+ MB unit). Each unit
+// restarts its 4 GEMV streams (tile_drive.h), so small units cost bandwidth: 8 units per thread
+// made a 2 MB Q4_0 matrix's units 128 KiB, and 4 per thread ran it 24 → 26–27 GB/s and the
+// Qwen3.5-0.8B-shaped Q4_0 decode 4–5 % faster (2026-12-03; 2 per thread and one static half
+// per thread were no better: docs/kernels.md, "GEMV streams").
 int64_t gemv_row_chunk(int64_t rows, uint64_t row_bytes, int nth) {
   static const uint64_t unit_bytes = [] {
     const char* e = std::getenv("OXI_GEMV_UNIT_KIB");
     return (e && std::atoll(e) > 0 ? static_cast<uint64_t>(std::atoll(e)) : 256) << 10;
   }();
-  int64_t row_chunk = (rows + nth * 8 - 1) / (nth * 8);
+  int64_t row_chunk = (rows + nth * 4 - 1) / (nth * 4);
   row_chunk = std::min<int64_t>(row_chunk, static_cast<int64_t>(unit_bytes / std::max<uint64_t>(row_bytes, 1)));
   return std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
 }
