@@ -34,6 +34,9 @@ struct GemmKernels {
 // Bytes of the packed activations for a weight type (same formula for every ISA).
 uint64_t gemm_packed_bytes(int wtype, int64_t cols, int64_t n_total);
 
+#if defined(OXI_HAVE_AVX2)
+extern const GemmKernels kAvx2Gemm;
+#endif
 #if defined(OXI_HAVE_AVX512)
 extern const GemmKernels kAvx512Gemm;
 #endif

@@ -97,6 +97,9 @@ const GemmKernels* active_gemm() {
   // OXI_GEMM_OFF=1: same-binary A/B against the per-token tiles (docs/kernels.md).
   static const bool off = std::getenv("OXI_GEMM_OFF") != nullptr;
   if (off) return nullptr;
+#if defined(OXI_HAVE_AVX2)
+  if (&active_kernels() == &kAvx2Kernels) return &kAvx2Gemm;
+#endif
 #if defined(OXI_HAVE_AVX512)
   if (&active_kernels() == &kAvx512Kernels) return &kAvx512Gemm;
 #endif

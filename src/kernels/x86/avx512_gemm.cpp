@@ -1,5 +1,5 @@
 // AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with 5+ tokens,
-// and (set avx512-amx, end of file) the Q8_0/Q4_0 GEMM on AMX-INT8 tiles.
+// and (set avx512-amx, end of file) the same GEMMs on AMX-INT8 tiles.
 //
 // A work unit (row chunk × token tile, see matmul.cpp) is computed 16 weight rows at a time. The
 // 16 rows are first unpacked to unsigned bytes (one per element) and transposed so that one
@@ -23,6 +23,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
 #include "kernels/gemm.h"
+#include "kernels/x86/gemm_pack.h"
 
 namespace oxi::kern {
 namespace {
@@ -120,21 +121,6 @@ struct KScales {
   float dmin[kRows];
 };
 
-// 6-bit scales and mins of the 8 sub-blocks (ggml's get_scale_min_k4, written out here so that
-// this file emits no out-of-line copy of a header inline function).
-inline void k4_scales(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = q[j] & 63;
-    mn[j] = q[j + 4] & 63;
-    sc[j + 4] = static_cast<uint8_t>((q[j + 8] & 0xF) | ((q[j] >> 6) << 4));
-    mn[j + 4] = static_cast<uint8_t>((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
-  }
-}
-
-inline uint32_t pair16(int a, int b) {
-  return static_cast<uint32_t>(static_cast<uint16_t>(a)) | (static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16);
-}
-
 template <int NS>
 struct PackKBase {
   static void zero(int64_t nsb, KScales<NS>* s, int lane) {
@@ -150,24 +136,11 @@ struct PackKBase {
 template <class B>
 struct PackQ45_K : PackKBase<8> {
   static constexpr int kNS = 8;
-  static constexpr bool kQ5 = sizeof(B) == sizeof(BlockQ5_K);
   using Scales = KScales<8>;
   static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     for (int64_t b = 0; b < nsb; ++b) {
       const B& blk = reinterpret_cast<const B*>(src)[b];
-      __m256i qh = _mm256_setzero_si256();
-      if constexpr (kQ5) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
-      for (int k = 0; k < 4; ++k) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * k));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (kQ5) {
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), one), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k + 1), one), 4));
-        }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 256 + 64 * k), lo);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 256 + 64 * k + 32), hi);
-      }
+      decode_q45k(blk, dst + b * 256);
       uint8_t sc[8], mn[8];
       k4_scales(blk.scales, sc, mn);
       for (int j = 0; j < 8; ++j) s[b].sc[j][lane] = sc[j];
@@ -184,20 +157,9 @@ struct PackQ6_K : PackKBase<16> {
   static constexpr int kNS = 16;
   using Scales = KScales<16>;
   static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     for (int64_t b = 0; b < nsb; ++b) {
       const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(src)[b];
-      for (int h = 0; h < 2; ++h) {
-        // Elements 128h + 0..63 and 128h + 64..127, in order (see dequantize_q6_K).
-        const __m512i L = _mm512_loadu_si512(blk.ql + 64 * h);
-        const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh + 32 * h));
-        const __m512i H2 = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
-        const __m512i hA = _mm512_slli_epi16(_mm512_and_si512(H2, m3), 4);
-        const __m512i hB = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H2, 4), m3), 4);
-        _mm512_storeu_si512(dst + b * 256 + 128 * h, _mm512_or_si512(_mm512_and_si512(L, m4), hA));
-        _mm512_storeu_si512(dst + b * 256 + 128 * h + 64,
-                            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4), hB));
-      }
+      decode_q6k(blk, dst + b * 256);
       for (int j = 0; j < 16; ++j) s[b].sc[j][lane] = blk.scales[j];
       for (int p = 0; p < 8; ++p) s[b].mn[p][lane] = static_cast<int32_t>(pair16(blk.scales[2 * p], blk.scales[2 * p + 1]));
       s[b].d[lane] = h2f(blk.d);
@@ -266,8 +228,14 @@ void kern_k(const uint8_t* q, const KScales<NS>* sc, int64_t nsb, const uint8_t*
   for (int j = 0; j < T; ++j) accf[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b, q += 4096, xq += N * 256, xb += N * 16, xd += N) {
     const KScales<NS>& s = sc[b];
-    __m512i A[T], M[T];
-    for (int j = 0; j < T; ++j) A[j] = M[j] = _mm512_setzero_si512();
+    // Sub-block sums (exact int32) scaled in float: vpmulld costs two port-0 µops per token and
+    // sub-block, cvt + FMA one each.
+    __m512 A[T];
+    __m512i M[T];
+    for (int j = 0; j < T; ++j) {
+      A[j] = _mm512_setzero_ps();
+      M[j] = _mm512_setzero_si512();
+    }
     for (int sb = 0; sb < NS; ++sb) {
       __m512i S[T];
       for (int j = 0; j < T; ++j) S[j] = _mm512_setzero_si512();
@@ -275,8 +243,8 @@ void kern_k(const uint8_t* q, const KScales<NS>* sc, int64_t nsb, const uint8_t*
         const __m512i w = _mm512_load_si512(q + (sb * kGroups + g) * 64);
         for (int j = 0; j < T; ++j) S[j] = dpbusd_b(S[j], w, xq + 256 * j + (sb * kGroups + g) * 4);
       }
-      const __m512i scv = _mm512_load_si512(s.sc[sb]);
-      for (int j = 0; j < T; ++j) A[j] = _mm512_add_epi32(A[j], _mm512_mullo_epi32(S[j], scv));
+      const __m512 scf = _mm512_cvtepi32_ps(_mm512_load_si512(s.sc[sb]));
+      for (int j = 0; j < T; ++j) A[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), scf, A[j]);
     }
     // Q4_K/Q5_K: M = Σ_s m_s·bsum32_s (the packed bsums of these types are per 32: 4 pairs);
     // Q6_K: M = Σ_s sc_s·bsum_s (per 16: 8 pairs).
@@ -290,73 +258,24 @@ void kern_k(const uint8_t* q, const KScales<NS>* sc, int64_t nsb, const uint8_t*
       const __m512 dm = _mm512_load_ps(s.dmin);
       for (int j = 0; j < T; ++j) {
         const __m512 xv = _mm512_set1_ps(xd[j]);
-        accf[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(A[j]), _mm512_mul_ps(d, xv), accf[j]);
+        accf[j] = _mm512_fmadd_ps(A[j], _mm512_mul_ps(d, xv), accf[j]);
         accf[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dm, xv), accf[j]);
       }
     } else {
+      const __m512 k32 = _mm512_set1_ps(32.0f);
       for (int j = 0; j < T; ++j) {
-        const __m512i s32 = _mm512_sub_epi32(A[j], _mm512_slli_epi32(M[j], 5));
-        accf[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32), _mm512_mul_ps(d, _mm512_set1_ps(xd[j])), accf[j]);
+        const __m512 s32 = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[j]), k32, A[j]);
+        accf[j] = _mm512_fmadd_ps(s32, _mm512_mul_ps(d, _mm512_set1_ps(xd[j])), accf[j]);
       }
     }
   }
   for (int j = 0; j < T; ++j) store_rows(y + j * ldy, accf[j], nr);
 }
 
-// ---- activation packing (layouts in kernels/gemm.h) ------------------------------------------
-
-template <int kOffset>
-void pack_q8(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols, uint8_t* X) {
-  const int64_t nb = cols / 32;
-  int32_t* C = reinterpret_cast<int32_t*>(X + nb * N * 32);
-  float* D = reinterpret_cast<float*>(X + nb * N * 36);
-  const __m256i ones = _mm256_set1_epi8(1);
-  for (int64_t t = t0; t < t1; ++t) {
-    const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(xa + t * x_stride);
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].qs));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(X + (b * N + t) * 32), v);
-      const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, v);
-      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-      C[b * N + t] = -kOffset * (_mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 1));
-      D[b * N + t] = h2f(xb[b].d);
-    }
-  }
-}
-
-// kPer32: bsums summed per 32 (Q4_K/Q5_K sub-blocks; the first 8 of the 16 slots), else as is.
-template <bool kPer32>
-void pack_k(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols, uint8_t* X) {
-  const int64_t nsb = cols / 256;
-  int16_t* B = reinterpret_cast<int16_t*>(X + nsb * N * 256);
-  float* D = reinterpret_cast<float*>(X + nsb * N * 288);
-  for (int64_t t = t0; t < t1; ++t) {
-    const BlockQ8_K* xb = reinterpret_cast<const BlockQ8_K*>(xa + t * x_stride);
-    for (int64_t b = 0; b < nsb; ++b) {
-      std::memcpy(X + (b * N + t) * 256, xb[b].qs, 256);
-      int16_t* bs = B + (b * N + t) * 16;
-      if constexpr (kPer32) {  // |Σ| ≤ 32·127: fits int16
-        for (int k = 0; k < 8; ++k) bs[k] = static_cast<int16_t>(xb[b].bsums[2 * k] + xb[b].bsums[2 * k + 1]);
-      } else {
-        std::memcpy(bs, xb[b].bsums, 32);
-      }
-      D[b * N + t] = xb[b].d;
-    }
-  }
-}
-
 // Packs the 16-row group at row r (nr real rows, the rest zero) into q (+ per-type scales).
 template <class P, class S>
 void pack_group(const MMArgs& a, int64_t r, int nr, int64_t nblk, uint8_t* tmp, uint8_t* q, S* sc) {
-  for (int i = 0; i < kRows; ++i) {
-    if (i < nr) {
-      P::row(a.w + (r + i) * a.w_stride, nblk, tmp + i * a.cols, sc, i);
-    } else {
-      std::memset(tmp + i * a.cols, 0, static_cast<size_t>(a.cols));
-      P::zero(nblk, sc, i);
-    }
-  }
+  decode_rows<P, kRows>(a, r, nr, nblk, tmp, sc);
   transpose_rows(tmp, static_cast<uint64_t>(a.cols), a.cols, q);
 }
 
@@ -446,9 +365,8 @@ void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
 // is scaled into 16 float accumulators with AVX-512. The tile work of block b is issued two blocks
 // before its scaling (two C tiles ping-pong, four C buffers), so the tile unit and the vector units
 // overlap instead of waiting on each other. Results equal the VNNI kernel's up to float summation
-// order. K-quants keep the VNNI kernels: the same scheme per 32-element sub-block (scales in float,
-// mins from Q8_K's bsums per super-block) measured no faster for Q4_K/Q5_K and slower for Q6_K
-// (16-element sub-blocks), and pp512 of the Gemma-4-E2B Q4_K_M file was 3–9 % slower with it.
+// order. (The same scheme per 32-element K-quant sub-block was no faster than VNNI: K-quants fold
+// their sub-block scales into the weights instead, see "AMX-INT8 tiles, K-quants" below.)
 struct alignas(64) TileCfg {
   uint8_t palette, start_row;
   uint8_t reserved[14];
@@ -570,6 +488,154 @@ void amx_q8_impl(const MMArgs& a) {
   _tile_release();
 }
 
+// ---- AMX-INT8 tiles, K-quants ----------------------------------------------------------------
+// A K-quant super-block (256 elements) has one float scale per row (d, and dmin for the mins) and
+// small integer sub-block scales sc. Folding sc into the weights makes the super-block one exact
+// integer dot product, v = q·sc per element (Q4_K ≤ 945, Q5_K ≤ 1953, Q6_K in ±8064), which is
+// too wide for int8 but splits exactly as v = 128·hi + lo with lo in 0..127 and hi in −63..62.
+// So per super-block, 16 tokens × 16 rows: 4 TDPBSSD (K = 64) into C_hi and 4 into C_lo, both
+// tiles accumulating over the whole super-block, and one vector pass per super-block:
+// 128·C_hi + C_lo, the mins (or Q6_K's −32) from Q8_K's bsums, and the float scales. The VNNI
+// kernel spends one vpdpbusd per 4 elements per 16 rows per token; this spends 8 tile
+// instructions per 256 elements per 16 rows and 16 tokens. The scaling of super-block b − 1
+// runs while the tiles of b are computed (two C buffer pairs).
+//
+// tmm0/1: C_hi/C_lo (nt tokens × 16 int32); tmm2: A (nt tokens × 64 activation bytes, rows 256
+// bytes apart in the packed Q8_K layout); tmm3/4: B_hi/B_lo (16 × 64 bytes).
+void amx_k_config(int nt) {
+  TileCfg c;
+  std::memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int i = 0; i < 5; ++i) {
+    c.rows[i] = static_cast<uint8_t>(i < 3 ? nt : 16);
+    c.colsb[i] = 64;
+  }
+  asm volatile("ldtilecfg %0" : : "m"(c));
+}
+
+#define OXI_TILE_LOAD_A(tmm, p)                                                     \
+  asm volatile("tileloadd (%1,%2,1), %%tmm" #tmm                                    \
+               :                                                                   \
+               : "m"(*reinterpret_cast<const uint8_t(*)[15 * 256 + 64]>(p)), "r"(p), \
+                 "r"(int64_t{256}))
+#define OXI_TILE_LOAD_B(tmm, p)                                                                                  \
+  asm volatile("tileloadd (%1,%2,1), %%tmm" #tmm : : "m"(*reinterpret_cast<const uint8_t(*)[1024]>(p)), "r"(p), \
+               "r"(int64_t{64}))
+
+// 16 rows of decoded unsigned q bytes (tmp, `cols` apart) → hi (in place) and lo bytes.
+template <int NS>
+void amx_k_split(uint8_t* tmp, uint8_t* lo, const KScales<NS>* sc, int64_t nsb, int64_t cols) {
+  constexpr int E = 256 / NS;  // elements per sub-block: 32 (Q4_K/Q5_K) or 16 (Q6_K)
+  const __m512i m7 = _mm512_set1_epi16(127);
+  for (int i = 0; i < kRows; ++i) {
+    for (int64_t b = 0; b < nsb; ++b) {
+      for (int c = 0; c < 256; c += 32) {
+        const int64_t off = i * cols + b * 256 + c;
+        const __m512i sv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(static_cast<short>(sc[b].sc[c / E][i]))),
+                                              _mm256_set1_epi16(static_cast<short>(sc[b].sc[(c + 16) / E][i])), 1);
+        const __m512i v = _mm512_mullo_epi16(
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tmp + off))), sv);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp + off), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 7)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + off), _mm512_cvtepi16_epi8(_mm512_and_si512(v, m7)));
+      }
+    }
+  }
+}
+
+// acc[j] += token j's super-block result from C_hi/C_lo (row j = token j, 16 int32 = 16 rows).
+template <int NS>
+__attribute__((always_inline)) inline void amx_k_scale(__m512 (&acc)[16], const int32_t* ch, const int32_t* cl,
+                                                       const KScales<NS>& s, const int16_t* xb, const float* xd,
+                                                       int nt) {
+  constexpr int kPairs = NS == 8 ? 4 : 8;
+  __m512i mv[kPairs];
+  for (int p = 0; p < kPairs; ++p) mv[p] = _mm512_load_si512(s.mn[p]);
+  const __m512 d = _mm512_load_ps(s.d), dm = _mm512_load_ps(s.dmin);
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) {
+    if (j >= nt) continue;
+    const __m512i v = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ch + 16 * j), 7), _mm512_load_si512(cl + 16 * j));
+    __m512i M = _mm512_setzero_si512();
+    for (int p = 0; p < kPairs; ++p) M = _mm512_dpwssd_epi32(M, mv[p], bcast32(xb + 16 * j + 2 * p));
+    const __m512 xv = _mm512_set1_ps(xd[j]);
+    if constexpr (NS == 8) {
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), _mm512_mul_ps(d, xv), acc[j]);
+      acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M), _mm512_mul_ps(dm, xv), acc[j]);
+    } else {
+      const __m512i s32 = _mm512_sub_epi32(v, _mm512_slli_epi32(M, 5));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s32), _mm512_mul_ps(d, xv), acc[j]);
+    }
+  }
+}
+
+// One 16-row group (qh, ql: transposed hi/lo bytes; sc) × nt ≤ 16 tokens from token t.
+template <int NS>
+void amx_k_tile(const uint8_t* qh, const uint8_t* ql, const KScales<NS>* sc, int64_t nsb, const uint8_t* X,
+                int64_t N, int64_t t, float* y, int64_t ldy, int nr, int nt) {
+  const int16_t* XB = reinterpret_cast<const int16_t*>(X + nsb * N * 256);
+  const float* XD = reinterpret_cast<const float*>(X + nsb * N * 288);
+  alignas(64) int32_t cb[2][2][256];
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b <= nsb; ++b) {
+    if (b < nsb) {
+      _tile_zero(0);
+      _tile_zero(1);
+      for (int kk = 0; kk < 4; ++kk) {
+        const uint8_t* A = X + (b * N + t) * 256 + kk * 64;
+        const int64_t g = (b * 64 + kk * 16) * 64;
+        OXI_TILE_LOAD_A(2, A);
+        OXI_TILE_LOAD_B(3, qh + g);
+        OXI_TILE_LOAD_B(4, ql + g);
+        _tile_dpbssd(0, 2, 3);
+        _tile_dpbssd(1, 2, 4);
+      }
+      OXI_TILE_STORE1K(0, cb[b & 1][0]);
+      OXI_TILE_STORE1K(1, cb[b & 1][1]);
+    }
+    if (b >= 1) {
+      const int64_t p = b - 1;
+      amx_k_scale<NS>(acc, cb[p & 1][0], cb[p & 1][1], sc[p], XB + (p * N + t) * 16, XD + p * N + t, nt);
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j)
+    if (j < nt) store_rows(y + j * ldy, acc[j], nr);
+}
+
+template <class P>
+void amx_k_impl(const MMArgs& a) {
+  constexpr int NS = P::kNS;
+  using S = typename P::Scales;
+  const int64_t nsb = a.cols / 256, N = static_cast<int64_t>(a.x_stride);
+  const size_t rows_bytes = static_cast<size_t>(kRows * a.cols);
+  uint8_t* tmp = static_cast<uint8_t*>(thread_scratch(0, 2 * rows_bytes));  // q → hi, then lo
+  uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, 2 * rows_bytes + nsb * sizeof(S)));
+  uint8_t* qh = q;
+  uint8_t* ql = q + rows_bytes;
+  S* sc = reinterpret_cast<S*>(q + 2 * rows_bytes);
+  int cfg = 16;
+  amx_k_config(cfg);
+  for (int64_t r = a.r0; r < a.r1; r += kRows) {
+    const int nr = static_cast<int>(a.r1 - r < kRows ? a.r1 - r : kRows);
+    decode_rows<P, kRows>(a, r, nr, nsb, tmp, sc);
+    amx_k_split<NS>(tmp, tmp + rows_bytes, sc, nsb, a.cols);
+    transpose_rows(tmp, static_cast<uint64_t>(a.cols), a.cols, qh);
+    transpose_rows(tmp + rows_bytes, static_cast<uint64_t>(a.cols), a.cols, ql);
+    for (int64_t t = a.t0; t < a.t1; t += 16) {
+      const int nt = static_cast<int>(a.t1 - t < 16 ? a.t1 - t : 16);
+      if (nt != cfg) amx_k_config(cfg = nt);
+      amx_k_tile<NS>(qh, ql, sc, nsb, a.x, N, t, a.y + t * a.ldy + r, a.ldy, nr, nt);
+    }
+  }
+  _tile_release();
+}
+
+void amx_run_q4_K(const MMArgs& a) { amx_k_impl<PackQ4_K>(a); }
+void amx_run_q5_K(const MMArgs& a) { amx_k_impl<PackQ5_K>(a); }
+void amx_run_q6_K(const MMArgs& a) { amx_k_impl<PackQ6_K>(a); }
+
 void amx_run_q8_0(const MMArgs& a) { amx_q8_impl<PackQ8_0T<true>>(a); }
 void amx_run_q4_0(const MMArgs& a) { amx_q8_impl<PackQ4_0T<true>>(a); }
 #endif  // OXI_HAVE_AMX
@@ -591,7 +657,7 @@ const GemmKernels kAmxGemm = {
     "amx",
     5,
     {nullptr, nullptr, nullptr, pack_q8<0>, pack_q8<0>, pack_k<true>, pack_k<true>, pack_k<false>},
-    {nullptr, nullptr, nullptr, amx_run_q8_0, amx_run_q4_0, run_q4_K, run_q5_K, run_q6_K},
+    {nullptr, nullptr, nullptr, amx_run_q8_0, amx_run_q4_0, amx_run_q4_K, amx_run_q5_K, amx_run_q6_K},
 };
 #endif
 
