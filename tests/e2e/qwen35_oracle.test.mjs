@@ -82,6 +82,7 @@ function llamaGreedy(gguf, toks, n, outFile, flashAttn) {
 }
 
 // Max |Δ logprob| over the top-5 entries both sides share, over all steps; tokens must agree.
+// perStep: each step's max (Infinity where no entry is shared), up to the first step where tokens part.
 function compare(label, ours, ref, tol = TOL) {
   const problems = [];
   const a = ours.generated_tokens, b = ref.generated_tokens;
@@ -91,18 +92,22 @@ function compare(label, ours, ref, tol = TOL) {
   }
   let maxDiff = 0;
   let shared5 = 0;
+  const perStep = [];
   for (let s = 0; s < Math.min(ours.steps.length, ref.steps.length); s++) {
     const m = new Map(ours.steps[s].top.map((e) => [e.token, e.logprob]));
+    let stepDiff = -Infinity;
     for (const e of ref.steps[s].top) {
       if (!m.has(e.token)) continue;
       shared5++;
-      maxDiff = Math.max(maxDiff, Math.abs(m.get(e.token) - e.logprob));
+      stepDiff = Math.max(stepDiff, Math.abs(m.get(e.token) - e.logprob));
     }
+    perStep.push(stepDiff === -Infinity ? Infinity : stepDiff);
+    maxDiff = Math.max(maxDiff, stepDiff);
     if (ours.steps[s].token !== ref.steps[s].token) break;
   }
   if (!(maxDiff < tol)) problems.push(`${label}: max top-5 logprob diff ${maxDiff.toExponential(3)} >= ${tol}`);
   if (shared5 < 4 * Math.min(ours.steps.length, ref.steps.length)) problems.push(`${label}: top-5 sets disagree too often (${shared5} shared entries)`);
-  return { maxDiff, problems };
+  return { maxDiff, perStep, problems };
 }
 
 const cases = [
@@ -167,25 +172,21 @@ for (const [ci, c] of cases.entries()) {
     for (const isa of ["scalar", "auto"]) {
       const ours8 = oxiGreedy(g8, toks, 32, path.join(work, `${c.name}.oxi_q8_${isa}.json`), { OXI_ISA: isa });
       const label = `${c.name} q8_0 GGUF (OXI_ISA=${isa})`;
-      const a = ours8.generated_tokens, b = ref8.generated_tokens;
-      let first = a.findIndex((t, k) => t !== b[k]);
-      if (first < 0) first = Math.min(a.length, b.length);
-      const per = [];
-      for (let s = 0; s < Math.min(first + 1, ours8.steps.length, ref8.steps.length); s++) {
-        const m = new Map(ours8.steps[s].top.map((e) => [e.token, e.logprob]));
-        const d = ref8.steps[s].top.filter((e) => m.has(e.token)).map((e) => Math.abs(m.get(e.token) - e.logprob));
-        per.push(d.length ? Math.max(...d) : Infinity);
-      }
-      const maxDiff = Math.max(0, ...per);
-      const sorted = [...per].sort((x, y) => x - y);
-      const median = sorted[Math.floor(sorted.length / 2)];
+      // compare()'s strict token/top-5 problems are not the bar here; its per-step differences
+      // (up to and including the first step where the tokens part) are.
+      const { perStep } = compare(label, ours8, ref8, 0.25);
+      const maxDiff = Math.max(0, ...perStep);
+      const median = [...perStep].sort((x, y) => x - y)[Math.floor(perStep.length / 2)];
       if (!(maxDiff < 0.25)) failures.push(`${label}: max top-5 logprob diff ${maxDiff.toExponential(3)} >= 0.25 before the tokens part`);
-      let tokens = "identical";
-      if (first < Math.min(a.length, b.length)) {
-        const gap = ref8.steps[first]?.top1_top2_gap ?? 0;
-        const chaos = Math.max(0.05, 2 * Math.max(0, ...per.slice(0, first + 1)));
-        tokens = `part at step ${first} (llama.cpp gap ${gap.toExponential(2)}, chaos ${chaos.toExponential(2)})`;
-        if (gap > chaos) failures.push(`${label}: greedy tokens differ at step ${first} (ours ${a[first]}, llama.cpp ${b[first]}) where llama.cpp's top1-top2 gap ${gap} exceeds the chaos bound ${chaos}`);
+      const a = ours8.generated_tokens, b = ref8.generated_tokens;
+      const first = a.findIndex((t, k) => t !== b[k]);
+      let tokens = a.length === b.length && first < 0 ? "identical" : "";
+      if (!tokens) {
+        const at = first < 0 ? Math.min(a.length, b.length) : first;
+        const gap = ref8.steps[at]?.top1_top2_gap ?? 0;
+        const chaos = Math.max(0.05, 2 * maxDiff);
+        tokens = `part at step ${at} (llama.cpp gap ${gap.toExponential(2)}, chaos ${chaos.toExponential(2)})`;
+        if (gap > chaos) failures.push(`${label}: greedy tokens differ at step ${at} (ours ${a[at]}, llama.cpp ${b[at]}) where llama.cpp's top1-top2 gap ${gap} exceeds the chaos bound ${chaos}`);
       }
       q8 += ` [q8_0 GGUF ${isa}: max ${maxDiff.toExponential(2)}, median ${median.toExponential(2)}${median < 1e-4 ? " (exact)" : ""}, tokens ${tokens}]`;
     }
