@@ -368,7 +368,30 @@ Expert3D Gemma4Model::experts(const std::string& g, int64_t e, int64_t rows, int
   return x;
 }
 
-Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions& opt) : files_(files), cfg_(std::move(cfg)) {
+namespace {
+// The file set without the GGUF metadata: the config is parsed by then, and a Gemma 4 file's
+// metadata holds the 262144-entry vocabulary, whose copy was most of the load time (2026-12-04,
+// E2B Q8_0: ~100 of ~180 ms on AMD Zen 5). The tensor index and the mapped sources stay.
+ModelFiles without_metadata(const ModelFiles& f) {
+  ModelFiles out;
+  out.kind = f.kind;
+  out.path = f.path;
+  out.hf = f.hf;
+  if (f.gguf) {
+    GgufFile g;
+    g.version = f.gguf->version;
+    g.data_offset = f.gguf->data_offset;
+    g.alignment = f.gguf->alignment;
+    g.tensors = f.gguf->tensors;
+    g.sources = f.gguf->sources;
+    out.gguf = std::move(g);
+  }
+  return out;
+}
+}  // namespace
+
+Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions& opt)
+    : files_(without_metadata(files)), cfg_(std::move(cfg)) {
   is_hf_ = files_.kind == ModelFileKind::kHf;
   if (is_hf_) prefix_ = hf_prefix(*files_.hf);
   const bool untied_hf = is_hf_ && files_.tensors().find("lm_head.weight") &&
