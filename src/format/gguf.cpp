@@ -154,7 +154,7 @@ const std::string& GgufValue::as_string() const {
 
 size_t GgufValue::array_size() const {
   if (!is_array()) type_mismatch(*this, "an array");
-  if (elem_type == GgufType::STRING) return strings.size();
+  if (elem_type == GgufType::STRING) return lazy_strings ? lazy_strings->count : owned_strings.size();
   if (elem_type == GgufType::ARRAY) return array.size();
   const size_t sz = gguf_type_size(elem_type);
   return sz ? raw.size() / sz : 0;
@@ -166,7 +166,7 @@ GgufValue GgufValue::element(size_t i) const {
     throw_error(ErrorCode::kFormat, "metadata array index " + std::to_string(i) + " out of range (size " +
                                         std::to_string(n) + ")");
   }
-  if (elem_type == GgufType::STRING) return string(strings[i]);
+  if (elem_type == GgufType::STRING) return string(as_string_array()[i]);
   if (elem_type == GgufType::ARRAY) return array[i];
   return raw_element(elem_type, raw.data() + i * gguf_type_size(elem_type));
 }
@@ -200,9 +200,23 @@ std::vector<float> GgufValue::as_float_array() const {
   return out;
 }
 
+const std::vector<std::string>& GgufLazyStrings::get() const {
+  std::call_once(once_, [&] {
+    const uint8_t* p = source->data() + begin;  // bounds checked when the file was opened
+    strings_.reserve(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t n;
+      std::memcpy(&n, p, 8);
+      strings_.emplace_back(reinterpret_cast<const char*>(p + 8), n);
+      p += 8 + n;
+    }
+  });
+  return strings_;
+}
+
 const std::vector<std::string>& GgufValue::as_string_array() const {
   if (!is_array() || elem_type != GgufType::STRING) type_mismatch(*this, "a string array");
-  return strings;
+  return lazy_strings ? lazy_strings->get() : owned_strings;
 }
 
 GgufValue GgufValue::u8(uint8_t v) { GgufValue r; r.type = GgufType::UINT8; r.scalar = uint64_t{v}; return r; }
@@ -274,7 +288,7 @@ GgufValue GgufValue::string_array(std::vector<std::string> v) {
   GgufValue r;
   r.type = GgufType::ARRAY;
   r.elem_type = GgufType::STRING;
-  r.strings = std::move(v);
+  r.owned_strings = std::move(v);
   return r;
 }
 
@@ -361,6 +375,14 @@ namespace {
 class Cursor {
  public:
   Cursor(const ByteSource& src) : src_(src), data_(src.data()), size_(src.size()) {}
+  explicit Cursor(const ByteSourcePtr& owner) : Cursor(*owner) { owner_ = owner; }
+
+  const ByteSourcePtr& owner() const { return owner_; }  // null when built from a bare reference
+  Cursor at(uint64_t pos) const {
+    Cursor c = *this;
+    c.pos_ = pos;
+    return c;
+  }
 
   uint64_t pos() const { return pos_; }
   uint64_t left() const { return size_ - pos_; }
@@ -393,9 +415,18 @@ class Cursor {
     const uint8_t* p = take(n, what);
     return std::string(reinterpret_cast<const char*>(p), n);
   }
+  void skip_string(const char* what) {  // the checks of read_string, no copy
+    const uint64_t n = read<uint64_t>(what);
+    if (n > left()) {
+      fail(std::string(what) + " length " + std::to_string(n) + " at offset " + std::to_string(pos_ - 8) +
+           " exceeds the " + std::to_string(left()) + " bytes left");
+    }
+    take(n, what);
+  }
 
  private:
   const ByteSource& src_;
+  ByteSourcePtr owner_;
   const uint8_t* data_;
   uint64_t size_;
   uint64_t pos_ = 0;
@@ -424,8 +455,18 @@ GgufValue read_array_body(Cursor& c, const std::string& key, int depth) {
   v.type = GgufType::ARRAY;
   v.elem_type = elem;
   if (elem == GgufType::STRING) {
-    v.strings.reserve(n);
-    for (uint64_t i = 0; i < n; ++i) v.strings.push_back(c.read_string("string", ~0ull));
+    auto lazy = std::make_shared<GgufLazyStrings>();
+    lazy->source = c.owner();
+    lazy->begin = c.pos();
+    lazy->count = n;
+    for (uint64_t i = 0; i < n; ++i) c.skip_string("string");
+    if (!lazy->source) {  // no owner to keep the bytes alive: materialise now
+      Cursor again = c.at(lazy->begin);
+      v.owned_strings.reserve(n);
+      for (uint64_t i = 0; i < n; ++i) v.owned_strings.push_back(again.read_string("string", ~0ull));
+    } else {
+      v.lazy_strings = std::move(lazy);
+    }
   } else if (elem == GgufType::ARRAY) {
     v.array.reserve(n);
     for (uint64_t i = 0; i < n; ++i) v.array.push_back(read_array_body(c, key, depth + 1));
@@ -462,7 +503,7 @@ std::string quoted(const std::string& s) { return "'" + fmt::printable(s) + "'";
 
 GgufFile read_gguf(ByteSourcePtr source) {
   if (!source) throw_error(ErrorCode::kInvalidArgument, "read_gguf: null source");
-  Cursor c(*source);
+  Cursor c(source);
   const std::string& file = source->name();
   GgufFile out;
 
@@ -822,7 +863,7 @@ void put_array_body(std::vector<uint8_t>& out, const GgufValue& v) {
   put<uint32_t>(out, static_cast<uint32_t>(v.elem_type));
   put<uint64_t>(out, v.array_size());
   if (v.elem_type == GgufType::STRING) {
-    for (const auto& s : v.strings) put_string(out, s);
+    for (const auto& s : v.as_string_array()) put_string(out, s);
   } else if (v.elem_type == GgufType::ARRAY) {
     for (const auto& a : v.array) put_array_body(out, a);
   } else {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,9 +23,24 @@ enum class GgufType : uint32_t {
   STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
 
+// A string array as it lies in the file: `count` entries of {u64 length, bytes} from `begin`
+// (already bounds checked), materialised once on first use (thread-safe).
+struct GgufLazyStrings {
+  ByteSourcePtr source;  // keeps the bytes alive
+  uint64_t begin = 0;    // offset of the first entry in source
+  uint64_t count = 0;
+  const std::vector<std::string>& get() const;
+
+ private:
+  mutable std::once_flag once_;
+  mutable std::vector<std::string> strings_;
+};
+
 // One metadata value. Arrays are homogeneous; `elem_type` says what they hold. Storage by element
 // type (compact, so a hostile file cannot blow up into per-element objects):
-//   ARRAY of STRING  → `strings`
+//   ARRAY of STRING  → as_string_array(): `owned_strings` for values built in memory; a parsed
+//     file's string array stays in the mapped file (`lazy_strings`: bounds checked at open, turned
+//     into std::strings on first use, so a model load that never needs the vocabulary skips it)
 //   ARRAY of ARRAY   → `array` (nested arrays are legal GGUF and kept as nested values)
 //   ARRAY of numbers / BOOL → `raw`: the elements' little-endian bytes exactly as in the file;
 //     read them with element(i) or the as_*_array() accessors.
@@ -33,7 +49,8 @@ struct GgufValue {
   GgufType elem_type = GgufType::UINT8;  // for ARRAY
   std::variant<uint64_t, int64_t, double, bool, std::string> scalar;  // integers widen
   std::vector<GgufValue> array;                                    // for ARRAY of ARRAY
-  std::vector<std::string> strings;                                // for ARRAY of STRING
+  std::vector<std::string> owned_strings;                          // for ARRAY of STRING (built)
+  std::shared_ptr<const struct GgufLazyStrings> lazy_strings;      // for ARRAY of STRING (parsed)
   std::vector<uint8_t> raw;                                        // for ARRAY of numbers/BOOL
 
   bool is_array() const { return type == GgufType::ARRAY; }

@@ -118,6 +118,10 @@ TEST(Gguf, WriterRoundTripAllTypes) {
   EXPECT_TRUE(m.get_bool("k.bool"));
   EXPECT_EQ(m.get_string("k.str"), "héllo");
   EXPECT_EQ(m.find("k.strs")->as_string_array(), (std::vector<std::string>{"a", "", "ccc"}));
+  // String arrays of a parsed file are read on first use; a copied value keeps its bytes alive.
+  GgufValue strs_copy = *m.find("k.strs");
+  EXPECT_EQ(strs_copy.array_size(), 3u);
+  EXPECT_EQ(strs_copy.element(2).as_string(), "ccc");
   EXPECT_EQ(m.find("k.f32s")->as_float_array(), (std::vector<float>{1.0f, -2.0f}));
   EXPECT_EQ(m.find("k.bools")->as_int_array(), (std::vector<int64_t>{1, 0, 1}));
   EXPECT_EQ(m.find("k.u32s")->as_int_array(), (std::vector<int64_t>{1, 2}));
