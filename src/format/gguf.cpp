@@ -374,15 +374,9 @@ namespace {
 
 class Cursor {
  public:
-  Cursor(const ByteSource& src) : src_(src), data_(src.data()), size_(src.size()) {}
-  explicit Cursor(const ByteSourcePtr& owner) : Cursor(*owner) { owner_ = owner; }
+  explicit Cursor(ByteSourcePtr src) : src_(*src), owner_(std::move(src)), data_(src_.data()), size_(src_.size()) {}
 
-  const ByteSourcePtr& owner() const { return owner_; }  // null when built from a bare reference
-  Cursor at(uint64_t pos) const {
-    Cursor c = *this;
-    c.pos_ = pos;
-    return c;
-  }
+  const ByteSourcePtr& owner() const { return owner_; }
 
   uint64_t pos() const { return pos_; }
   uint64_t left() const { return size_ - pos_; }
@@ -406,22 +400,18 @@ class Cursor {
     return x;
   }
   std::string read_string(const char* what, uint64_t max_len) {
+    const uint64_t n = skip_string(what, max_len);
+    return std::string(reinterpret_cast<const char*>(data_ + pos_ - n), n);
+  }
+  uint64_t skip_string(const char* what, uint64_t max_len = ~0ull) {  // checked; returns the length
     const uint64_t n = read<uint64_t>(what);
     if (n > left()) {
       fail(std::string(what) + " length " + std::to_string(n) + " at offset " + std::to_string(pos_ - 8) +
            " exceeds the " + std::to_string(left()) + " bytes left");
     }
     if (n > max_len) fail(std::string(what) + " length " + std::to_string(n) + " exceeds the limit");
-    const uint8_t* p = take(n, what);
-    return std::string(reinterpret_cast<const char*>(p), n);
-  }
-  void skip_string(const char* what) {  // the checks of read_string, no copy
-    const uint64_t n = read<uint64_t>(what);
-    if (n > left()) {
-      fail(std::string(what) + " length " + std::to_string(n) + " at offset " + std::to_string(pos_ - 8) +
-           " exceeds the " + std::to_string(left()) + " bytes left");
-    }
     take(n, what);
+    return n;
   }
 
  private:
@@ -460,13 +450,7 @@ GgufValue read_array_body(Cursor& c, const std::string& key, int depth) {
     lazy->begin = c.pos();
     lazy->count = n;
     for (uint64_t i = 0; i < n; ++i) c.skip_string("string");
-    if (!lazy->source) {  // no owner to keep the bytes alive: materialise now
-      Cursor again = c.at(lazy->begin);
-      v.owned_strings.reserve(n);
-      for (uint64_t i = 0; i < n; ++i) v.owned_strings.push_back(again.read_string("string", ~0ull));
-    } else {
-      v.lazy_strings = std::move(lazy);
-    }
+    v.lazy_strings = std::move(lazy);
   } else if (elem == GgufType::ARRAY) {
     v.array.reserve(n);
     for (uint64_t i = 0; i < n; ++i) v.array.push_back(read_array_body(c, key, depth + 1));

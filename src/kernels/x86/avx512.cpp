@@ -24,11 +24,13 @@
 namespace oxi::kern {
 namespace {
 
-inline float h2f(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
+inline int ld16(const uint8_t* p) {  // an unaligned little-endian u16 (f16 scale bits)
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
 }
+
+inline float h2f(const uint8_t* p) { return _cvtsh_ss(static_cast<unsigned short>(ld16(p))); }
 
 // [a ×8 | b ×8]
 inline __m512 pair_scale(float a, float b) {
@@ -183,11 +185,6 @@ struct Q4_0W {
 // pairs + their −k·Σx start vectors + f32 scales); weight scales of 8 blocks come from one
 // set of 16-bit inserts, are multiplied by the activation scales in one go and spread to lanes by
 // vpermps.
-inline int ld16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
 
 template <class W, int R>
 inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, const uint8_t* xp, const float* dx,
