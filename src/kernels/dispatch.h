@@ -32,11 +32,19 @@ struct MMArgs {
   // Nonzero: identifies this activation buffer's contents (unique per matmul call), so a kernel
   // may reuse per-thread preprocessing of x across the work units of one call; 0: do not cache.
   uint64_t x_id;
+  // A row-interleaved copy of the weights (kernels/pack.h), for the Kernels::mm_packed kernels:
+  // 16-row group g at wp + g·wp_stride, covering rows [0, wp_rows); rows past it use w.
+  const uint8_t* wp;
+  uint64_t wp_stride;
+  int64_t wp_rows;
 };
 
 using MMFn = void (*)(const MMArgs&);
 // Converts n floats to an activation row of the given format (n a multiple of its block size).
 using ActFn = void (*)(const float* x, void* dst, int64_t n);
+// Writes 16-row groups [g0, g1) of a weight matrix (rows of w_stride bytes, cols elements) in an
+// ISA's packed layout to dst (group g at dst + g · packed group bytes; kernels/pack.h).
+using PackFn = void (*)(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
 
 struct Kernels {
   const char* name;
@@ -45,6 +53,9 @@ struct Kernels {
   // Lanes of the F32 tiles when their sums run in llamafile's sgemm order for that vector width
   // (x86: 8 or 16 — the Gemma 4 ggml-order path relies on it); 0: some other order.
   int f32_sgemm_lanes = 0;
+  // Single-token GEMV over a packed copy (nullptr: none for that type) and its packer.
+  MMFn mm_packed[kNumWTypes] = {};
+  PackFn pack[kNumWTypes] = {};
 };
 
 extern const Kernels kScalarKernels;

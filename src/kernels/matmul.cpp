@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 
@@ -336,6 +337,7 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
     int64_t rows, row_chunk, n_rc, tok_tile, n_tt, first;  // first: index of the part's first unit
   };
   Part parts[kMaxBatch];
+  std::shared_ptr<const PackedMatrix> packs[kMaxBatch];  // held until the job is done
   const int nth = in_parallel_region() ? 1 : num_threads();
   int order[kMaxBatch];
   for (int j = 0; j < n; ++j) order[j] = j;
@@ -372,6 +374,13 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
       p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);
       p.fn = K.mm[wt];
       p.tok_tile = gemv ? n_tokens : 64;
+      // Single-token decode: the ISA's packed copy where it has one (kernels/pack.h).
+      if (n_tokens == 1 && K.mm_packed[wt] && (packs[k] = packed_for(w))) {
+        p.fn = K.mm_packed[wt];
+        p.base.wp = packs[k]->data;
+        p.base.wp_stride = packs[k]->group_bytes;
+        p.base.wp_rows = packs[k]->rows;
+      }
     }
     p.base.y = ys[order[k]];
     p.base.ldy = w.rows;

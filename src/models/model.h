@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "format/model_files.h"
+#include "kernels/pack.h"
 
 namespace oxi {
 
@@ -52,6 +53,10 @@ class Model {
   // (kInvalidArgument) when the context would overflow or a token id is out of range.
   virtual void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits,
                        bool all_logits) const = 0;
+
+ private:
+  // While any model is open, single-token decode may use packed weight copies (kernels/pack.h).
+  kern::PackLease pack_lease_;
 };
 
 // Picks the implementation for files.architecture(); oxi::Error(kUnsupported) "unknown

@@ -11,6 +11,7 @@
 #include "core/half.h"
 #include "kernels/dispatch.h"
 #include "kernels/isa.h"
+#include "kernels/pack.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
@@ -316,6 +317,49 @@ TEST(Matmul, EveryIsaMatchesScalar) {
       }
     }
   }
+  set_num_threads(0);
+}
+
+// Single-token decode through packed weight copies (kernels/pack.h; held while a lease is), every
+// ISA vs the scalar reference: rows not a multiple of 16 (the tail uses the file layout), a second
+// call from the cache, new contents at the same address (must be packed again, not served stale),
+// and every copy dropped with the last lease.
+TEST(Matmul, PackedGemvMatchesScalar) {
+  IsaGuard g;
+  struct Shape { int64_t rows, cols; };
+  const Shape shapes[] = {{16, 256}, {37, 512}, {160, 1536}, {1000, 1024}, {5, 256}};
+  {
+    kern::PackLease lease;
+    for (const Shape& s : shapes) {
+      for (int variant = 0; variant < 2; ++variant) {
+        const DType t = DType::Q4_K;
+        static std::vector<uint8_t> wb;  // same buffer (address) for both variants
+        auto fresh = random_weights(t, s.rows, s.cols, 1300 + static_cast<int>(s.rows) + 7 * variant);
+        wb.assign(fresh.begin(), fresh.end());
+        MatrixView w{t, s.rows, s.cols, wb.data(), *dtype_row_bytes(t, s.cols)};
+        auto x = randn(s.cols, 31 + static_cast<int>(s.cols) + variant);
+        set_isa("scalar");
+        std::vector<float> ref(s.rows);
+        matmul(w, x.data(), 1, ref.data());
+        for (const auto& isa : available_isas()) {
+          set_isa(isa);
+          for (int nth : {1, 2}) {
+            set_num_threads(nth);
+            for (int rep = 0; rep < 2; ++rep) {
+              std::vector<float> y(s.rows, NAN);
+              matmul(w, x.data(), 1, y.data());
+              for (int64_t i = 0; i < s.rows; ++i)
+                ASSERT_NEAR(y[i], ref[i], 2e-4 * (std::fabs(ref[i]) + 1.0) + 1e-4)
+                    << isa << " " << s.rows << "x" << s.cols << " variant " << variant << " rep " << rep << " i=" << i;
+            }
+          }
+          if (isa == "avx512" && s.rows >= 16) EXPECT_GT(kern::pack_stats().matrices, 0u);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(kern::pack_stats().matrices, 0u);
+  EXPECT_EQ(kern::pack_stats().bytes, 0u);
   set_num_threads(0);
 }
 

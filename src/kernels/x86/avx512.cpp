@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/dispatch.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/tile_drive.h"
 
@@ -878,6 +879,8 @@ const Kernels kAvx512Kernels = {
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
     16,
+    {nullptr, nullptr, nullptr, nullptr, nullptr, mm_q4_K_packed_avx512, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr, pack_q4_K_avx512, nullptr, nullptr},
 };
 
 #if defined(OXI_HAVE_AMX)
@@ -887,6 +890,8 @@ const Kernels kAvx512AmxKernels = {
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
     16,
+    {nullptr, nullptr, nullptr, nullptr, nullptr, mm_q4_K_packed_avx512, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr, pack_q4_K_avx512, nullptr, nullptr},
 };
 #endif
 

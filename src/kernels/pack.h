@@ -1,0 +1,53 @@
+// Load-once repacked weight copies for the CPU kernels (the "ISA-friendly layout" of docs/kernels.md,
+// "Packed Q4_K GEMV"). Single-token decode of a matrix whose type has a packed kernel in the
+// active ISA table (Kernels::mm_packed) reads a row-interleaved copy made on the matrix's first
+// such call; prefill and everything else keep reading the file's bytes. Never written to a file.
+//
+// Lifetime: copies exist only while a PackLease is held (every open Model holds one) and are all
+// dropped when the last lease goes. They are found by the matrix's address, dims and a fingerprint
+// of its first, middle and last 64 bytes, so a matrix freed and another placed at the same address
+// (tests, a model closed while another stays open) is packed again, not served stale.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/matmul.h"
+
+namespace oxi::kern {
+
+inline constexpr int kPackRows = 16;
+inline constexpr uint64_t kPackQ4KBlock = 16 * 144;  // one super-block of 16 Q4_K rows
+
+struct PackedMatrix {
+  const uint8_t* data = nullptr;  // 16-row group g at data + g · group_bytes
+  uint64_t group_bytes = 0;
+  int64_t rows = 0;  // rows covered: a multiple of 16
+};
+
+// The packed copy of w for the active ISA (made now if missing), or nullptr: no lease held, no
+// packed kernel for its type, or fewer than 16 rows. Thread-safe; the copy stays valid while the
+// returned pointer is held.
+std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w);
+
+// Held by every open model; the last one released drops every packed copy.
+class PackLease {
+ public:
+  PackLease();
+  ~PackLease();
+  PackLease(const PackLease&) = delete;
+  PackLease& operator=(const PackLease&) = delete;
+};
+
+// Diagnostics and tests: packed copies held now, and their bytes.
+struct PackStats {
+  uint64_t matrices = 0, bytes = 0;
+};
+PackStats pack_stats();
+
+// The AVX-512 Q4_K packer and kernel (x86/avx512_pack.cpp).
+void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+struct MMArgs;
+void mm_q4_K_packed_avx512(const MMArgs& a);
+
+}  // namespace oxi::kern
