@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 
 #include "core/error.h"
 
@@ -44,12 +46,35 @@ class MemorySource final : public ByteSource {
 };
 
 #ifdef OXI_HAVE_MMAP
+class MappedSource;
+
+// Open mappings by start address, for release_mapped_range.
+struct MappedRegistry {
+  std::mutex mu;
+  std::map<uintptr_t, const MappedSource*> by_start;
+};
+MappedRegistry& mapped_registry() {
+  static MappedRegistry* r = new MappedRegistry;  // never destroyed: sources may outlive statics
+  return *r;
+}
+
 class MappedSource final : public ByteSource {
  public:
   MappedSource(const std::string& path, void* base, uint64_t size)
-      : ByteSource(path), base_(base), size_(size) {}
+      : ByteSource(path), base_(base), size_(size) {
+    if (base_ == nullptr) return;
+    MappedRegistry& r = mapped_registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.by_start[reinterpret_cast<uintptr_t>(base_)] = this;
+  }
   ~MappedSource() override {
-    if (base_ != nullptr) munmap(base_, size_);
+    if (base_ == nullptr) return;
+    {
+      MappedRegistry& r = mapped_registry();
+      std::lock_guard<std::mutex> lock(r.mu);
+      r.by_start.erase(reinterpret_cast<uintptr_t>(base_));
+    }
+    munmap(base_, size_);
   }
   const uint8_t* data() const override {
     static const uint8_t kEmpty = 0;
@@ -95,6 +120,26 @@ std::vector<uint8_t> read_all(const std::string& path, uint64_t max_bytes) {
 }
 
 }  // namespace
+
+bool release_mapped_range(const void* p, uint64_t n) {
+#ifdef OXI_HAVE_MMAP
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  MappedRegistry& r = mapped_registry();
+  // Held while releasing, so the mapping cannot be unmapped in between.
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_start.upper_bound(a);
+  if (it == r.by_start.begin()) return false;
+  --it;
+  const uint64_t off = a - it->first;
+  if (off >= it->second->size() || n > it->second->size() - off) return false;
+  it->second->release(off, n);
+  return true;
+#else
+  (void)p;
+  (void)n;
+  return false;
+#endif
+}
 
 ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name) {
   return std::make_shared<MemorySource>(std::move(bytes), std::move(name));

@@ -48,6 +48,12 @@ ByteSourcePtr open_file_source(const std::string& path);
 // Wraps an in-memory buffer (moved in).
 ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name);
 
+// The same hint by address: if [p, p + n) lies inside a file mapped by open_file_source that is
+// still open, its whole pages are dropped from the resident set as ByteSource::release does;
+// any other memory (heap, a closed file's former range) is left alone. Returns whether it was a
+// mapped file. Used by kernels/pack.cpp, which only sees weight pointers.
+bool release_mapped_range(const void* p, uint64_t n);
+
 // Reads a whole (small) text file, e.g. config.json. Throws oxi::Error(kIo) with the path.
 std::string read_text_file(const std::string& path, uint64_t max_bytes = 256ull << 20);
 // Writes via "<path>.tmp.<pid>" then rename, so a failure never leaves a partial file.

@@ -45,6 +45,8 @@ using ActFn = void (*)(const float* x, void* dst, int64_t n);
 // Writes 16-row groups [g0, g1) of a weight matrix (rows of w_stride bytes, cols elements) in an
 // ISA's packed layout to dst (group g at dst + g · packed group bytes; kernels/pack.h).
 using PackFn = void (*)(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+// The inverse: one packed 16-row group back to 16 file-layout rows (row r at rows + r·row_stride).
+using UnpackFn = void (*)(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
 
 struct Kernels {
   const char* name;
@@ -53,9 +55,11 @@ struct Kernels {
   // Lanes of the F32 tiles when their sums run in llamafile's sgemm order for that vector width
   // (x86: 8 or 16 — the Gemma 4 ggml-order path relies on it); 0: some other order.
   int f32_sgemm_lanes = 0;
-  // Single-token GEMV over a packed copy (nullptr: none for that type) and its packer.
+  // Single-token GEMV over a packed copy (nullptr: none for that type), its packer and unpacker
+  // (all three or none per type).
   MMFn mm_packed[kNumWTypes] = {};
   PackFn pack[kNumWTypes] = {};
+  UnpackFn unpack[kNumWTypes] = {};
 };
 
 extern const Kernels kScalarKernels;

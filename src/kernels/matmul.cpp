@@ -271,6 +271,35 @@ int64_t gemv_row_chunk(int64_t rows, uint64_t row_bytes, int nth) {
   return std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
 }
 
+// Runs a work unit of a packed matrix with more than one token: each 16-row group of its rows
+// below a.wp_rows is rebuilt in the file's layout in a thread buffer (cheap next to the multi-
+// token product over it) and the ordinary kernel runs on that; rows past it (< 16) read the file.
+void run_unpacked(kern::MMFn fn, kern::UnpackFn unpack, const kern::MMArgs& a) {
+  thread_local std::vector<uint8_t> rows_buf;
+  const uint64_t group_bytes = kern::kPackRows * a.w_stride;
+  if (rows_buf.size() < group_bytes) rows_buf.resize(group_bytes);
+  for (int64_t r = a.r0; r < a.r1;) {
+    const int64_t g0 = r / kern::kPackRows * kern::kPackRows;
+    if (g0 + kern::kPackRows > a.wp_rows) {
+      kern::MMArgs tail = a;
+      tail.r0 = r;
+      fn(tail);
+      return;
+    }
+    const int64_t end = std::min(a.r1, g0 + kern::kPackRows);
+    unpack(a.wp + static_cast<uint64_t>(g0 / kern::kPackRows) * a.wp_stride, a.cols, rows_buf.data(), a.w_stride);
+    kern::MMArgs b = a;
+    b.w = rows_buf.data();
+    b.y = a.y + g0;  // kernels write y[t·ldy + r]: rows relative to the group
+    b.r0 = r - g0;
+    b.r1 = end - g0;
+    b.wp = nullptr;
+    b.wp_rows = 0;
+    fn(b);
+    r = end;
+  }
+}
+
 // Matmul of matrices sharing one input with native kernels, once the device has declined
 // (fallback types are run by the caller). Activations are converted once per format and, for the
 // GEMM path (kernels/gemm.h, 5+ tokens), packed once per weight type; then the work units of all
@@ -334,6 +363,7 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
   struct Part {
     MMArgs base;
     MMFn fn;
+    UnpackFn unpack;  // set: rows [0, base.wp_rows) come from the packed copy, one group at a time
     int64_t rows, row_chunk, n_rc, tok_tile, n_tt, first;  // first: index of the part's first unit
   };
   Part parts[kMaxBatch];
@@ -352,6 +382,7 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
     const int wt = wtype_index(w.dtype);
     const AType at = atype_of(wt);
     Part& p = parts[k];
+    p.unpack = nullptr;
     p.base = MMArgs{};
     p.base.w = w.data;
     p.base.w_stride = w.row_bytes;
@@ -382,6 +413,14 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
         p.base.wp_rows = packs[k]->rows;
       }
     }
+    // More tokens, and decode has packed the matrix: its packed rows are read from the copy (the
+    // file's pages were released), rebuilt in file layout per 16-row group.
+    if (n_tokens > 1 && K.unpack[wt] && (packs[k] = packed_for(w, false))) {
+      p.unpack = K.unpack[wt];
+      p.base.wp = packs[k]->data;
+      p.base.wp_stride = packs[k]->group_bytes;
+      p.base.wp_rows = packs[k]->rows;
+    }
     p.base.y = ys[order[k]];
     p.base.ldy = w.rows;
     p.base.cols = cols;
@@ -411,6 +450,7 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
     a.r1 = std::min(p.rows, a.r0 + p.row_chunk);
     a.t0 = tt * p.tok_tile;
     a.t1 = std::min(n_tokens, a.t0 + p.tok_tile);
+    if (p.unpack) return run_unpacked(p.fn, p.unpack, a);
     p.fn(a);
   });
 }

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "core/byte_source.h"
 #include "kernels/dispatch.h"
 #include "kernels/thread_pool.h"
 
@@ -45,9 +46,14 @@ void windows(uint64_t n, uint64_t (&off)[3]) {
   off[2] = n - 64;
 }
 
+void drop_locked(Cache& c, std::unordered_map<const uint8_t*, std::shared_ptr<const Entry>>::iterator it) {
+  c.bytes -= it->second->group_bytes * static_cast<uint64_t>(it->second->rows / kPackRows);
+  c.map.erase(it);
+}
+
 }  // namespace
 
-std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w) {
+std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w, bool create) {
   // OXI_PACK_OFF=1: same-binary A/B against the file-layout GEMV (docs/kernels.md).
   static const bool pack_off = [] {
     const char* v = std::getenv("OXI_PACK_OFF");
@@ -69,9 +75,9 @@ std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w) {
                 e.rows == w.rows / kPackRows * kPackRows;
     for (int k = 0; same && k < 3; ++k) same = std::memcmp(e.fingerprint[k], w.data + off[k], 64) == 0;
     if (same) return it->second;
-    c.bytes -= e.group_bytes * static_cast<uint64_t>(e.rows / kPackRows);
-    c.map.erase(it);
+    drop_locked(c, it);
   }
+  if (!create) return nullptr;
   auto e = std::make_shared<Entry>();
   const int64_t groups = w.rows / kPackRows;
   e->isa = &K;
@@ -94,12 +100,20 @@ std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w) {
   for (int k = 0; k < 3; ++k) std::memcpy(e->fingerprint[k], w.data + off[k], 64);
   const PackFn pack = K.pack[wt];
   uint8_t* dst = e->owned.get();
-  auto run = [&](int64_t g0, int64_t g1) { pack(w.data, w.row_bytes, w.cols, g0, g1, dst); };
+  // From here on every reader of rows [0, e->rows) goes through the copy (prefill too, through
+  // Kernels::unpack), so the file's pages of each packed chunk leave the resident set: peak RSS
+  // holds one copy of the matrix, not two. The pages stay in the page cache.
+  const uint64_t group_src = static_cast<uint64_t>(kPackRows) * w.row_bytes;
+  auto run = [&](int64_t g0, int64_t g1) {
+    pack(w.data, w.row_bytes, w.cols, g0, g1, dst);
+    release_mapped_range(w.data + static_cast<uint64_t>(g0) * group_src, static_cast<uint64_t>(g1 - g0) * group_src);
+  };
   if (in_parallel_region()) {
     run(0, groups);
   } else {
     parallel_for_chunked(groups, 16, run);
   }
+  release_mapped_range(w.data, static_cast<uint64_t>(groups) * group_src);  // pages two chunks shared
   c.bytes += total;
   c.map.emplace(w.data, e);
   return e;

@@ -1,7 +1,8 @@
 // Load-once repacked weight copies for the CPU kernels (the "ISA-friendly layout" of docs/kernels.md,
-// "Packed Q4_K GEMV"). Single-token decode of a matrix whose type has a packed kernel in the
-// active ISA table (Kernels::mm_packed) reads a row-interleaved copy made on the matrix's first
-// such call; prefill and everything else keep reading the file's bytes. Never written to a file.
+// "Packed GEMV"). Single-token decode of a matrix whose type has a packed kernel in the active
+// ISA table (Kernels::mm_packed) reads a row-interleaved copy made on the matrix's first such
+// call; once it exists, multi-token calls rebuild file-layout rows from it per 16-row group
+// (Kernels::unpack) instead of reading the file, whose pages are released. Never written to a file.
 //
 // Lifetime: copies exist only while a PackLease is held (every open Model holds one) and are all
 // dropped when the last lease goes. They are found by the matrix's address, dims and a fingerprint
@@ -18,6 +19,8 @@ namespace oxi::kern {
 
 inline constexpr int kPackRows = 16;
 inline constexpr uint64_t kPackQ4KBlock = 16 * 144;  // one super-block of 16 Q4_K rows
+inline constexpr uint64_t kPackQ6KBlock = 16 * 210;  // one super-block of 16 Q6_K rows
+inline constexpr uint64_t kPackQ40Block = 16 * 18;   // one block of 16 Q4_0 rows
 
 struct PackedMatrix {
   const uint8_t* data = nullptr;  // 16-row group g at data + g · group_bytes
@@ -25,10 +28,11 @@ struct PackedMatrix {
   int64_t rows = 0;  // rows covered: a multiple of 16
 };
 
-// The packed copy of w for the active ISA (made now if missing), or nullptr: no lease held, no
-// packed kernel for its type, or fewer than 16 rows. Thread-safe; the copy stays valid while the
-// returned pointer is held.
-std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w);
+// The packed copy of w for the active ISA (made now if missing and `create`), or nullptr: no
+// lease held, no packed kernel for its type, or fewer than 16 rows. Thread-safe; the copy stays
+// valid while the returned pointer is held. Making one drops the file's pages of the packed rows
+// from the resident set (release_mapped_range): callers read those rows from the copy after it.
+std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w, bool create = true);
 
 // Held by every open model; the last one released drops every packed copy.
 class PackLease {
@@ -45,9 +49,16 @@ struct PackStats {
 };
 PackStats pack_stats();
 
-// The AVX-512 Q4_K packer and kernel (x86/avx512_pack.cpp).
-void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+// The AVX-512 packers, unpackers and kernels (x86/avx512_pack.cpp).
 struct MMArgs;
+void pack_q4_0_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+void unpack_q4_0_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
+void mm_q4_0_packed_avx512(const MMArgs& a);
+void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+void unpack_q4_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
 void mm_q4_K_packed_avx512(const MMArgs& a);
+void pack_q6_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+void unpack_q6_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
+void mm_q6_K_packed_avx512(const MMArgs& a);
 
 }  // namespace oxi::kern

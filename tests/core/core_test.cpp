@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 #include <limits>
 
 #include "core/byte_source.h"
@@ -58,6 +60,33 @@ TEST(ByteSource, FileRoundTripAndMissingFile) {
     EXPECT_EQ(e.code(), ErrorCode::kIo);
     EXPECT_NE(std::string(e.what()).find(".missing"), std::string::npos);
   }
+}
+
+// release_mapped_range finds the open mapping holding an address, drops its pages without
+// changing what reads see, and leaves other memory alone.
+TEST(ByteSource, ReleaseMappedRangeByAddress) {
+#if defined(__EMSCRIPTEN__) || defined(_WIN32)
+  GTEST_SKIP() << "files are read, not mapped, here";
+#endif
+  const std::string path = ::testing::TempDir() + "/oxi_bs_release.bin";
+  std::vector<uint8_t> payload(5 * 4096 + 123);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(i * 131 + 7);
+  write_file_atomic(path, payload.data(), payload.size());
+  const uint8_t* former = nullptr;
+  {
+    auto src = open_file_source(path);
+    ASSERT_EQ(src->size(), payload.size());
+    const uint8_t* d = src->data();
+    former = d;
+    EXPECT_TRUE(release_mapped_range(d + 100, 3 * 4096));
+    EXPECT_TRUE(release_mapped_range(d, payload.size()));
+    EXPECT_FALSE(release_mapped_range(d + 10, payload.size()));  // runs past the end
+    EXPECT_EQ(std::memcmp(d, payload.data(), payload.size()), 0);
+    EXPECT_FALSE(release_mapped_range(payload.data(), payload.size()));  // heap
+    EXPECT_EQ(payload[4096], static_cast<uint8_t>(4096 * 131 + 7));
+  }
+  EXPECT_FALSE(release_mapped_range(former, 16));  // closed: no longer a mapping of ours
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -321,19 +322,19 @@ TEST(Matmul, EveryIsaMatchesScalar) {
 }
 
 // Single-token decode through packed weight copies (kernels/pack.h; held while a lease is), every
-// ISA vs the scalar reference: rows not a multiple of 16 (the tail uses the file layout), a second
-// call from the cache, new contents at the same address (must be packed again, not served stale),
-// and every copy dropped with the last lease.
+// ISA vs the scalar reference: Q4_0, Q4_K and Q6_K, rows not a multiple of 16 (the tail uses the
+// file layout), a second call from the cache, new contents at the same address (must be packed
+// again, not served stale), multi-token calls reading the copy, every copy dropped with the lease.
 TEST(Matmul, PackedGemvMatchesScalar) {
   IsaGuard g;
   struct Shape { int64_t rows, cols; };
-  const Shape shapes[] = {{16, 256}, {37, 512}, {160, 1536}, {1000, 1024}, {5, 256}};
-  {
-    kern::PackLease lease;
+  const Shape shapes[] = {{16, 256}, {37, 512}, {160, 1536}, {1000, 1024}, {5, 256}, {48, 96}, {17, 32}};
+  std::optional<kern::PackLease> lease(std::in_place);
+  for (const DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     for (const Shape& s : shapes) {
+      if (s.cols % 256 != 0 && t != DType::Q4_0) continue;  // K-quants: 256-element super-blocks
       for (int variant = 0; variant < 2; ++variant) {
-        const DType t = DType::Q4_K;
-        static std::vector<uint8_t> wb;  // same buffer (address) for both variants
+        static std::vector<uint8_t> wb;  // one address for every type, shape and variant
         auto fresh = random_weights(t, s.rows, s.cols, 1300 + static_cast<int>(s.rows) + 7 * variant);
         wb.assign(fresh.begin(), fresh.end());
         MatrixView w{t, s.rows, s.cols, wb.data(), *dtype_row_bytes(t, s.cols)};
@@ -350,14 +351,36 @@ TEST(Matmul, PackedGemvMatchesScalar) {
               matmul(w, x.data(), 1, y.data());
               for (int64_t i = 0; i < s.rows; ++i)
                 ASSERT_NEAR(y[i], ref[i], 2e-4 * (std::fabs(ref[i]) + 1.0) + 1e-4)
-                    << isa << " " << s.rows << "x" << s.cols << " variant " << variant << " rep " << rep << " i=" << i;
+                    << isa << " " << dtype_name(t) << " " << s.rows << "x" << s.cols << " variant " << variant << " rep " << rep << " i=" << i;
             }
           }
-          if (isa == "avx512" && s.rows >= 16) EXPECT_GT(kern::pack_stats().matrices, 0u);
+          if (isa == "avx512" && s.rows >= 16) {
+            EXPECT_GT(kern::pack_stats().matrices, 0u);
+          }
+          // Multi-token calls after decode packed the matrix read its packed rows from the copy
+          // (rebuilt per 16-row group). Shown by changing one file byte of row 17 that the
+          // copy's fingerprint does not cover: results must still be the original matrix's.
+          for (int64_t nt : {3, 40}) {
+            auto xm = randn(nt * s.cols, 50 + static_cast<int>(nt));
+            set_isa("scalar");
+            std::vector<float> mref(nt * s.rows);
+            matmul(w, xm.data(), nt, mref.data());
+            set_isa(isa);
+            const bool probe = isa == "avx512" && s.rows >= 160;
+            const uint64_t at = 17 * w.row_bytes + 50;
+            if (probe) wb[at] ^= 0x5A;
+            std::vector<float> y(nt * s.rows, NAN);
+            matmul(w, xm.data(), nt, y.data());
+            if (probe) wb[at] ^= 0x5A;
+            for (int64_t i = 0; i < nt * s.rows; ++i)
+              ASSERT_NEAR(y[i], mref[i], 2e-4 * (std::fabs(mref[i]) + 1.0) + 1e-4)
+                  << isa << " " << dtype_name(t) << " " << s.rows << "x" << s.cols << " tokens " << nt << " i=" << i;
+          }
         }
       }
     }
   }
+  lease.reset();
   EXPECT_EQ(kern::pack_stats().matrices, 0u);
   EXPECT_EQ(kern::pack_stats().bytes, 0u);
   set_num_threads(0);

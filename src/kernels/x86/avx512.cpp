@@ -879,8 +879,9 @@ const Kernels kAvx512Kernels = {
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
     16,
-    {nullptr, nullptr, nullptr, nullptr, nullptr, mm_q4_K_packed_avx512, nullptr, nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr, pack_q4_K_avx512, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
+    {nullptr, nullptr, nullptr, nullptr, pack_q4_0_avx512, pack_q4_K_avx512, nullptr, pack_q6_K_avx512},
+    {nullptr, nullptr, nullptr, nullptr, unpack_q4_0_avx512, unpack_q4_K_avx512, nullptr, unpack_q6_K_avx512},
 };
 
 #if defined(OXI_HAVE_AMX)
@@ -890,8 +891,9 @@ const Kernels kAvx512AmxKernels = {
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
     16,
-    {nullptr, nullptr, nullptr, nullptr, nullptr, mm_q4_K_packed_avx512, nullptr, nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr, pack_q4_K_avx512, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
+    {nullptr, nullptr, nullptr, nullptr, pack_q4_0_avx512, pack_q4_K_avx512, nullptr, pack_q6_K_avx512},
+    {nullptr, nullptr, nullptr, nullptr, unpack_q4_0_avx512, unpack_q4_K_avx512, nullptr, unpack_q6_K_avx512},
 };
 #endif
 

@@ -1,4 +1,5 @@
-// AVX-512 single-token GEMV over Q4_K weights repacked 16 rows at a time (kernels/pack.h).
+// AVX-512 single-token GEMV over Q4_0, Q4_K and Q6_K weights repacked 16 rows at a time
+// (kernels/pack.h). Q4_K first; Q6_K and Q4_0 below follow the same plan.
 //
 // Why: with the file's layout one row's super-block costs ~30 vector ops (nibble unpack, 4 scale
 // permutes, maddubs + dpwssd per 64 elements, a float tail per row), ~16 cycles per 144 bytes on
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/pack.h"
@@ -47,8 +49,10 @@ inline __m512i ctl_pair(int i) {
 // t/s at 2 blocks against ~26-27 one whole group ahead (14-55 KB) and ~28 at 1, 3 or 4 blocks.
 constexpr uint64_t kPfBytes = 2 * kPackQ4KBlock;
 
-// One 16-row group against one token (Q8_K row x, nb super-blocks): y[0..15].
-inline __m512 q4k_group(const uint8_t* p, const BlockQ8_K* x, int64_t nb) {
+// 16-row groups ps[0..NS) against one token (Q8_K row x, nb super-blocks): acc[st] += group st's
+// y[0..15], the groups' super-blocks interleaved (packed_streams).
+template <int NS>
+inline void q4k_groups(const uint8_t* const (&ps)[NS], const BlockQ8_K* x, int64_t nb, __m512 (&acc)[NS]) {
   constexpr uint64_t pf = kPfBytes;
   const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
   const __m512i k3f = _mm512_set1_epi8(0x3F), k0f = _mm512_set1_epi8(0x0F), k30 = _mm512_set1_epi8(0x30);
@@ -57,56 +61,347 @@ inline __m512 q4k_group(const uint8_t* p, const BlockQ8_K* x, int64_t nb) {
     cb[i] = ctl_byte(i);
     cp[i] = ctl_pair(i);
   }
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b, p += kPackQ4KBlock) {
-    const int8_t* xq = x[b].qs;
-    for (int l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
-    const __m512i A = _mm512_loadu_si512(p + 64), B = _mm512_loadu_si512(p + 128), C = _mm512_loadu_si512(p + 192);
-    // The 6-bit scales and mins of sub-blocks 0..3 (lo) and 4..7 (hi), one byte each per lane.
-    const __m512i sc_lo = _mm512_and_si512(A, k3f), mn_lo = _mm512_and_si512(B, k3f);
-    const __m512i sc_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(C, k0f), _mm512_srli_epi32(A, 2), k30, 0xF8);
-    const __m512i mn_hi =
-        _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(C, 4), k0f), _mm512_srli_epi32(B, 2), k30, 0xF8);
-    __m512i isum = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) {
-      const uint8_t* q = p + 256 + j * 512;
-      for (int l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + pf + l), _MM_HINT_T0);
-      __m512i a0 = _mm512_setzero_si512(), a1 = a0, h0 = a0, h1 = a0;
-      for (int m = 0; m < 8; m += 2) {
-        const __m512i v0 = _mm512_loadu_si512(q + 64 * m), v1 = _mm512_loadu_si512(q + 64 * m + 64);
-        int32_t xl0, xl1, xh0, xh1;
-        std::memcpy(&xl0, xq + 64 * j + 4 * m, 4);
-        std::memcpy(&xl1, xq + 64 * j + 4 * m + 4, 4);
-        std::memcpy(&xh0, xq + 64 * j + 32 + 4 * m, 4);
-        std::memcpy(&xh1, xq + 64 * j + 36 + 4 * m, 4);
-        a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(v0, m4), _mm512_set1_epi32(xl0));
-        a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(v1, m4), _mm512_set1_epi32(xl1));
-        h0 = _mm512_dpbusd_epi32(h0, _mm512_gf2p8affine_epi64_epi8(v0, ghi, 0), _mm512_set1_epi32(xh0));
-        h1 = _mm512_dpbusd_epi32(h1, _mm512_gf2p8affine_epi64_epi8(v1, ghi, 0), _mm512_set1_epi32(xh1));
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int st = 0; st < NS; ++st) {
+      const uint8_t* p = ps[st] + b * kPackQ4KBlock;
+      const int8_t* xq = x[b].qs;
+      for (int l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
+      const __m512i A = _mm512_loadu_si512(p + 64), B = _mm512_loadu_si512(p + 128), C = _mm512_loadu_si512(p + 192);
+      // The 6-bit scales and mins of sub-blocks 0..3 (lo) and 4..7 (hi), one byte each per lane.
+      const __m512i sc_lo = _mm512_and_si512(A, k3f), mn_lo = _mm512_and_si512(B, k3f);
+      const __m512i sc_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(C, k0f), _mm512_srli_epi32(A, 2), k30, 0xF8);
+      const __m512i mn_hi =
+          _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(C, 4), k0f), _mm512_srli_epi32(B, 2), k30, 0xF8);
+      __m512i isum = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* q = p + 256 + j * 512;
+        for (int l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + pf + l), _MM_HINT_T0);
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, h0 = a0, h1 = a0;
+        for (int m = 0; m < 8; m += 2) {
+          const __m512i v0 = _mm512_loadu_si512(q + 64 * m), v1 = _mm512_loadu_si512(q + 64 * m + 64);
+          int32_t xl0, xl1, xh0, xh1;
+          std::memcpy(&xl0, xq + 64 * j + 4 * m, 4);
+          std::memcpy(&xl1, xq + 64 * j + 4 * m + 4, 4);
+          std::memcpy(&xh0, xq + 64 * j + 32 + 4 * m, 4);
+          std::memcpy(&xh1, xq + 64 * j + 36 + 4 * m, 4);
+          a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(v0, m4), _mm512_set1_epi32(xl0));
+          a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(v1, m4), _mm512_set1_epi32(xl1));
+          h0 = _mm512_dpbusd_epi32(h0, _mm512_gf2p8affine_epi64_epi8(v0, ghi, 0), _mm512_set1_epi32(xh0));
+          h1 = _mm512_dpbusd_epi32(h1, _mm512_gf2p8affine_epi64_epi8(v1, ghi, 0), _mm512_set1_epi32(xh1));
+        }
+        // Sub-blocks 2j and 2j + 1: |sum| ≤ 32·15·127, times a 6-bit scale: int32 is exact.
+        const __m512i sv = j < 2 ? sc_lo : sc_hi;
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), _mm512_shuffle_epi8(sv, cb[(2 * j) & 3])));
+        isum = _mm512_add_epi32(isum,
+                                _mm512_mullo_epi32(_mm512_add_epi32(h0, h1), _mm512_shuffle_epi8(sv, cb[(2 * j + 1) & 3])));
       }
-      // Sub-blocks 2j and 2j + 1: |sum| ≤ 32·15·127, times a 6-bit scale: int32 is exact.
-      const __m512i sv = j < 2 ? sc_lo : sc_hi;
-      isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), _mm512_shuffle_epi8(sv, cb[(2 * j) & 3])));
-      isum = _mm512_add_epi32(isum,
-                              _mm512_mullo_epi32(_mm512_add_epi32(h0, h1), _mm512_shuffle_epi8(sv, cb[(2 * j + 1) & 3])));
+      // Σ_s m_s · (bsums[2s] + bsums[2s+1]): (m_s, m_s) word pairs against the bsum pair.
+      __m512i msum = _mm512_setzero_si512();
+      for (int s = 0; s < 8; ++s) {
+        int32_t bp;
+        std::memcpy(&bp, x[b].bsums + 2 * s, 4);
+        msum = _mm512_dpwssd_epi32(msum, _mm512_shuffle_epi8(s < 4 ? mn_lo : mn_hi, cp[s & 3]), _mm512_set1_epi32(bp));
+      }
+      const __m512 xd = _mm512_set1_ps(x[b].d);
+      const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), xd);
+      const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))), xd);
+      acc[st] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[st]);
+      acc[st] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[st]);
     }
-    // Σ_s m_s · (bsums[2s] + bsums[2s+1]): (m_s, m_s) word pairs against the bsum pair.
-    __m512i msum = _mm512_setzero_si512();
-    for (int s = 0; s < 8; ++s) {
-      int32_t bp;
-      std::memcpy(&bp, x[b].bsums + 2 * s, 4);
-      msum = _mm512_dpwssd_epi32(msum, _mm512_shuffle_epi8(s < 4 ? mn_lo : mn_hi, cp[s & 3]), _mm512_set1_epi32(bp));
-    }
-    const __m512 xd = _mm512_set1_ps(x[b].d);
-    const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), xd);
-    const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))), xd);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc);
-    acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc);
   }
-  return acc;
+}
+
+// Q6_K, 16 rows per group. Packed layout per super-block b (3360 bytes, as many as the 16 blocks):
+//   [0, 32)      d f16 × 16 (row r at 2r)
+//   [32, 288)    the 16 int8 scales as four dword vectors: S_k lane r = row r's scales[4k .. 4k+3]
+//   [288, 3360)  for half h < 2, m < 8, three vectors at 288 + 64·(3·(8h + m) + {0, 1, 2}):
+//                L0 = ql[64h + 4m ..], L1 = ql[64h + 32 + 4m ..], H = qh[32h + 4m ..] (4 bytes,
+//                lane r = row r). Their 6-bit values (file order, see quant.h) are elements
+//                128h + 32k + 4m + i, k < 4: low nibble of L0 | H bits 0-1 (k = 0), low of L1 |
+//                bits 2-3 (k = 1), high of L0 | bits 4-5 (k = 2), high of L1 | bits 6-7 (k = 3),
+//                so k's element lies in sub-block s = 8h + 2k + m/4, scale scales[s].
+// ~380 vector ops per 3360 bytes against ~1000 in the file-layout kernel (6-bit unpack per row).
+constexpr uint64_t kPfBytes6 = 2 * kPackQ6KBlock;
+// vgf2p8affineqb matrices moving two bits of each byte to bits 4-5 (all others zero).
+constexpr long long kGfB01 = 0x0000000001020000ll;  // bits 0-1
+constexpr long long kGfB23 = 0x0000000004080000ll;  // bits 2-3
+constexpr long long kGfB67 = 0x0000000040800000ll;  // bits 6-7
+
+// Sign-extended byte i (< 4) of each dword lane.
+template <int i>
+inline __m512i sbyte(__m512i v) {
+  if constexpr (i == 3) {
+    return _mm512_srai_epi32(v, 24);
+  } else {
+    return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * i), 24);
+  }
+}
+
+// As q4k_groups, for Q6_K.
+template <int NS>
+inline void q6k_groups(const uint8_t* const (&ps)[NS], const BlockQ8_K* x, int64_t nb, __m512 (&acc)[NS]) {
+  constexpr uint64_t pf = kPfBytes6;
+  const __m512i k0f = _mm512_set1_epi8(0x0F), k30 = _mm512_set1_epi8(0x30), ghi = _mm512_set1_epi64(kGfHi);
+  const __m512i g01 = _mm512_set1_epi64(kGfB01), g23 = _mm512_set1_epi64(kGfB23), g67 = _mm512_set1_epi64(kGfB67);
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int st = 0; st < NS; ++st) {
+      const uint8_t* p = ps[st] + b * kPackQ6KBlock;
+      const int8_t* xq = x[b].qs;
+      const int16_t* bs = x[b].bsums;
+      for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
+      const __m512i S[4] = {_mm512_loadu_si512(p + 32), _mm512_loadu_si512(p + 96), _mm512_loadu_si512(p + 160),
+                            _mm512_loadu_si512(p + 224)};
+      __m512i isum = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        for (int mh = 0; mh < 2; ++mh) {
+          __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+          for (int mm = 0; mm < 4; ++mm) {
+            const int m = 4 * mh + mm;
+            const uint8_t* q = p + 288 + 192 * (8 * h + m);
+            _mm_prefetch(reinterpret_cast<const char*>(q + pf), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(q + pf + 64), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(q + pf + 128), _MM_HINT_T0);
+            const __m512i L0 = _mm512_loadu_si512(q), L1 = _mm512_loadu_si512(q + 64), H = _mm512_loadu_si512(q + 128);
+            // (a & c) | b = 0xEC; a | (b & c) = 0xF8.
+            const __m512i w0 = _mm512_ternarylogic_epi32(L0, _mm512_gf2p8affine_epi64_epi8(H, g01, 0), k0f, 0xEC);
+            const __m512i w1 = _mm512_ternarylogic_epi32(L1, _mm512_gf2p8affine_epi64_epi8(H, g23, 0), k0f, 0xEC);
+            const __m512i w2 = _mm512_ternarylogic_epi32(_mm512_gf2p8affine_epi64_epi8(L0, ghi, 0), H, k30, 0xF8);
+            const __m512i w3 =
+                _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(L1, ghi, 0), _mm512_gf2p8affine_epi64_epi8(H, g67, 0));
+            const int8_t* xm = xq + 128 * h + 4 * m;
+            int32_t x0, x1, x2, x3;
+            std::memcpy(&x0, xm, 4);
+            std::memcpy(&x1, xm + 32, 4);
+            std::memcpy(&x2, xm + 64, 4);
+            std::memcpy(&x3, xm + 96, 4);
+            a0 = _mm512_dpbusd_epi32(a0, w0, _mm512_set1_epi32(x0));
+            a1 = _mm512_dpbusd_epi32(a1, w1, _mm512_set1_epi32(x1));
+            a2 = _mm512_dpbusd_epi32(a2, w2, _mm512_set1_epi32(x2));
+            a3 = _mm512_dpbusd_epi32(a3, w3, _mm512_set1_epi32(x3));
+          }
+          // Sub-block s = 8h + 2k + mh: (Σ q·x − 32·Σ x) · scale; |.| ≤ 16·32·128 · 128 per sub-block,
+          // 16 of them: int32 is exact.
+          const int s0 = 8 * h + mh;      // k = 0; k adds 2
+          const __m512i* Sv = S + 2 * h;  // scales 8h .. 8h + 7
+          const __m512i c0 = _mm512_sub_epi32(a0, _mm512_set1_epi32(32 * bs[s0]));
+          const __m512i c1 = _mm512_sub_epi32(a1, _mm512_set1_epi32(32 * bs[s0 + 2]));
+          const __m512i c2 = _mm512_sub_epi32(a2, _mm512_set1_epi32(32 * bs[s0 + 4]));
+          const __m512i c3 = _mm512_sub_epi32(a3, _mm512_set1_epi32(32 * bs[s0 + 6]));
+          // scales[8h + mh + 2k]: vector Sv[k / 2], byte (mh + 2k) & 3 = mh + 2(k & 1).
+          if (mh == 0) {
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c0, sbyte<0>(Sv[0])));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c1, sbyte<2>(Sv[0])));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c2, sbyte<0>(Sv[1])));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c3, sbyte<2>(Sv[1])));
+          } else {
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c0, sbyte<1>(Sv[0])));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c1, sbyte<3>(Sv[0])));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c2, sbyte<1>(Sv[1])));
+            isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(c3, sbyte<3>(Sv[1])));
+          }
+        }
+      }
+      const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
+                                     _mm512_set1_ps(x[b].d));
+      acc[st] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[st]);
+    }
+  }
+}
+
+// Q4_0, 16 rows per group. Packed layout per block b (288 bytes, as many as the 16 blocks):
+//   [0, 32)     d f16 × 16 (row r at 2r)
+//   [32, 288)   qs: vector j < 4, lane r = row r's qs[4j .. 4j + 3] (low nibbles: elements
+//               4j.., high: 16 + 4j..)
+// The activation (Q8_0) adds per block −8·Σx and its scale, prepared once per call and thread.
+constexpr uint64_t kPfBytes40 = 16 * kPackQ40Block;
+
+struct Q40Act {
+  uint64_t id = 0;  // MMArgs::x_id of the call prepared (0: none)
+  const uint8_t* x = nullptr;
+  std::vector<int32_t> corr;  // −8 · Σ qs per block
+  std::vector<float> dx;
+};
+thread_local Q40Act t_q40;
+
+const Q40Act& q40_act(const MMArgs& a, int64_t nb) {
+  const uint8_t* x = a.x + a.t0 * a.x_stride;
+  Q40Act& c = t_q40;
+  if (a.x_id != 0 && c.id == a.x_id && c.x == x && static_cast<int64_t>(c.dx.size()) == nb) return c;
+  c.corr.resize(static_cast<size_t>(nb));
+  c.dx.resize(static_cast<size_t>(nb));
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = x + b * 34;
+    // Σ (x + 128) by vpsadbw, less 32 · 128.
+    const __m256i s = _mm256_sad_epu8(
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 2)), flip), _mm256_setzero_si256());
+    const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    const int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
+    c.corr[static_cast<size_t>(b)] = static_cast<int32_t>(-8 * sum);
+    c.dx[static_cast<size_t>(b)] = _cvtsh_ss(static_cast<uint16_t>(q[0] | (q[1] << 8)));
+  }
+  c.id = a.x_id;
+  c.x = x;
+  return c;
+}
+
+// 16-row groups ps[0..NS) against one token (Q8_0 row x of nb blocks, prepared act): acc[s] +=
+// y[0..15] of group s. Low and high nibbles accumulate in separate chains.
+template <int NS>
+inline void q40_groups(const uint8_t* const (&ps)[NS], const uint8_t* x, const Q40Act& act, int64_t nb,
+                       __m512 (&acc)[NS]) {
+  constexpr uint64_t pf = kPfBytes40;
+  const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* xq = x + b * 34 + 2;
+    const __m512i corr = _mm512_set1_epi32(act.corr[static_cast<size_t>(b)]);
+    const __m512 dx = _mm512_set1_ps(act.dx[static_cast<size_t>(b)]);
+    for (int st = 0; st < NS; ++st) {
+      const uint8_t* p = ps[st] + b * kPackQ40Block;
+      for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
+      __m512i lo = corr, hi = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        const __m512i v = _mm512_loadu_si512(p + 32 + 64 * j);
+        int32_t xl, xh;
+        std::memcpy(&xl, xq + 4 * j, 4);
+        std::memcpy(&xh, xq + 16 + 4 * j, 4);
+        lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), _mm512_set1_epi32(xl));
+        hi = _mm512_dpbusd_epi32(hi, _mm512_gf2p8affine_epi64_epi8(v, ghi, 0), _mm512_set1_epi32(xh));
+      }
+      const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), dx);
+      acc[st] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), d, acc[st]);
+    }
+  }
+}
+
+// Rows [a.r0, rp) of the packed copy (16-row groups; a.r0 is a multiple of 16, GEMV units are)
+// into y: groups(ps, acc) adds NS groups' outputs to acc. Read as S streams, evenly spaced groups
+// of the unit in lockstep (docs/kernels.md, "GEMV streams"); the last n mod S groups one at a
+// time. Measured (oxi_kernels_bench, 2 threads, from DRAM): Q4_0 gains with 2 streams, Q4_K and
+// Q6_K lose with 2 or 4 (their 2304 / 3360-byte steps), so they read one (docs/kernels.md).
+template <int S, class Groups>
+inline void packed_streams(const MMArgs& a, int64_t rp, float* y, Groups&& groups) {
+  if (rp < a.r0 + 16) return;
+  const int64_t g0 = a.r0 / 16, n = (rp - a.r0) / 16, q = n / S;
+  auto at = [&](int64_t g) { return a.wp + static_cast<uint64_t>(g) * a.wp_stride; };
+  for (int64_t i = 0; i < q; ++i) {
+    const uint8_t* ps[S];
+    __m512 acc[S];
+    for (int s = 0; s < S; ++s) {
+      ps[s] = at(g0 + s * q + i);
+      acc[s] = _mm512_setzero_ps();
+    }
+    groups(ps, acc);
+    for (int s = 0; s < S; ++s) _mm512_storeu_ps(y + 16 * (g0 + s * q + i), acc[s]);
+  }
+  for (int64_t g = g0 + S * q; g < g0 + n; ++g) {
+    const uint8_t* ps[1] = {at(g)};
+    __m512 acc[1] = {_mm512_setzero_ps()};
+    groups(ps, acc);
+    _mm512_storeu_ps(y + 16 * g, acc[0]);
+  }
 }
 
 }  // namespace
+
+void pack_q4_0_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
+  const int64_t nb = cols / 32;
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* o = dst + static_cast<uint64_t>(g) * static_cast<uint64_t>(nb) * kPackQ40Block;
+    for (int64_t b = 0; b < nb; ++b, o += kPackQ40Block) {
+      for (int r = 0; r < 16; ++r) {
+        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w + static_cast<uint64_t>(16 * g + r) * w_stride)[b];
+        std::memcpy(o + 2 * r, &blk.d, 2);
+        for (int j = 0; j < 4; ++j) std::memcpy(o + 32 + 64 * j + 4 * r, blk.qs + 4 * j, 4);
+      }
+    }
+  }
+}
+
+void unpack_q4_0_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
+  const int64_t nb = cols / 32;
+  const uint8_t* o = group;
+  for (int64_t b = 0; b < nb; ++b, o += kPackQ40Block) {
+    for (int r = 0; r < 16; ++r) {
+      BlockQ4_0& blk = reinterpret_cast<BlockQ4_0*>(rows + static_cast<uint64_t>(r) * row_stride)[b];
+      std::memcpy(&blk.d, o + 2 * r, 2);
+      for (int j = 0; j < 4; ++j) std::memcpy(blk.qs + 4 * j, o + 32 + 64 * j + 4 * r, 4);
+    }
+  }
+}
+
+// Rows [r0, r1) of one token (t0 + 1 == t1): rows below a.wp_rows from the packed copy (r0 is a
+// multiple of 16: GEMV units are), the rest with the file-layout kernel.
+void mm_q4_0_packed_avx512(const MMArgs& a) {
+  const int64_t nb = a.cols / 32;
+  const uint8_t* x = a.x + a.t0 * a.x_stride;
+  float* y = a.y + a.t0 * a.ldy;
+  const int64_t rp = std::min(a.r1, a.wp_rows);
+  if (a.r0 + 16 <= rp) {
+    const Q40Act& act = q40_act(a, nb);
+    packed_streams<2>(a, rp, y, [&](auto& ps, auto& acc) { q40_groups(ps, x, act, nb, acc); });
+  }
+  if (rp < a.r1) {
+    MMArgs rest = a;
+    rest.r0 = std::max(a.r0, rp);
+    kAvx512Kernels.mm[kWQ4_0](rest);
+  }
+}
+
+void pack_q6_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
+  const int64_t nb = cols / 256;
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* o = dst + static_cast<uint64_t>(g) * static_cast<uint64_t>(nb) * kPackQ6KBlock;
+    for (int64_t b = 0; b < nb; ++b, o += kPackQ6KBlock) {
+      for (int r = 0; r < 16; ++r) {
+        const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + static_cast<uint64_t>(16 * g + r) * w_stride)[b];
+        std::memcpy(o + 2 * r, &blk.d, 2);
+        for (int k = 0; k < 4; ++k) std::memcpy(o + 32 + 64 * k + 4 * r, blk.scales + 4 * k, 4);
+        for (int h = 0; h < 2; ++h) {
+          for (int m = 0; m < 8; ++m) {
+            uint8_t* v = o + 288 + 192 * (8 * h + m) + 4 * r;
+            std::memcpy(v, blk.ql + 64 * h + 4 * m, 4);
+            std::memcpy(v + 64, blk.ql + 64 * h + 32 + 4 * m, 4);
+            std::memcpy(v + 128, blk.qh + 32 * h + 4 * m, 4);
+          }
+        }
+      }
+    }
+  }
+}
+
+void unpack_q6_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
+  const int64_t nb = cols / 256;
+  const uint8_t* o = group;
+  for (int64_t b = 0; b < nb; ++b, o += kPackQ6KBlock) {
+    for (int r = 0; r < 16; ++r) {
+      BlockQ6_K& blk = reinterpret_cast<BlockQ6_K*>(rows + static_cast<uint64_t>(r) * row_stride)[b];
+      std::memcpy(&blk.d, o + 2 * r, 2);
+      for (int k = 0; k < 4; ++k) std::memcpy(blk.scales + 4 * k, o + 32 + 64 * k + 4 * r, 4);
+      for (int h = 0; h < 2; ++h) {
+        for (int m = 0; m < 8; ++m) {
+          const uint8_t* v = o + 288 + 192 * (8 * h + m) + 4 * r;
+          std::memcpy(blk.ql + 64 * h + 4 * m, v, 4);
+          std::memcpy(blk.ql + 64 * h + 32 + 4 * m, v + 64, 4);
+          std::memcpy(blk.qh + 32 * h + 4 * m, v + 128, 4);
+        }
+      }
+    }
+  }
+}
+
+void mm_q6_K_packed_avx512(const MMArgs& a) {
+  const int64_t nb = a.cols / 256;
+  const BlockQ8_K* x = reinterpret_cast<const BlockQ8_K*>(a.x + a.t0 * a.x_stride);
+  float* y = a.y + a.t0 * a.ldy;
+  const int64_t rp = std::min(a.r1, a.wp_rows);
+  packed_streams<1>(a, rp, y, [&](auto& ps, auto& acc) { q6k_groups(ps, x, nb, acc); });
+  if (rp < a.r1) {
+    MMArgs rest = a;
+    rest.r0 = std::max(a.r0, rp);
+    kAvx512Kernels.mm[kWQ6_K](rest);
+  }
+}
 
 void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
   const int64_t nb = cols / 256;
@@ -124,6 +419,20 @@ void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t
   }
 }
 
+void unpack_q4_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
+  const int64_t nb = cols / 256;
+  const uint8_t* o = group;
+  for (int64_t b = 0; b < nb; ++b, o += kPackQ4KBlock) {
+    for (int r = 0; r < 16; ++r) {
+      BlockQ4_K& blk = reinterpret_cast<BlockQ4_K*>(rows + static_cast<uint64_t>(r) * row_stride)[b];
+      std::memcpy(&blk.d, o + 2 * r, 2);
+      std::memcpy(&blk.dmin, o + 32 + 2 * r, 2);
+      for (int k = 0; k < 3; ++k) std::memcpy(blk.scales + 4 * k, o + 64 + 64 * k + 4 * r, 4);
+      for (int v = 0; v < 32; ++v) std::memcpy(blk.qs + 4 * v, o + 256 + 64 * v + 4 * r, 4);
+    }
+  }
+}
+
 // Rows [r0, r1) of one token (t0 + 1 == t1): rows below a.wp_rows from the packed copy (r0 is a
 // multiple of 16: GEMV units are), the rest with the file-layout kernel.
 void mm_q4_K_packed_avx512(const MMArgs& a) {
@@ -131,10 +440,7 @@ void mm_q4_K_packed_avx512(const MMArgs& a) {
   const BlockQ8_K* x = reinterpret_cast<const BlockQ8_K*>(a.x + a.t0 * a.x_stride);
   float* y = a.y + a.t0 * a.ldy;
   const int64_t rp = std::min(a.r1, a.wp_rows);
-  for (int64_t r = a.r0; r + 16 <= rp; r += 16) {
-    const uint8_t* p = a.wp + static_cast<uint64_t>(r / 16) * a.wp_stride;
-    _mm512_storeu_ps(y + r, q4k_group(p, x, nb));
-  }
+  packed_streams<1>(a, rp, y, [&](auto& ps, auto& acc) { q4k_groups(ps, x, nb, acc); });
   if (rp < a.r1) {
     MMArgs rest = a;
     rest.r0 = std::max(a.r0, rp);
