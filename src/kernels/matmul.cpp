@@ -405,18 +405,16 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
       p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);
       p.fn = K.mm[wt];
       p.tok_tile = gemv ? n_tokens : 64;
-      // Single-token decode: the ISA's packed copy where it has one (kernels/pack.h).
-      if (n_tokens == 1 && K.mm_packed[wt] && (packs[k] = packed_for(w))) {
-        p.fn = K.mm_packed[wt];
-        p.base.wp = packs[k]->data;
-        p.base.wp_stride = packs[k]->group_bytes;
-        p.base.wp_rows = packs[k]->rows;
-      }
     }
-    // More tokens, and decode has packed the matrix: its packed rows are read from the copy (the
-    // file's pages were released), rebuilt in file layout per 16-row group.
-    if (n_tokens > 1 && K.unpack[wt] && (packs[k] = packed_for(w, false))) {
-      p.unpack = K.unpack[wt];
+    // The ISA's packed copy where it has one (kernels/pack.h): single-token decode makes it and
+    // runs the packed kernel; more tokens use it once made (the file's pages were released), its
+    // rows rebuilt in file layout per 16-row group for the ordinary kernel.
+    if (K.mm_packed[wt] && (packs[k] = packed_for(w, n_tokens == 1))) {
+      if (n_tokens == 1) {
+        p.fn = K.mm_packed[wt];
+      } else {
+        p.unpack = K.unpack[wt];
+      }
       p.base.wp = packs[k]->data;
       p.base.wp_stride = packs[k]->group_bytes;
       p.base.wp_rows = packs[k]->rows;

@@ -54,6 +54,9 @@ struct MMArgs;
 void pack_q4_0_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
 void unpack_q4_0_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
 void mm_q4_0_packed_avx512(const MMArgs& a);
+// The file-layout Q4_0 GEMV's activation for token a.t0, prepared once per call and thread
+// (x86/avx512.cpp; the packed Q4_0 kernel reads the same one).
+const uint8_t* prepared_q4_0_act(const MMArgs& a, int64_t nb);
 void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
 void unpack_q4_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
 void mm_q4_K_packed_avx512(const MMArgs& a);

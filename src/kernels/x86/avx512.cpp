@@ -411,6 +411,14 @@ inline void gemv_q4_0_rows(const MMArgs& a, const uint8_t* xp, uint64_t xps, int
   });
 }
 
+}  // namespace
+
+const uint8_t* prepared_q4_0_act(const MMArgs& a, int64_t nb) {
+  return q4_0_act(a, nb, static_cast<uint64_t>((nb + 3) / 4) * kQ4G);
+}
+
+namespace {
+
 void mm_q4_0_gemv(const MMArgs& a) {
   const int64_t nb = a.cols / 32;
   const uint64_t xps = static_cast<uint64_t>((nb + 3) / 4) * kQ4G;

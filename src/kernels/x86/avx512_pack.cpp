@@ -18,8 +18,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
-#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/pack.h"
@@ -212,50 +212,25 @@ inline void q6k_groups(const uint8_t* const (&ps)[NS], const BlockQ8_K* x, int64
 //   [0, 32)     d f16 × 16 (row r at 2r)
 //   [32, 288)   qs: vector j < 4, lane r = row r's qs[4j .. 4j + 3] (low nibbles: elements
 //               4j.., high: 16 + 4j..)
-// The activation (Q8_0) adds per block −8·Σx and its scale, prepared once per call and thread.
+// The activation is the file-layout Q4_0 GEMV's, prepared once per call and thread (x86/avx512.cpp,
+// prepared_q4_0_act): per 4-block group k-th block's x bytes 0..15 at 16k, 16..31 at 64 + 16k,
+// −8·Σx as four int32 lane shares at 128 + 16k and its scale (f32) at 192 + 16k.
 constexpr uint64_t kPfBytes40 = 16 * kPackQ40Block;
 
-struct Q40Act {
-  uint64_t id = 0;  // MMArgs::x_id of the call prepared (0: none)
-  const uint8_t* x = nullptr;
-  std::vector<int32_t> corr;  // −8 · Σ qs per block
-  std::vector<float> dx;
-};
-thread_local Q40Act t_q40;
-
-const Q40Act& q40_act(const MMArgs& a, int64_t nb) {
-  const uint8_t* x = a.x + a.t0 * a.x_stride;
-  Q40Act& c = t_q40;
-  if (a.x_id != 0 && c.id == a.x_id && c.x == x && static_cast<int64_t>(c.dx.size()) == nb) return c;
-  c.corr.resize(static_cast<size_t>(nb));
-  c.dx.resize(static_cast<size_t>(nb));
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* q = x + b * 34;
-    // Σ (x + 128) by vpsadbw, less 32 · 128.
-    const __m256i s = _mm256_sad_epu8(
-        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 2)), flip), _mm256_setzero_si256());
-    const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    const int64_t sum = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1) - 32 * 128;
-    c.corr[static_cast<size_t>(b)] = static_cast<int32_t>(-8 * sum);
-    c.dx[static_cast<size_t>(b)] = _cvtsh_ss(static_cast<uint16_t>(q[0] | (q[1] << 8)));
-  }
-  c.id = a.x_id;
-  c.x = x;
-  return c;
-}
-
-// 16-row groups ps[0..NS) against one token (Q8_0 row x of nb blocks, prepared act): acc[s] +=
+// 16-row groups ps[0..NS) against one token (xp: its prepared activation, nb blocks): acc[s] +=
 // y[0..15] of group s. Low and high nibbles accumulate in separate chains.
 template <int NS>
-inline void q40_groups(const uint8_t* const (&ps)[NS], const uint8_t* x, const Q40Act& act, int64_t nb,
-                       __m512 (&acc)[NS]) {
+inline void q40_groups(const uint8_t* const (&ps)[NS], const uint8_t* xp, int64_t nb, __m512 (&acc)[NS]) {
   constexpr uint64_t pf = kPfBytes40;
   const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* xq = x + b * 34 + 2;
-    const __m512i corr = _mm512_set1_epi32(act.corr[static_cast<size_t>(b)]);
-    const __m512 dx = _mm512_set1_ps(act.dx[static_cast<size_t>(b)]);
+    const uint8_t* xb = xp + (b / 4) * 256 + 16 * (b % 4);
+    int32_t c[4];  // −8·Σx over the block's 4 lanes (each lane's share of the block)
+    float dxs;
+    std::memcpy(c, xb + 128, 16);
+    std::memcpy(&dxs, xb + 192, 4);
+    const __m512i corr = _mm512_set1_epi32(c[0] + c[1] + c[2] + c[3]);
+    const __m512 dx = _mm512_set1_ps(dxs);
     for (int st = 0; st < NS; ++st) {
       const uint8_t* p = ps[st] + b * kPackQ40Block;
       for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
@@ -263,8 +238,8 @@ inline void q40_groups(const uint8_t* const (&ps)[NS], const uint8_t* x, const Q
       for (int j = 0; j < 4; ++j) {
         const __m512i v = _mm512_loadu_si512(p + 32 + 64 * j);
         int32_t xl, xh;
-        std::memcpy(&xl, xq + 4 * j, 4);
-        std::memcpy(&xh, xq + 16 + 4 * j, 4);
+        std::memcpy(&xl, xb + 4 * j, 4);
+        std::memcpy(&xh, xb + 64 + 4 * j, 4);
         lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(v, m4), _mm512_set1_epi32(xl));
         hi = _mm512_dpbusd_epi32(hi, _mm512_gf2p8affine_epi64_epi8(v, ghi, 0), _mm512_set1_epi32(xh));
       }
@@ -302,32 +277,77 @@ inline void packed_streams(const MMArgs& a, int64_t rp, float* y, Groups&& group
   }
 }
 
-}  // namespace
+// ---- packers ---------------------------------------------------------------------------------
+// Each packed layout above as a list of moves mv(packed offset, offset in the file's block, n):
+// row r's n bytes go to packed offset + n·r of the 16-row block. pack and unpack walk the same
+// list in opposite directions.
+constexpr auto q4_0_moves = [](auto&& mv) {
+  mv(0, offsetof(BlockQ4_0, d), 2);
+  for (int j = 0; j < 4; ++j) mv(32 + 64 * j, offsetof(BlockQ4_0, qs) + 4 * j, 4);
+};
+constexpr auto q4_K_moves = [](auto&& mv) {
+  mv(0, offsetof(BlockQ4_K, d), 2);
+  mv(32, offsetof(BlockQ4_K, dmin), 2);
+  for (int k = 0; k < 3; ++k) mv(64 + 64 * k, offsetof(BlockQ4_K, scales) + 4 * k, 4);
+  for (int v = 0; v < 32; ++v) mv(256 + 64 * v, offsetof(BlockQ4_K, qs) + 4 * v, 4);
+};
+constexpr auto q6_K_moves = [](auto&& mv) {
+  mv(0, offsetof(BlockQ6_K, d), 2);
+  for (int k = 0; k < 4; ++k) mv(32 + 64 * k, offsetof(BlockQ6_K, scales) + 4 * k, 4);
+  for (int h = 0; h < 2; ++h) {
+    for (int m = 0; m < 8; ++m) {
+      const int v = 288 + 192 * (8 * h + m);
+      mv(v, offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, 4);
+      mv(v + 64, offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, 4);
+      mv(v + 128, offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, 4);
+    }
+  }
+};
 
-void pack_q4_0_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
-  const int64_t nb = cols / 32;
+// Groups [g0, g1) of rows of nb blocks of `block` bytes (packed: 16 · block per block).
+template <class Moves>
+void pack_groups(Moves moves, uint64_t block, int64_t nb, const uint8_t* w, uint64_t w_stride, int64_t g0, int64_t g1,
+                 uint8_t* dst) {
   for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* o = dst + static_cast<uint64_t>(g) * static_cast<uint64_t>(nb) * kPackQ40Block;
-    for (int64_t b = 0; b < nb; ++b, o += kPackQ40Block) {
+    uint8_t* o = dst + static_cast<uint64_t>(g) * static_cast<uint64_t>(nb) * 16 * block;
+    for (int64_t b = 0; b < nb; ++b, o += 16 * block) {
       for (int r = 0; r < 16; ++r) {
-        const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w + static_cast<uint64_t>(16 * g + r) * w_stride)[b];
-        std::memcpy(o + 2 * r, &blk.d, 2);
-        for (int j = 0; j < 4; ++j) std::memcpy(o + 32 + 64 * j + 4 * r, blk.qs + 4 * j, 4);
+        const uint8_t* src = w + static_cast<uint64_t>(16 * g + r) * w_stride + static_cast<uint64_t>(b) * block;
+        moves([&](int po, size_t fo, int n) { std::memcpy(o + po + n * r, src + fo, static_cast<size_t>(n)); });
       }
     }
   }
 }
-
-void unpack_q4_0_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
-  const int64_t nb = cols / 32;
+template <class Moves>
+void unpack_group(Moves moves, uint64_t block, int64_t nb, const uint8_t* group, uint8_t* rows, uint64_t row_stride) {
   const uint8_t* o = group;
-  for (int64_t b = 0; b < nb; ++b, o += kPackQ40Block) {
+  for (int64_t b = 0; b < nb; ++b, o += 16 * block) {
     for (int r = 0; r < 16; ++r) {
-      BlockQ4_0& blk = reinterpret_cast<BlockQ4_0*>(rows + static_cast<uint64_t>(r) * row_stride)[b];
-      std::memcpy(&blk.d, o + 2 * r, 2);
-      for (int j = 0; j < 4; ++j) std::memcpy(blk.qs + 4 * j, o + 32 + 64 * j + 4 * r, 4);
+      uint8_t* dst = rows + static_cast<uint64_t>(r) * row_stride + static_cast<uint64_t>(b) * block;
+      moves([&](int po, size_t fo, int n) { std::memcpy(dst + fo, o + po + n * r, static_cast<size_t>(n)); });
     }
   }
+}
+
+}  // namespace
+
+void pack_q4_0_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
+  pack_groups(q4_0_moves, sizeof(BlockQ4_0), cols / 32, w, w_stride, g0, g1, dst);
+}
+void unpack_q4_0_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
+  unpack_group(q4_0_moves, sizeof(BlockQ4_0), cols / 32, group, rows, row_stride);
+}
+void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
+  pack_groups(q4_K_moves, sizeof(BlockQ4_K), cols / 256, w, w_stride, g0, g1, dst);
+}
+void unpack_q4_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
+  unpack_group(q4_K_moves, sizeof(BlockQ4_K), cols / 256, group, rows, row_stride);
+}
+void pack_q6_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
+  pack_groups(q6_K_moves, sizeof(BlockQ6_K), cols / 256, w, w_stride, g0, g1, dst);
+}
+void unpack_q6_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
+  unpack_group(q6_K_moves, sizeof(BlockQ6_K), cols / 256, group, rows, row_stride);
 }
 
 // Rows [r0, r1) of one token (t0 + 1 == t1): rows below a.wp_rows from the packed copy (r0 is a
@@ -338,55 +358,13 @@ void mm_q4_0_packed_avx512(const MMArgs& a) {
   float* y = a.y + a.t0 * a.ldy;
   const int64_t rp = std::min(a.r1, a.wp_rows);
   if (a.r0 + 16 <= rp) {
-    const Q40Act& act = q40_act(a, nb);
-    packed_streams<2>(a, rp, y, [&](auto& ps, auto& acc) { q40_groups(ps, x, act, nb, acc); });
+    const uint8_t* xp = prepared_q4_0_act(a, nb);
+    packed_streams<2>(a, rp, y, [&](auto& ps, auto& acc) { q40_groups(ps, xp, nb, acc); });
   }
   if (rp < a.r1) {
     MMArgs rest = a;
     rest.r0 = std::max(a.r0, rp);
     kAvx512Kernels.mm[kWQ4_0](rest);
-  }
-}
-
-void pack_q6_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
-  const int64_t nb = cols / 256;
-  for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* o = dst + static_cast<uint64_t>(g) * static_cast<uint64_t>(nb) * kPackQ6KBlock;
-    for (int64_t b = 0; b < nb; ++b, o += kPackQ6KBlock) {
-      for (int r = 0; r < 16; ++r) {
-        const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(w + static_cast<uint64_t>(16 * g + r) * w_stride)[b];
-        std::memcpy(o + 2 * r, &blk.d, 2);
-        for (int k = 0; k < 4; ++k) std::memcpy(o + 32 + 64 * k + 4 * r, blk.scales + 4 * k, 4);
-        for (int h = 0; h < 2; ++h) {
-          for (int m = 0; m < 8; ++m) {
-            uint8_t* v = o + 288 + 192 * (8 * h + m) + 4 * r;
-            std::memcpy(v, blk.ql + 64 * h + 4 * m, 4);
-            std::memcpy(v + 64, blk.ql + 64 * h + 32 + 4 * m, 4);
-            std::memcpy(v + 128, blk.qh + 32 * h + 4 * m, 4);
-          }
-        }
-      }
-    }
-  }
-}
-
-void unpack_q6_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
-  const int64_t nb = cols / 256;
-  const uint8_t* o = group;
-  for (int64_t b = 0; b < nb; ++b, o += kPackQ6KBlock) {
-    for (int r = 0; r < 16; ++r) {
-      BlockQ6_K& blk = reinterpret_cast<BlockQ6_K*>(rows + static_cast<uint64_t>(r) * row_stride)[b];
-      std::memcpy(&blk.d, o + 2 * r, 2);
-      for (int k = 0; k < 4; ++k) std::memcpy(blk.scales + 4 * k, o + 32 + 64 * k + 4 * r, 4);
-      for (int h = 0; h < 2; ++h) {
-        for (int m = 0; m < 8; ++m) {
-          const uint8_t* v = o + 288 + 192 * (8 * h + m) + 4 * r;
-          std::memcpy(blk.ql + 64 * h + 4 * m, v, 4);
-          std::memcpy(blk.ql + 64 * h + 32 + 4 * m, v + 64, 4);
-          std::memcpy(blk.qh + 32 * h + 4 * m, v + 128, 4);
-        }
-      }
-    }
   }
 }
 
@@ -400,36 +378,6 @@ void mm_q6_K_packed_avx512(const MMArgs& a) {
     MMArgs rest = a;
     rest.r0 = std::max(a.r0, rp);
     kAvx512Kernels.mm[kWQ6_K](rest);
-  }
-}
-
-void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
-  const int64_t nb = cols / 256;
-  for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* o = dst + static_cast<uint64_t>(g) * static_cast<uint64_t>(nb) * kPackQ4KBlock;
-    for (int64_t b = 0; b < nb; ++b, o += kPackQ4KBlock) {
-      for (int r = 0; r < 16; ++r) {
-        const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(w + static_cast<uint64_t>(16 * g + r) * w_stride)[b];
-        std::memcpy(o + 2 * r, &blk.d, 2);
-        std::memcpy(o + 32 + 2 * r, &blk.dmin, 2);
-        for (int k = 0; k < 3; ++k) std::memcpy(o + 64 + 64 * k + 4 * r, blk.scales + 4 * k, 4);
-        for (int v = 0; v < 32; ++v) std::memcpy(o + 256 + 64 * v + 4 * r, blk.qs + 4 * v, 4);
-      }
-    }
-  }
-}
-
-void unpack_q4_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
-  const int64_t nb = cols / 256;
-  const uint8_t* o = group;
-  for (int64_t b = 0; b < nb; ++b, o += kPackQ4KBlock) {
-    for (int r = 0; r < 16; ++r) {
-      BlockQ4_K& blk = reinterpret_cast<BlockQ4_K*>(rows + static_cast<uint64_t>(r) * row_stride)[b];
-      std::memcpy(&blk.d, o + 2 * r, 2);
-      std::memcpy(&blk.dmin, o + 32 + 2 * r, 2);
-      for (int k = 0; k < 3; ++k) std::memcpy(blk.scales + 4 * k, o + 64 + 64 * k + 4 * r, 4);
-      for (int v = 0; v < 32; ++v) std::memcpy(blk.qs + 4 * v, o + 256 + 64 * v + 4 * r, 4);
-    }
   }
 }
 
