@@ -62,5 +62,6 @@ void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y) 
 }
 
 void f16_round(const float* x, float* y, int64_t n) { kern::active_fused().f16_round(x, y, n); }
+void softcap(const float* x, float* y, int64_t n, float cap) { kern::active_fused().softcap(x, y, n, cap); }
 
 }  // namespace oxi

@@ -61,6 +61,10 @@ void silu_mul(const float* x, const float* m, float* y, int64_t n);
 void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y);
 // y[i] = x[i] rounded to f16 and back (nearest even; y may alias x).
 void f16_round(const float* x, float* y, int64_t n);
+// y[i] = cap · tanh(x[i] / cap) (Gemma's final logit soft-capping; y may alias x). tanh is a
+// vector approximation within 2 ulp of the correctly rounded value (llama.cpp's CPU path calls
+// libm tanhf per element; the two differ by an ulp or two).
+void softcap(const float* x, float* y, int64_t n, float cap);
 
 namespace kern {
 // Per-ISA table of the above (internal; the functions above dispatch through the active one).
@@ -74,6 +78,7 @@ struct FusedKernels {
   void (*silu_mul)(const float*, const float*, float*, int64_t);
   void (*conv_silu)(const float*, const float*, int64_t, int64_t, float*);
   void (*f16_round)(const float*, float*, int64_t);
+  void (*softcap)(const float*, float*, int64_t, float);
 };
 // The generic build, and the one matching the active matmul set (generic where none is compiled).
 const FusedKernels& generic_fused();
