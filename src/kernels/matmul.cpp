@@ -507,6 +507,22 @@ void dequantize_row(const MatrixView& w, int64_t row, float* out) {
   if (row < 0 || row >= w.rows)
     throw_error(ErrorCode::kInvalidArgument, "dequantize_row: row " + std::to_string(row) + " out of range");
   check_view(w);
+  // A matrix that decode has packed (a tied embedding is also the output head) is read from its
+  // copy: the file's pages were released, and one read there maps a whole large folio back (up to
+  // 2 MiB on ext4 with Linux 6.18; 0.8B Q4_0 decode re-mapped ~150 MiB of its embedding that way).
+  if (const int wt = kern::wtype_index(w.dtype); wt >= 0) {
+    const kern::Kernels& K = kern::active_kernels();
+    if (K.unpack[wt] != nullptr) {
+      if (auto pk = kern::packed_for(w, false); pk && row < pk->rows) {
+        thread_local std::vector<uint8_t> group;
+        group.resize(static_cast<size_t>(kern::kPackRows * w.row_bytes));
+        K.unpack[wt](pk->data + static_cast<uint64_t>(row / kern::kPackRows) * pk->group_bytes, w.cols, group.data(),
+                     w.row_bytes);
+        return dequantize(w.dtype, group.data() + static_cast<uint64_t>(row % kern::kPackRows) * w.row_bytes, out,
+                          w.cols);
+      }
+    }
+  }
   dequantize(w.dtype, w.data + static_cast<uint64_t>(row) * w.row_bytes, out, w.cols);
 }
 

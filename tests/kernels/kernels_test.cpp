@@ -371,7 +371,16 @@ TEST(Matmul, PackedGemvMatchesScalar) {
             if (probe) wb[at] ^= 0x5A;
             std::vector<float> y(nt * s.rows, NAN);
             matmul(w, xm.data(), nt, y.data());
+            // Row lookups (a tied embedding) read the copy too: row 17 as the reference decodes it.
+            std::vector<float> row(static_cast<size_t>(s.cols), NAN), row_ref(static_cast<size_t>(s.cols));
+            if (s.rows > 17) dequantize_row(w, 17, row.data());
             if (probe) wb[at] ^= 0x5A;
+            if (s.rows > 17) {
+              dequantize(t, wb.data() + 17 * w.row_bytes, row_ref.data(), s.cols);
+              for (int64_t i = 0; i < s.cols; ++i)
+                ASSERT_EQ(row[static_cast<size_t>(i)], row_ref[static_cast<size_t>(i)])
+                    << isa << " " << dtype_name(t) << " " << s.rows << "x" << s.cols << " row 17, i=" << i;
+            }
             for (int64_t i = 0; i < nt * s.rows; ++i)
               ASSERT_NEAR(y[i], mref[i], 2e-4 * (std::fabs(mref[i]) + 1.0) + 1e-4)
                   << isa << " " << dtype_name(t) << " " << s.rows << "x" << s.cols << " tokens " << nt << " i=" << i;
