@@ -46,27 +46,6 @@ void windows(uint64_t n, uint64_t (&off)[3]) {
   off[2] = n - 64;
 }
 
-// Drops the file's pages of bytes [b0, b1) of the matrix at `w` from the resident set, except the
-// pages holding the fingerprint windows: every later lookup reads those 192 bytes, and on a kernel
-// that maps a whole large folio per fault (ext4 on Linux 6.18 does) each read mapped up to 2 MiB of
-// released weights back (0.8B Q4_0: +150 MiB of file pages over a decode run).
-void release_except_windows(const uint8_t* w, const uint64_t (&off)[3], uint64_t b0, uint64_t b1) {
-  // 4 KiB: release_mapped_range rounds each range inward to whole pages, so with larger pages the
-  // window's own page is still kept.
-  constexpr uint64_t page = 4096;
-  const uintptr_t base = reinterpret_cast<uintptr_t>(w);
-  uint64_t from = b0;
-  for (int k = 0; k < 3 && from < b1; ++k) {
-    // the window's pages as offsets from w (rounded out to whole pages)
-    const uint64_t lo = (base + off[k]) / page * page - base;
-    const uint64_t hi = (base + off[k] + 64 + page - 1) / page * page - base;
-    if (hi <= from) continue;
-    if (lo > from) release_mapped_range(w + from, std::min(lo, b1) - from);
-    from = std::max(from, hi);
-  }
-  if (from < b1) release_mapped_range(w + from, b1 - from);
-}
-
 void drop_locked(Cache& c, std::unordered_map<const uint8_t*, std::shared_ptr<const Entry>>::iterator it) {
   c.bytes -= it->second->group_bytes * static_cast<uint64_t>(it->second->rows / kPackRows);
   c.map.erase(it);
@@ -127,14 +106,14 @@ std::shared_ptr<const PackedMatrix> packed_for(const MatrixView& w, bool create)
   const uint64_t group_src = static_cast<uint64_t>(kPackRows) * w.row_bytes;
   auto run = [&](int64_t g0, int64_t g1) {
     pack(w.data, w.row_bytes, w.cols, g0, g1, dst);
-    release_except_windows(w.data, off, static_cast<uint64_t>(g0) * group_src, static_cast<uint64_t>(g1) * group_src);
+    release_mapped_range(w.data + static_cast<uint64_t>(g0) * group_src, static_cast<uint64_t>(g1 - g0) * group_src);
   };
   if (in_parallel_region()) {
     run(0, groups);
   } else {
     parallel_for_chunked(groups, 16, run);
   }
-  release_except_windows(w.data, off, 0, static_cast<uint64_t>(groups) * group_src);  // pages two chunks shared
+  release_mapped_range(w.data, static_cast<uint64_t>(groups) * group_src);  // pages two chunks shared
   c.bytes += total;
   c.map.emplace(w.data, e);
   return e;
