@@ -17,7 +17,7 @@
 #include "kernels/fused.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
-#include "models/common/ops.h"
+#include "nn/ops.h"
 #include "models/common/quant_rule.h"
 #include "models/common/weights.h"
 #include "models/model.h"

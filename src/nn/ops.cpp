@@ -1,4 +1,4 @@
-#include "models/common/ops.h"
+#include "nn/ops.h"
 
 #include <algorithm>
 #include <cstring>

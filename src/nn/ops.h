@@ -1,6 +1,6 @@
 // Shared layer helpers for the model implementations (scalar f32; numerics follow llama.cpp's CPU
 // backend where it matters: RMS norm sums in double, L2 norm = x / max(||x||, eps)).
-// Owned by the Qwen 3.5 engineer; other families may add their own files next to this one.
+// Shared by the families and the CPU device (nn/device.h).
 #pragma once
 
 #include <cmath>
