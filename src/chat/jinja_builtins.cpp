@@ -606,11 +606,18 @@ const std::unordered_map<std::string, Value>& Interp::globals() {
       }
       if (st == 0) rt_error("range() arg 3 must not be zero");
       // jinja2's sandbox caps ranges at 100000 items (MAX_RANGE).
-      long double count = st > 0 ? ((long double)stop - start + st - 1) / st : ((long double)start - stop - st - 1) / -st;
+      const long double lst = static_cast<long double>(st);  // -st overflows for INT64_MIN
+      long double count = st > 0 ? ((long double)stop - start + lst - 1) / lst : ((long double)start - stop - lst - 1) / -lst;
       if (count > 100000) rt_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      // Items by index (start + i * step, exact in 128 bits): a running `k += step` overflows
+      // int64 near the ends (range(-2**63, 2**63 - 1, 2**63 - 1)).
+      const uint64_t n = count > 0 ? static_cast<uint64_t>(count) : 0;
       std::vector<Value> out;
-      for (int64_t k = start; st > 0 ? k < stop : k > stop; k += st) {
-        out.emplace_back(k);
+      out.reserve(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        const __int128 k = static_cast<__int128>(start) + static_cast<__int128>(i) * st;
+        if (st > 0 ? k >= stop : k <= stop) break;
+        out.emplace_back(static_cast<int64_t>(k));
         in.step();
       }
       return Value::list(std::move(out));
