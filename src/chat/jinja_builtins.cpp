@@ -606,12 +606,14 @@ const std::unordered_map<std::string, Value>& Interp::globals() {
       }
       if (st == 0) rt_error("range() arg 3 must not be zero");
       // jinja2's sandbox caps ranges at 100000 items (MAX_RANGE).
-      const long double lst = static_cast<long double>(st);  // -st overflows for INT64_MIN
-      long double count = st > 0 ? ((long double)stop - start + lst - 1) / lst : ((long double)start - stop - lst - 1) / -lst;
+      // Exact in 128 bits (int64 differences and -st overflow; long double rounds at 2**64).
+      const __int128 span = st > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+      const __int128 step_abs = st > 0 ? static_cast<__int128>(st) : -static_cast<__int128>(st);
+      const __int128 count = span <= 0 ? 0 : (span + step_abs - 1) / step_abs;
       if (count > 100000) rt_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
       // Items by index (start + i * step, exact in 128 bits): a running `k += step` overflows
       // int64 near the ends (range(-2**63, 2**63 - 1, 2**63 - 1)).
-      const uint64_t n = count > 0 ? static_cast<uint64_t>(count) : 0;
+      const uint64_t n = static_cast<uint64_t>(count);
       std::vector<Value> out;
       out.reserve(n);
       for (uint64_t i = 0; i < n; ++i) {
