@@ -18,7 +18,9 @@ const SHARED = process.env.OXI_SHARED_DIR;
 const WORK = process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-hardening";
 
 let passed = 0, failed = 0;
+const ONLY = process.env.OXI_TEST_ONLY;  // run only the checks whose name contains this
 async function check(name, fn) {
+  if (ONLY && !name.includes(ONLY)) return;
   const t0 = Date.now();
   try {
     await fn();
