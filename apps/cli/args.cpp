@@ -38,7 +38,12 @@ Args::Args(int argc, char** argv, std::vector<std::string> flags) : flag_names_(
     }
     const bool is_flag = std::find(flag_names_.begin(), flag_names_.end(), name) != flag_names_.end();
     if (!is_flag && !has_inline) {
-      if (i + 1 >= argc) usage_error("option " + name + " needs a value");
+      if (i + 1 >= argc) {
+        // Reported by check_known (an unknown name first: "unknown option X") or by a getter.
+        missing_value_ = name;
+        order_.push_back(name);
+        break;
+      }
       value = argv[++i];
     }
     values_.emplace(name, value);
@@ -46,9 +51,10 @@ Args::Args(int argc, char** argv, std::vector<std::string> flags) : flag_names_(
   }
 }
 
-bool Args::has(const std::string& name) const { return values_.count(name) > 0; }
+bool Args::has(const std::string& name) const { return values_.count(name) > 0 || name == missing_value_; }
 
 std::optional<std::string> Args::get(const std::string& name) const {
+  if (!missing_value_.empty() && name == missing_value_) usage_error("option " + name + " needs a value");
   std::optional<std::string> out;
   auto [b, e] = values_.equal_range(name);
   for (auto it = b; it != e; ++it) out = it->second;
@@ -107,6 +113,7 @@ void Args::check_known(std::initializer_list<const char*> known) const {
                     std::any_of(known.begin(), known.end(), [&](const char* k) { return n == k; });
     if (!ok) usage_error("unknown option " + n);
   }
+  if (!missing_value_.empty()) usage_error("option " + missing_value_ + " needs a value");
 }
 
 void Args::check_known(const std::vector<std::string>& known) const {
@@ -115,6 +122,7 @@ void Args::check_known(const std::vector<std::string>& known) const {
                     std::find(known.begin(), known.end(), n) != known.end();
     if (!ok) usage_error("unknown option " + n);
   }
+  if (!missing_value_.empty()) usage_error("option " + missing_value_ + " needs a value");
 }
 
 std::string resolve_model_path(const Args& args) {

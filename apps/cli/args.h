@@ -46,6 +46,7 @@ class Args {
   std::multimap<std::string, std::string> values_;  // name → value ("" for flags)
   std::vector<std::string> order_;
   std::vector<std::string> positional_;
+  std::string missing_value_;  // the last argument was an option that takes a value
 };
 
 // -m PATH or -hf org/name[:quant][@rev] → a local path (file or directory). Throws oxi::Error.

@@ -10,6 +10,7 @@
 #include "chat/jinja.h"
 #include "chat_template_cmd.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "format/model_files.h"
 
 namespace oxi::cli {
@@ -33,7 +34,11 @@ std::string read_text(const std::string& path) {
 }
 
 nlohmann::ordered_json read_json(const std::string& path) {
-  auto j = nlohmann::ordered_json::parse(read_text(path), nullptr, false);
+  const std::string text = read_text(path);
+  if (json_too_deep(text)) {
+    throw_error(ErrorCode::kInvalidArgument, path + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  auto j = nlohmann::ordered_json::parse(text, nullptr, false);
   if (j.is_discarded()) throw_error(ErrorCode::kInvalidArgument, path + ": not valid JSON");
   return j;
 }
@@ -116,7 +121,8 @@ int cmd_chat_template_only(int argc, char** argv) {
       else throw_error(ErrorCode::kInvalidArgument, "invalid value for --enable-thinking: '" + *th + "' (true|false)");
     }
     if (auto kw = args.get({"--chat-template-kwargs"})) {
-      auto j = nlohmann::ordered_json::parse(*kw, nullptr, false);
+      auto j = json_too_deep(*kw) ? nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded)
+                                  : nlohmann::ordered_json::parse(*kw, nullptr, false);
       if (j.is_discarded() || !j.is_object()) throw_error(ErrorCode::kInvalidArgument, "--chat-template-kwargs: expected a JSON object");
       opt.extra = j;
     }

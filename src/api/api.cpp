@@ -15,6 +15,7 @@
 
 #include "chat/jinja.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "core/log.h"
 #include "format/model_files.h"
 #include "api/api_internal.h"
@@ -301,6 +302,9 @@ oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
     if (!m->tmpl) return fail(m->tmpl_status == OXI_OK ? OXI_ERR_FORMAT : m->tmpl_status, m->tmpl_error);
 
     nlohmann::ordered_json messages;
+    if (oxi::json_too_deep(messages_json)) {
+      return fail(OXI_ERR_INVALID_ARGUMENT, "messages: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
+    }
     try {
       messages = nlohmann::ordered_json::parse(messages_json);
     } catch (const nlohmann::json::exception& e) {
@@ -312,6 +316,9 @@ oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
     opt.eos_token = m->eos_text;
     if (options_json && *options_json) {
       nlohmann::ordered_json o;
+      if (oxi::json_too_deep(options_json)) {
+        return fail(OXI_ERR_INVALID_ARGUMENT, "options: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
+      }
       try {
         o = nlohmann::ordered_json::parse(options_json);
       } catch (const nlohmann::json::exception& e) {

@@ -26,6 +26,9 @@ struct JinjaLimits {
   size_t max_output_bytes = 64u << 20;      // rendered text (and any single string value)
   size_t max_depth = 300;                   // nesting of calls, statements and expressions
   uint64_t max_steps = 20'000'000;          // statements + loop iterations + calls
+  // Bytes copied by string / list concatenation and repetition over the whole render (never
+  // given back): bounds the memory a hostile template can hold, e.g. `[big_string] * 100000`.
+  size_t max_alloc_bytes = 256u << 20;
 };
 
 class ChatTemplate {

@@ -606,11 +606,20 @@ const std::unordered_map<std::string, Value>& Interp::globals() {
       }
       if (st == 0) rt_error("range() arg 3 must not be zero");
       // jinja2's sandbox caps ranges at 100000 items (MAX_RANGE).
-      long double count = st > 0 ? ((long double)stop - start + st - 1) / st : ((long double)start - stop - st - 1) / -st;
+      // Exact in 128 bits (int64 differences and -st overflow; long double rounds at 2**64).
+      const __int128 span = st > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+      const __int128 step_abs = st > 0 ? static_cast<__int128>(st) : -static_cast<__int128>(st);
+      const __int128 count = span <= 0 ? 0 : (span + step_abs - 1) / step_abs;
       if (count > 100000) rt_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      // Items by index (start + i * step, exact in 128 bits): a running `k += step` overflows
+      // int64 near the ends (range(-2**63, 2**63 - 1, 2**63 - 1)).
+      const uint64_t n = static_cast<uint64_t>(count);
       std::vector<Value> out;
-      for (int64_t k = start; st > 0 ? k < stop : k > stop; k += st) {
-        out.emplace_back(k);
+      out.reserve(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        const __int128 k = static_cast<__int128>(start) + static_cast<__int128>(i) * st;
+        if (st > 0 ? k >= stop : k <= stop) break;
+        out.emplace_back(static_cast<int64_t>(k));
         in.step();
       }
       return Value::list(std::move(out));

@@ -19,6 +19,12 @@ namespace oxi::jinja {
 
 namespace {
 
+// a * b, saturating at SIZE_MAX (a size that then fails every limit check).
+size_t mul_sat(size_t a, uint64_t b) {
+  size_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // String helpers (Python str semantics over UTF-8).
 
@@ -259,6 +265,18 @@ void Interp::step() {
 
 void Interp::check_size(size_t n) const {
   if (n > limits_.max_output_bytes) rt_error("output or string too long");
+}
+
+void Interp::charge(size_t n) {
+  check_size(n);
+  allocated_ += n;
+  if (allocated_ > limits_.max_alloc_bytes) rt_error("template uses too much memory");
+}
+
+size_t Interp::copy_bytes(const ListData& l) {
+  size_t n = 0;
+  for (const Value& v : l.items) n += sizeof(Value) + (v.is_string() ? v.s().size() : 0);
+  return n;
 }
 
 Interp::DepthGuard::DepthGuard(Interp& in) : in_(in) {
@@ -721,7 +739,7 @@ Value Interp::get_attr(const Value& obj, const std::string& name) {
 Value Interp::binop(const std::string& op, const Value& l, const Value& r) {
   if (op == "~") {
     std::string s = py_str(l) + py_str(r);
-    check_size(s.size());
+    charge(s.size());
     return Value(std::move(s));
   }
   if (l.is_undefined() || r.is_undefined()) rt_error("undefined value in '" + op + "' operation");
@@ -730,12 +748,12 @@ Value Interp::binop(const std::string& op, const Value& l, const Value& r) {
   };
   if (op == "+") {
     if (l.is_string() && r.is_string()) {
-      check_size(l.s().size() + r.s().size());
+      charge(l.s().size() + r.s().size());
       return Value(l.s() + r.s());
     }
     if (l.is_list() && r.is_list()) {
       if (l.l()->tuple != r.l()->tuple) return type_err();
-      check_size((l.l()->items.size() + r.l()->items.size()) * 16);
+      charge(copy_bytes(*l.l()) + copy_bytes(*r.l()));
       std::vector<Value> items = l.l()->items;
       items.insert(items.end(), r.l()->items.begin(), r.l()->items.end());
       return Value::list(std::move(items), l.l()->tuple);
@@ -754,12 +772,13 @@ Value Interp::binop(const std::string& op, const Value& l, const Value& r) {
     if (seq) {
       const int64_t times = std::max<int64_t>(0, to_int_arg(*n, "repeat"));
       if (seq->is_string()) {
-        if (times > 0 && seq->s().size() > 0) check_size(seq->s().size() * size_t(std::min<int64_t>(times, int64_t(1) << 40)));
+        if (times > 0 && seq->s().size() > 0) charge(mul_sat(seq->s().size(), static_cast<uint64_t>(times)));
         std::string out;
         for (int64_t k = 0; k < times; ++k) out += seq->s();
         return Value(std::move(out));
       }
-      if (times > 0 && !seq->l()->items.empty()) check_size(seq->l()->items.size() * size_t(std::min<int64_t>(times, int64_t(1) << 40)) * 16);
+      // Each repetition copies every item (a string item copies its bytes).
+      if (times > 0 && !seq->l()->items.empty()) charge(mul_sat(copy_bytes(*seq->l()), static_cast<uint64_t>(times)));
       std::vector<Value> items;
       for (int64_t k = 0; k < times; ++k) items.insert(items.end(), seq->l()->items.begin(), seq->l()->items.end());
       return Value::list(std::move(items), seq->l()->tuple);

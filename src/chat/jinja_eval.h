@@ -50,6 +50,10 @@ class Interp {
 
   void step();
   void check_size(size_t n) const;
+  // check_size(n), and n counted against limits().max_alloc_bytes for the whole render.
+  void charge(size_t n);
+  // Bytes that copying the items of `l` costs (strings are copied by value; lists / dicts shared).
+  static size_t copy_bytes(const ListData& l);
   const JinjaLimits& limits() const { return limits_; }
   int line() const { return cur_line_; }
   static const std::unordered_map<std::string, Value>& globals();
@@ -76,6 +80,7 @@ class Interp {
   JinjaLimits limits_;
   std::vector<DictPtr> namespaces_;
   uint64_t steps_ = 0;
+  size_t allocated_ = 0;
   size_t depth_ = 0;
   int loop_depth_ = 0;
   int cur_line_ = 0;

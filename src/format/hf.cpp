@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "format/util.h"
 
 namespace oxi {
@@ -22,6 +23,7 @@ bool is_file(const std::string& p) {
 
 nlohmann::json parse_json_file(const std::string& path) {
   const std::string text = read_text_file(path, kMaxJsonFile);
+  check_json_depth(text, path);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

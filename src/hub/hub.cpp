@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/byte_source.h"
+#include "core/json_limits.h"
 #include "core/log.h"
 #include "hub/hub_internal.h"
 
@@ -68,7 +69,9 @@ std::vector<std::string> missing_shards(const fs::path& snap, const std::set<std
   std::error_code ec;
   if (!fs::is_regular_file(idx, ec)) return missing;
   try {
-    const json j = json::parse(read_text_file(idx.string(), 64u << 20));
+    const std::string text = read_text_file(idx.string(), 64u << 20);
+    if (json_too_deep(text)) return missing;
+    const json j = json::parse(text);
     std::set<std::string> files;
     for (const auto& [k, v] : j.at("weight_map").items()) files.insert(v.get<std::string>());
     for (const auto& f : files) {
@@ -154,6 +157,7 @@ std::string read_token_file() {
 }
 
 json parse_json(const std::string& body, const std::string& url) {
+  if (json_too_deep(body)) throw_error(ErrorCode::kFormat, url + ": the Hub answered with JSON nested too deeply");
   try {
     return json::parse(body);
   } catch (const std::exception&) {

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "server/engine.h"
+#include "server/http_front.h"
 #include "server/server.h"
 #include "chat/parser.h"
 #include "server/stream_text.h"
@@ -26,7 +27,7 @@ std::unique_ptr<Engine> make_engine(const ServerOptions& options);  // engine.cp
 
 namespace {
 
-std::atomic<httplib::Server*> g_server{nullptr};
+std::atomic<FrontServer*> g_server{nullptr};
 
 void on_signal(int) {
   if (auto* s = g_server.load()) s->stop();
@@ -151,24 +152,12 @@ class Routes {
       send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
-    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(req, res, [&] { chat(req, res); });
-    });
-    svr.Post("/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(req, res, [&] { chat(req, res); });
-    });
-    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(req, res, [&] { completion(req, res); });
-    });
-    svr.Post("/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(req, res, [&] { completion(req, res); });
-    });
-    svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(req, res, [&] { tokenize(req, res); });
-    });
-    svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-      handle(req, res, [&] { detokenize(req, res); });
-    });
+    post(svr, "/v1/chat/completions", &Routes::chat);
+    post(svr, "/chat/completions", &Routes::chat);
+    post(svr, "/v1/completions", &Routes::completion);
+    post(svr, "/completions", &Routes::completion);
+    post(svr, "/tokenize", &Routes::tokenize);
+    post(svr, "/detokenize", &Routes::detokenize);
     svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
       const int st = res.status;
@@ -178,6 +167,37 @@ class Routes {
   }
 
  private:
+  using PostFn = void (Routes::*)(const std::string& body, httplib::Response& res);
+
+  // POST handlers read the body themselves (a content reader), so the size limit holds for
+  // chunked bodies too, counted as they arrive (Content-Length bodies are checked up front by
+  // cpp-httplib's payload limit).
+  void post(httplib::Server& svr, const char* path, PostFn fn) {
+    svr.Post(path, [this, fn](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      handle(req, res, [&] {
+        const std::string body = read_body(res, reader);
+        (this->*fn)(body, res);
+      });
+    });
+  }
+
+  std::string read_body(httplib::Response& res, const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_large = false;
+    const size_t cap = opt_.max_body_bytes;
+    const bool ok = reader([&](const char* data, size_t n) {
+      if (n > cap - body.size()) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (too_large || res.status == 413) throw RequestError(413, "", "request body too large");
+    if (!ok) throw RequestError(400, "", "could not read the request body");
+    return body;
+  }
+
   // Auth + readiness for /v1 endpoints. Returns false after writing the error response.
   bool guard(const httplib::Request& req, httplib::Response& res, bool need_ready = true) {
     if (!opt_.api_key.empty()) {
@@ -213,8 +233,8 @@ class Routes {
     }
   }
 
-  void tokenize(const httplib::Request& req, httplib::Response& res) {
-    json body = parse_body(req.body);
+  void tokenize(const std::string& text, httplib::Response& res) {
+    json body = parse_body(text);
     if (!body.contains("content") || !body["content"].is_string()) {
       throw RequestError(400, "content", "'content' must be a string");
     }
@@ -229,8 +249,8 @@ class Routes {
     send_json(res, 200, {{"tokens", ids}});
   }
 
-  void detokenize(const httplib::Request& req, httplib::Response& res) {
-    json body = parse_body(req.body);
+  void detokenize(const std::string& text, httplib::Response& res) {
+    json body = parse_body(text);
     if (!body.contains("tokens") || !body["tokens"].is_array()) {
       throw RequestError(400, "tokens", "'tokens' must be an array of token ids");
     }
@@ -273,8 +293,8 @@ class Routes {
   }
 
   // ---- chat --------------------------------------------------------------------------------
-  void chat(const httplib::Request& http_req, httplib::Response& res) {
-    ChatRequest req = parse_chat_request(parse_body(http_req.body), limits_);
+  void chat(const std::string& text, httplib::Response& res) {
+    ChatRequest req = parse_chat_request(parse_body(text), limits_);
     std::string turn_prefix;
     const std::string prompt = eng_.render_chat(req, &turn_prefix);
     auto ids = eng_.tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
@@ -304,7 +324,8 @@ class Routes {
         r = eng_.generate(ids, checkpoint_at, req, constraint, [&](const TokenOut& t) {
           if (req.logprobs) lp.push_back(logprob_entry(eng_, t, req.top_logprobs));
           parser->feed(stop.feed(t.text));
-          return !stop.stopped() && !parser->ended();
+          // The client left (closed or reset its connection): stop, nobody reads the answer.
+          return !stop.stopped() && !parser->ended() && !client_disconnected();
         });
       }
       parser->feed(stop.flush());
@@ -401,8 +422,8 @@ class Routes {
   }
 
   // ---- text completion ------------------------------------------------------------------------
-  void completion(const httplib::Request& http_req, httplib::Response& res) {
-    CompletionRequest req = parse_completion_request(parse_body(http_req.body), limits_);
+  void completion(const std::string& text, httplib::Response& res) {
+    CompletionRequest req = parse_completion_request(parse_body(text), limits_);
     std::vector<int32_t> ids = req.prompt_ids.empty() ? eng_.tokenize(req.prompt, true, true) : req.prompt_ids;
     if (ids.empty()) throw RequestError(400, "prompt", "the prompt is empty");
     const std::string id = random_id("cmpl-");
@@ -431,7 +452,7 @@ class Routes {
         r = eng_.generate(ids, 0, req, {}, [&](const TokenOut& t) {
           if (req.logprobs) toks.push_back(t);
           text += stop.feed(t.text);
-          return !stop.stopped();
+          return !stop.stopped() && !client_disconnected();
         });
       }
       text += stop.flush();
@@ -494,14 +515,14 @@ class Routes {
 }  // namespace
 
 int run_server(const ServerOptions& options) {
-  httplib::Server svr;
-  // Enough workers that waiting clients (all slots busy) do not block /health or new accepts.
-  svr.new_task_queue = [] { return new httplib::ThreadPool(64); };
+  // Connection handling, deadlines and limits: http_front.h (docs/server.md "Hardening limits").
+  FrontServer svr;
   std::unique_ptr<Engine> engine = make_engine(options);  // starts loading in the background
   Routes routes(options, *engine);
   routes.install(svr);
-  if (!svr.bind_to_port(options.host, options.port)) {
-    std::fprintf(stderr, "error: cannot listen on %s:%d\n", options.host.c_str(), options.port);
+  if (!svr.bind(options.host, options.port)) {
+    std::fprintf(stderr, "error: cannot listen on %s:%d (in use by another process, or not a local address)\n",
+                 options.host.c_str(), options.port);
     return 1;
   }
   g_server.store(&svr);
@@ -509,7 +530,7 @@ int run_server(const ServerOptions& options) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   std::fprintf(stderr, "oxinfer: listening on http://%s:%d\n", options.host.c_str(), options.port);
-  svr.listen_after_bind();
+  svr.run();
   g_server.store(nullptr);
   return 0;
 }

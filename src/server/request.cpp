@@ -1,5 +1,7 @@
 #include "server/request.h"
 
+#include "core/json_limits.h"
+
 namespace oxi::server {
 
 using nlohmann::json;
@@ -118,6 +120,10 @@ void validate_content(const json& content, const std::string& where) {
 }  // namespace
 
 json parse_body(const std::string& text) {
+  // Before any recursive processing (parse results are copied, dumped and rendered recursively).
+  if (json_too_deep(text)) {
+    throw RequestError(400, "", "request body is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) throw RequestError(400, "", "request body is not valid JSON");
   if (!body.is_object()) throw RequestError(400, "", "request body must be a JSON object");

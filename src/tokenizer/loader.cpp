@@ -7,6 +7,7 @@
 
 #include "core/byte_source.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "format/gguf.h"
 #include "format/model_files.h"
 #include "tokenizer/pretokenize.h"
@@ -190,6 +191,8 @@ TokenizerData tokenizer_data_from_json(const std::string& tokenizer_json_text,
   json cfg = json::object();
   TokenizerJsonSax sax;
   bool ok = false;
+  check_json_depth(tokenizer_json_text, source);
+  if (!tokenizer_config_text.empty()) check_json_depth(tokenizer_config_text, source + ": tokenizer_config.json");
   try {
     ok = json::sax_parse(tokenizer_json_text, &sax);
   } catch (const std::exception& e) {
@@ -497,7 +500,9 @@ json read_json_if_exists(const std::filesystem::path& p) {
   std::error_code ec;
   if (!std::filesystem::exists(p, ec)) return json::object();
   try {
-    return json::parse(read_text_file(p.string()));
+    const std::string text = read_text_file(p.string());
+    check_json_depth(text, p.string());
+    return json::parse(text);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -1,0 +1,234 @@
+// Issue 29 regression tests for `oxinfer serve` (each failed before its fix), on a tiny synthetic
+// Qwen 3.5 model; only 127.0.0.1, every step bounded in time (about 40 s in all):
+//   deeply nested JSON (message field, tools[].function.parameters) → 400, no crash; nesting under
+//   the limit served (or a clean 400); a chunked body over --max-body-bytes → 413; 70 slow-header and 500
+//   idle connections do not stop /health or real requests, and the slow ones are cut at the head
+//   deadline; a second server on the same port exits 1 with "error:"; a non-streaming request
+//   stops generating once its client disconnects.
+import { spawn, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import assert from "node:assert/strict";
+
+const OXINFER = process.env.OXINFER;
+const OXI_GEN = process.env.OXI_GEN;
+const NLC_DIR = process.env.NLC_DIR;
+const SHARED = process.env.OXI_SHARED_DIR;
+const WORK = process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-hardening";
+
+let passed = 0, failed = 0;
+const ONLY = process.env.OXI_TEST_ONLY;  // run only the checks whose name contains this
+async function check(name, fn) {
+  if (ONLY && !name.includes(ONLY)) return;
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e.stack ?? e}`);
+  }
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+    s.on("error", reject);
+  });
+}
+
+async function startServer(model, port, extra) {
+  const proc = spawn(OXINFER, ["serve", "-m", model, "--port", String(port), "-c", "2048", "-t", "2", ...extra],
+    { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  proc.stderr.on("data", (d) => (log += d));
+  const base = `http://127.0.0.1:${port}`;
+  const t0 = Date.now();
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`server exited: ${log}`);
+    try {
+      if ((await fetch(`${base}/health`)).status === 200) break;
+    } catch {}
+    if (Date.now() - t0 > 60000) throw new Error("server did not become ready: " + log);
+    await sleep(100);
+  }
+  return { proc, base, log: () => log };
+}
+
+// One raw HTTP exchange on 127.0.0.1: resolves with the response text (or "RESET: ..." when the
+// connection fails) once the server closes, or after timeoutMs.
+function rawHttp(port, data, timeoutMs = 10000) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, "127.0.0.1");
+    let out = "";
+    const timer = setTimeout(() => { s.destroy(); resolve(out || "TIMEOUT"); }, timeoutMs);
+    s.on("connect", () => { for (const d of [].concat(data)) s.write(d); });
+    s.on("data", (d) => (out += d));
+    s.on("error", (e) => { clearTimeout(timer); resolve(out || `RESET: ${e.code}`); });
+    s.on("close", () => { clearTimeout(timer); resolve(out); });
+  });
+}
+const statusOf = (resp) => Number(/^HTTP\/1\.1 (\d+)/.exec(resp)?.[1] ?? 0);
+
+// /health answered within `ms`?
+async function healthWithin(base, ms) {
+  const t0 = Date.now();
+  const r = await fetch(`${base}/health`, { signal: AbortSignal.timeout(ms) });
+  assert.equal(r.status, 200);
+  return Date.now() - t0;
+}
+
+async function processing(base) {
+  const m = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  return Number(/oxinfer_requests_processing (\d+)/.exec(m)[1]);
+}
+
+// ---- model ------------------------------------------------------------------------------------
+fs.rmSync(WORK, { recursive: true, force: true });
+fs.mkdirSync(WORK, { recursive: true });
+const tokDir = path.join(WORK, "tok");
+const model = path.join(WORK, "qwen35");
+execFileSync("node", ["tools/gen/extract_tokenizer.mjs", tokDir], { env: { ...process.env, NLC_DIR }, stdio: "inherit" });
+execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64", "--layers", "4", "--tokenizer-dir", tokDir,
+  "--chat-template", path.join(SHARED, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
+
+const port = await freePort();
+const srv = await startServer(model, port, ["-np", "2", "--max-body-bytes", "1048576"]);
+const noThink = { chat_template_kwargs: { enable_thinking: false } };
+const chatUrl = `${srv.base}/v1/chat/completions`;
+
+try {
+  await check("JSON nested 100,000 levels (message field, text/plain) → 400, server up", async () => {
+    const deep = "[".repeat(100000) + "]".repeat(100000);
+    const body = `{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"hi","x":${deep}}]}`;
+    const r = await fetch(chatUrl, { method: "POST", headers: { "Content-Type": "text/plain" }, body });
+    assert.equal(r.status, 400);
+    assert.match((await r.json()).error.message, /nested deeper than/);
+    await healthWithin(srv.base, 2000);
+  });
+
+  await check("JSON nested 100,000 levels in tools[].function.parameters → 400, server up", async () => {
+    const deep = "{\"a\":".repeat(50000) + "1" + "}".repeat(50000);
+    const body = `{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"hi"}],` +
+      `"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":${deep}}}}]}`;
+    const r = await fetch(chatUrl, { method: "POST", body });
+    assert.equal(r.status, 400);
+    await healthWithin(srv.base, 2000);
+  });
+
+  await check("deep but allowed nesting: served or a clean 400, never a crash", async () => {
+    // 500 levels pass the body check; the chat template's own value limit (256) may refuse them
+    // with a 400. 200 levels go all the way through rendering and the tool-call constraint.
+    for (const [levels, want] of [[500, [200, 400]], [200, [200]]]) {
+      const deep = "[".repeat(levels) + "]".repeat(levels);
+      for (const tool_choice of ["auto", "required"]) {
+        const tools = [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { a: { type: "string" } } } } }];
+        const body = JSON.stringify({ model: "x", max_tokens: 2, ...noThink, tools, tool_choice,
+          messages: [{ role: "user", content: "hi" }] }).replace('"type":"object"', `"type":"object","x":${deep}`);
+        const r = await fetch(chatUrl, { method: "POST", body });
+        const text = await r.text();
+        assert.ok(want.includes(r.status), `${levels} levels, ${tool_choice}: ${r.status} ${text.slice(0, 200)}`);
+        if (r.status === 400) assert.equal(JSON.parse(text).error.type, "invalid_request_error");
+      }
+    }
+    await healthWithin(srv.base, 2000);
+  });
+
+  await check("chunked body over --max-body-bytes → 413 (read no further)", async () => {
+    const payload = JSON.stringify({ content: "a".repeat(1500000) });
+    const chunks = [`POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n`];
+    for (let i = 0; i < payload.length; i += 65536) {
+      const c = payload.slice(i, i + 65536);
+      chunks.push(`${c.length.toString(16)}\r\n${c}\r\n`);
+    }
+    chunks.push("0\r\n\r\n");
+    const resp = await rawHttp(port, chunks, 10000);
+    assert.equal(statusOf(resp), 413, resp.slice(0, 200));
+    // Under the limit, chunked still works.
+    const small = JSON.stringify({ content: "hello" });
+    const ok = await rawHttp(port, `POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n` +
+      `${small.length.toString(16)}\r\n${small}\r\n0\r\n\r\n`, 10000);
+    assert.equal(statusOf(ok), 200, ok.slice(0, 200));
+  });
+
+  await check("70 slow-header + 500 idle connections: /health and requests still answered", async () => {
+    const socks = [];
+    const open = () => new Promise((resolve) => {
+      const s = net.connect(port, "127.0.0.1");
+      s.on("error", () => {});
+      s.on("connect", () => resolve(s));
+      socks.push(s);
+    });
+    const slow = await Promise.all(Array.from({ length: 70 }, open));
+    const header = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + "y".repeat(100);
+    let k = 0;
+    let slowClosed = 0;
+    for (const s of slow) s.on("close", () => slowClosed++);
+    const drip = setInterval(() => { for (const s of slow) if (!s.destroyed) s.write(header[k % header.length]); k++; }, 1000);
+    try {
+      for (let i = 0; i < 500; i++) await open();  // idle: never send anything
+      await sleep(1500);
+      const worst = Math.max(...(await Promise.all(Array.from({ length: 5 }, () => healthWithin(srv.base, 3000)))));
+      assert.ok(worst < 1000, `/health took ${worst} ms`);
+      const r = await fetch(`${srv.base}/tokenize`, { method: "POST", body: JSON.stringify({ content: "hi" }),
+        signal: AbortSignal.timeout(3000) });
+      assert.equal(r.status, 200);
+      const c = await fetch(chatUrl, { method: "POST", signal: AbortSignal.timeout(10000),
+        body: JSON.stringify({ model: "x", max_tokens: 2, ...noThink, messages: [{ role: "user", content: "hi" }] }) });
+      assert.equal(c.status, 200);
+      // The head deadline (10 s from connect) closes the slow ones.
+      const t0 = Date.now();
+      while (slowClosed < 70 && Date.now() - t0 < 12000) await sleep(200);
+      assert.equal(slowClosed, 70, "slow-header connections still open after the head deadline");
+    } finally {
+      clearInterval(drip);
+      for (const s of socks) s.destroy();
+    }
+    await healthWithin(srv.base, 2000);
+  });
+
+  await check("a second server on the same port exits 1 with error:", async () => {
+    const p = spawn(OXINFER, ["serve", "-m", model, "--port", String(port), "-c", "256", "-t", "1"],
+      { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    p.stderr.on("data", (d) => (err += d));
+    const code = await Promise.race([new Promise((r) => p.on("exit", (c) => r(c))), sleep(15000).then(() => "running")]);
+    if (code === "running") p.kill("SIGKILL");
+    assert.equal(code, 1, `second server: ${code}; ${err}`);
+    assert.match(err, /^error: /m);
+    await healthWithin(srv.base, 2000);
+  });
+
+  await check("non-streaming request stops generating when the client disconnects", async () => {
+    const body = JSON.stringify({ model: "x", max_tokens: 2000, temperature: 0, ...noThink,
+      messages: [{ role: "user", content: "Tell me a long story." }] });
+    const s = net.connect(port, "127.0.0.1");
+    s.on("error", () => {});
+    await new Promise((r) => s.on("connect", r));
+    s.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    let t0 = Date.now();
+    while ((await processing(srv.base)) === 0) {
+      if (Date.now() - t0 > 5000) throw new Error("the request never started");
+      await sleep(20);
+    }
+    await sleep(300);
+    s.destroy();
+    t0 = Date.now();
+    while ((await processing(srv.base)) !== 0) {
+      if (Date.now() - t0 > 2000) throw new Error("still generating 2 s after the client left");
+      await sleep(50);
+    }
+  });
+} finally {
+  srv.proc.kill("SIGTERM");
+}
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
