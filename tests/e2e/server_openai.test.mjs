@@ -4,6 +4,7 @@
 //   ending in [DONE]); json_schema output that parses as JSON and obeys the schema; forced tool
 //   calls (non-stream and streamed delta.tool_calls); a multi-turn conversation whose second turn
 //   reuses the first turn's state (cached_tokens > 0) and equals a cold server's answer;
+//   8 concurrent streams share model passes (continuous batching) and equal the request alone;
 //   32 concurrent streaming requests with 0 errors, identical to the request alone, RSS flat;
 //   client disconnect cancels; malformed JSON, wrong types, oversized bodies, bad API key → 4xx
 //   with OpenAI error JSON, and the server stays up.
@@ -218,6 +219,24 @@ try {
     // Everything up to the end of turn 1's user message is reused; only the rest is pre-filled.
     assert.ok(cached >= usage1.prompt_tokens - 8, `cached ${cached}, turn-1 prompt ${usage1.prompt_tokens}`);
     assert.ok(cached < r2.usage.prompt_tokens);
+  });
+
+  const metric = async (name) => {
+    const m = await (await fetch(`${srv.base}/metrics`)).text();
+    const hit = m.match(new RegExp(`^oxinfer_${name} ([0-9.e+]+)$`, "m"));
+    assert.ok(hit, `metric ${name} missing:\n${m}`);
+    return Number(hit[1]);
+  };
+  await check("8 concurrent streams decode together (continuous batching), each as alone", async () => {
+    const p0 = await metric("batch_passes"), r0 = await metric("batch_rows");
+    const outs = await Promise.all(Array.from({ length: 8 }, async () => {
+      const s = await client.chat.completions.create({ ...base, stream: true });
+      return (await collectStream(s)).content;
+    }));
+    for (const o of outs) assert.equal(o, alone);
+    const passes = (await metric("batch_passes")) - p0, rows = (await metric("batch_rows")) - r0;
+    // -np is 4 here: up to 4 sequences per pass; alone it would be one row per decode pass.
+    assert.ok(rows / passes > 2, `sequence steps per model pass ${rows}/${passes}`);
   });
 
   const rssSamples = [];

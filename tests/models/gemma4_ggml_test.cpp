@@ -14,7 +14,8 @@
 
 #include "core/half.h"
 #include "kernels/matmul.h"
-#include "models/gemma4/ggml_fa.h"
+#include "kernels/ggml_fa.h"
+#include "kernels/ggml.h"
 #include "models/gemma4/gemma4.h"
 
 namespace {
@@ -118,7 +119,7 @@ TEST_F(Gemma4Ggml, VecDotF32) {
     const uint32_t n = r.u32();
     auto x = r.arr<float>(n), y = r.arr<float>(n);
     const float want = r.f32();
-    EXPECT_EQ(bits(oxi::gemma4::ggml_dot_f32(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+    EXPECT_EQ(bits(oxi::ggml_dot_f32(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
   });
 }
 
@@ -129,7 +130,7 @@ TEST_F(Gemma4Ggml, VecDotF16) {
     const float want = r.f32();
     std::vector<float> y(n);
     for (uint32_t i = 0; i < n; ++i) y[i] = oxi::f16_to_f32(yh[i]);
-    EXPECT_EQ(bits(oxi::gemma4::ggml_dot_f16(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+    EXPECT_EQ(bits(oxi::ggml_dot_f16(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
   });
 }
 
@@ -139,7 +140,7 @@ TEST_F(Gemma4Ggml, SoftMax) {
     auto x = r.arr<float>(n), want = r.arr<float>(n);
     float mx = -INFINITY;
     for (float v : x) mx = v > mx ? v : mx;
-    const float inv = static_cast<float>(1.0 / oxi::gemma4::ggml_soft_max(x.data(), n, mx, lanes));
+    const float inv = static_cast<float>(1.0 / oxi::ggml_soft_max(x.data(), n, mx, lanes));
     for (float& v : x) v *= inv;
     EXPECT_EQ(mismatches(x.data(), want.data(), n), 0) << "n " << n << " lanes " << lanes;
   });
@@ -157,7 +158,7 @@ TEST_F(Gemma4Ggml, MulMatOrder) {
     m.data = reinterpret_cast<const uint8_t*>(w.data());
     m.row_bytes = cols * 4ull;
     std::vector<float> y(want.size());
-    oxi::gemma4::ggml_matmul_f32(m, x.data(), T, y.data(), lanes, false);
+    oxi::ggml_matmul_f32(m, x.data(), T, y.data(), lanes, false);
     EXPECT_EQ(mismatches(y.data(), want.data(), y.size()), 0) << rows << "x" << cols << " T " << T << " lanes " << lanes;
   });
 }
@@ -170,7 +171,7 @@ TEST_F(Gemma4Ggml, RopeNeox) {
     auto ff = r.arr<float>(has_ff ? n_dims / 2 : 0);
     auto x = r.arr<float>(static_cast<size_t>(T) * heads * hd), want = r.arr<float>(x.size());
     for (uint32_t t = 0; t < T; ++t)
-      oxi::gemma4::ggml_rope_neox(x.data() + static_cast<size_t>(t) * heads * hd, heads, hd, pos[t], n_dims, base,
+      oxi::ggml_rope_neox(x.data() + static_cast<size_t>(t) * heads * hd, heads, hd, pos[t], n_dims, base,
                                  has_ff ? ff.data() : nullptr);
     EXPECT_EQ(mismatches(x.data(), want.data(), x.size()), 0) << "hd " << hd << " n_dims " << n_dims << " lanes " << lanes;
   });
@@ -187,7 +188,7 @@ TEST_F(Gemma4Ggml, FlashAttention) {
     auto want = r.arr<float>(q.size());
     const bool tiled = T >= 64;
     auto out = attend_all(q, k, v, hd, H, Hkv, T, p0, win, esz, [&](const float* qr, const void* const* kr, const void* const* vr, int64_t c0, int64_t n, float* o) {
-      oxi::gemma4::ggml_flash_attn_row(qr, hd, kr, vr, c0, n, f16 != 0, tiled, lanes, o);
+      oxi::ggml_flash_attn_row(qr, hd, kr, vr, c0, n, f16 != 0, tiled, lanes, o);
     });
     EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
         << "hd " << hd << " n_kv " << n_kv << " T " << T << " window " << win << (f16 ? " f16" : " f32") << " lanes " << lanes;
@@ -210,7 +211,7 @@ TEST_F(Gemma4Ggml, FlashAttentionSplitAmongThreads) {
     }
     std::vector<float> out(q.size());
     for (uint32_t h = 0; h < H; ++h)
-      oxi::gemma4::ggml_flash_attn_row(q.data() + h * hd, hd, kr.data(), vr.data(), lo, static_cast<int64_t>(n), f16 != 0, false, lanes,
+      oxi::ggml_flash_attn_row(q.data() + h * hd, hd, kr.data(), vr.data(), lo, static_cast<int64_t>(n), f16 != 0, false, lanes,
                                        out.data() + h * hd, n_view, static_cast<int>(nth));
     EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
         << "hd " << hd << " view " << n_view << " cells " << lo << "…" << p << " threads " << nth << (f16 ? " f16" : " f32") << " lanes " << lanes;
@@ -227,7 +228,7 @@ TEST_F(Gemma4Ggml, AttentionWithoutFlash) {
     auto k = r.arr<uint8_t>(nkv * esz), v = r.arr<uint8_t>(nkv * esz);
     auto want = r.arr<float>(q.size());
     auto out = attend_all(q, k, v, hd, H, Hkv, T, p0, win, esz, [&](const float* qr, const void* const* kr, const void* const* vr, int64_t c0, int64_t n, float* o) {
-      oxi::gemma4::ggml_attn_row_noflash(qr, hd, kr, vr, c0, n, f16 != 0, T >= 2, H == 1, lanes, o);
+      oxi::ggml_attn_row_noflash(qr, hd, kr, vr, c0, n, f16 != 0, T >= 2, H == 1, lanes, o);
     });
     EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
         << "hd " << hd << " T " << T << " window " << win << (f16 ? " f16" : " f32") << " lanes " << lanes;
@@ -241,7 +242,7 @@ TEST_F(Gemma4Ggml, GeluTable) {
     for (uint32_t i = 0; i < 65536; ++i) {
       const float x = oxi::f16_to_f32(static_cast<uint16_t>(i));
       if (!std::isfinite(x) || std::fabs(x) >= 10.0f) continue;  // ggml_gelu clamps there
-      const uint16_t e = oxi::f32_to_f16(oxi::gemma4::ggml_gelu(x));
+      const uint16_t e = oxi::f32_to_f16(oxi::ggml_gelu(x));
       for (int b = 0; b < 2; ++b) h = (h ^ ((e >> (8 * b)) & 0xffu)) * 0x100000001b3ull;
     }
     EXPECT_EQ(h, want) << "our GELU table differs from ggml_table_gelu_f16";
@@ -260,8 +261,8 @@ TEST(Gemma4Geglu, EqualsGeluTimesUp) {
     std::vector<float> g(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n)), u(n);
     for (size_t i = 0; i < n; ++i) u[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
     std::vector<float> want(n);
-    for (size_t i = 0; i < n; ++i) want[i] = oxi::gemma4::ggml_gelu(g[i]) * u[i];
-    oxi::gemma4::ggml_geglu(g.data(), u.data(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) want[i] = oxi::ggml_gelu(g[i]) * u[i];
+    oxi::ggml_geglu(g.data(), u.data(), static_cast<int64_t>(n));
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i)
       if (std::memcmp(&g[i], &want[i], 4) != 0 && !(std::isnan(g[i]) && std::isnan(want[i]))) ++bad;
@@ -275,7 +276,7 @@ TEST(Gemma4Geglu, EqualsGeluTimesUp) {
 // take each row-count path (8, 4, 2, 1) and a window that starts mid-tile.
 TEST(Gemma4FaAvx512, RowsOfOneTokenEqualOneRowAtATime) {
   for (const int64_t hd : {64, 256}) {
-    if (!oxi::gemma4::ggml_fa_avx512_ok(16, hd)) GTEST_SKIP() << "no AVX-512 here";
+    if (!oxi::ggml_fa_avx512_ok(16, hd)) GTEST_SKIP() << "no AVX-512 here";
     const int64_t c0 = 37, n = 150, tile0 = 0, n_tiles = (c0 + n + 63) / 64;
     std::vector<uint16_t> k(static_cast<size_t>(n * hd)), v(k.size());
     uint32_t seed = 12345;
@@ -291,7 +292,7 @@ TEST(Gemma4FaAvx512, RowsOfOneTokenEqualOneRowAtATime) {
       vr.push_back(v.data() + c * hd);
     }
     std::vector<float> kT(static_cast<size_t>(n_tiles * 64 * hd)), vf(kT.size());
-    oxi::gemma4::fa_avx512::prepare(kr.data(), vr.data(), c0, n, true, hd, kT.data(), vf.data());
+    oxi::fa_avx512::prepare(kr.data(), vr.data(), c0, n, true, hd, kT.data(), vf.data());
     for (const int rows : {15, 1}) {
       std::vector<float> q(static_cast<size_t>(rows * hd)), one(q.size()), many(q.size()), acc(static_cast<size_t>(8 * hd));
       for (auto& x : q) x = rnd() * 3.0f;
@@ -300,10 +301,10 @@ TEST(Gemma4FaAvx512, RowsOfOneTokenEqualOneRowAtATime) {
       for (int r = 0; r < rows; ++r) {
         qs.push_back(q.data() + r * hd);
         outs.push_back(many.data() + r * hd);
-        oxi::gemma4::fa_avx512::tiled_row(q.data() + r * hd, hd, kT.data(), vf.data(), tile0, c0 + 20, n - 20, acc.data(),
+        oxi::fa_avx512::tiled_row(q.data() + r * hd, hd, kT.data(), vf.data(), tile0, c0 + 20, n - 20, acc.data(),
                                           one.data() + r * hd);
       }
-      oxi::gemma4::fa_avx512::tiled_rows(qs.data(), rows, hd, kT.data(), vf.data(), tile0, c0 + 20, n - 20, acc.data(),
+      oxi::fa_avx512::tiled_rows(qs.data(), rows, hd, kT.data(), vf.data(), tile0, c0 + 20, n - 20, acc.data(),
                                          outs.data());
       EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0) << "hd " << hd << " rows " << rows;
     }

@@ -14,7 +14,8 @@
 #include "kernels/thread_pool.h"
 #include "models/common/weights.h"
 #include "models/gemma4/gemma4.h"
-#include "models/gemma4/ggml_fa.h"
+#include "kernels/ggml.h"
+#include "kernels/ggml_fa.h"
 #include "nn/kv_cache.h"
 
 namespace oxi {
@@ -685,7 +686,6 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
         for (int64_t i = 0; i < g.n; ++i) vec_rows.push_back(g.row0 + i);
         continue;
       }
-#if defined(OXI_GEMMA4_FA_AVX512)
       // The tiled kernel on AVX-512: every KV head's cells in f32 tiles once, then per token and KV
       // head its group of query heads (K/V read once for up to 8 of them), in parallel.
       const int64_t lo_first = swa ? std::max<int64_t>(0, g.pos0 - c.window + 1) : 0;
@@ -721,7 +721,6 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
                               kv_tiles_v.data() + per_head * static_cast<size_t>(kh), tile0, lo, p - lo + 1, acc.data(),
                               outs.data());
       });
-#endif
     }
     if (!vec_rows.empty()) {
       // One query row (token × head) per work unit; each builds its own row lists.

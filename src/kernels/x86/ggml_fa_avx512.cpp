@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "models/gemma4/ggml_fa.h"
+#include "kernels/ggml_fa.h"
 
-namespace oxi::gemma4::fa_avx512 {
+namespace oxi::fa_avx512 {
 namespace {
 
 constexpr int64_t kTile = 64;  // GGML_FA_TILE_KV
@@ -248,4 +248,4 @@ void geglu(const float* table, float* g, const float* u, int64_t n) {
   }
 }
 
-}  // namespace oxi::gemma4::fa_avx512
+}  // namespace oxi::fa_avx512

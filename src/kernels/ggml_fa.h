@@ -1,11 +1,11 @@
 // ggml's flash attention on AVX-512 (x86/ggml_fa_avx512.cpp): the same values as the scalar
-// emulation in ggml_numerics.cpp, 10-20x faster. Internal to the gemma4 model; callers check
-// ggml_fa_avx512_ok first.
+// emulation in ggml_numerics.cpp, 10-20x faster. Callers check ggml_fa_avx512_ok first (stubs
+// that are never called stand in on other builds, ggml_numerics.cpp).
 #pragma once
 
 #include <cstdint>
 
-namespace oxi::gemma4 {
+namespace oxi {
 
 // True when the host runs AVX-512 (F/VL/BW/DQ) with F16C and FMA, this build has the AVX-512 code,
 // ggml's width is 16 lanes and hd is a multiple of 64.
@@ -36,4 +36,4 @@ void vector_chunk(const float* q, int64_t hd, const void* const* k, const void* 
 void geglu(const float* table, float* g, const float* u, int64_t n);
 }  // namespace fa_avx512
 
-}  // namespace oxi::gemma4
+}  // namespace oxi

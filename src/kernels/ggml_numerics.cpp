@@ -17,10 +17,10 @@
 #include "core/half.h"
 #include "kernels/isa.h"
 #include "kernels/thread_pool.h"
-#include "models/gemma4/gemma4.h"
-#include "models/gemma4/ggml_fa.h"
+#include "kernels/ggml.h"
+#include "kernels/ggml_fa.h"
 
-namespace oxi::gemma4 {
+namespace oxi {
 namespace {
 
 constexpr int64_t kFaTile = 64;  // GGML_FA_TILE_Q = GGML_FA_TILE_KV
@@ -95,7 +95,7 @@ struct GeluTable {
 }  // namespace
 
 bool ggml_avx512_host() {
-#if defined(OXI_GEMMA4_FA_AVX512)
+#if defined(OXI_HAVE_GGML_FA_AVX512)
   static const bool cpu = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
@@ -115,6 +115,23 @@ bool ggml_fa_avx512_ok(int lanes, int64_t hd) {
   }();
   return ggml_avx512_host() && !off && lanes == 16 && hd > 0 && hd % 64 == 0;
 }
+
+#if !defined(OXI_HAVE_GGML_FA_AVX512)
+// Builds without the AVX-512 code (aarch64, wasm): ggml_fa_avx512_ok() and ggml_avx512_host()
+// are false there, so these are never called.
+namespace fa_avx512 {
+void prepare(const void* const*, const void* const*, int64_t, int64_t, bool, int64_t, float*, float*) { std::abort(); }
+void tiled_row(const float*, int64_t, const float*, const float*, int64_t, int64_t, int64_t, float*, float*) { std::abort(); }
+void tiled_rows(const float* const*, int, int64_t, const float*, const float*, int64_t, int64_t, int64_t, float*, float* const*) {
+  std::abort();
+}
+void vector_chunk(const float*, int64_t, const void* const*, const void* const*, int64_t, int64_t, bool, float&, float&, uint16_t*,
+                  float*) {
+  std::abort();
+}
+void geglu(const float*, float*, const float*, int64_t) { std::abort(); }
+}  // namespace fa_avx512
+#endif
 
 int ggml_host_lanes() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -204,7 +221,7 @@ float ggml_gelu(float x) {
 }
 
 void ggml_geglu(float* g, const float* u, int64_t n) {
-#if defined(OXI_GEMMA4_FA_AVX512)
+#if defined(OXI_HAVE_GGML_FA_AVX512)
   if (ggml_avx512_host()) return fa_avx512::geglu(gelu_table().t.data(), g, u, n);
 #endif
   for (int64_t i = 0; i < n; ++i) g[i] = ggml_gelu(g[i]) * u[i];
@@ -283,7 +300,7 @@ void fa_vector_chunk(const float* q, int64_t hd, const void* const* k, const voi
 
 void fa_vector_chunk(const float* q, const float* q16, int64_t hd, const void* const* k, const void* const* v, int64_t b,
                      int64_t e, bool kv_f16, int lanes, float& M, float& S, std::vector<float>& acc) {
-#if defined(OXI_GEMMA4_FA_AVX512)
+#if defined(OXI_HAVE_GGML_FA_AVX512)
   if (ggml_fa_avx512_ok(lanes, hd)) {
     thread_local std::vector<uint16_t> a16;
     a16.resize(static_cast<size_t>(hd));
@@ -329,7 +346,7 @@ void ggml_flash_attn_row(const float* q, int64_t hd, const void* const* k, const
   }
   if (!tiled) {
     fa_vector_chunk(q, q16.data(), hd, k, v, 0, n, kv_f16, lanes, M, S, acc);
-#if defined(OXI_GEMMA4_FA_AVX512)
+#if defined(OXI_HAVE_GGML_FA_AVX512)
   } else if (ggml_fa_avx512_ok(lanes, hd)) {
     thread_local std::vector<float> kT, vf;
     const int64_t tile0 = c0 / kFaTile * kFaTile, n_tiles = (c0 + n - tile0 + kFaTile - 1) / kFaTile;
@@ -474,4 +491,4 @@ void ggml_matmul_f32(const MatrixView& w, const float* x, int64_t T, float* y, i
   });
 }
 
-}  // namespace oxi::gemma4
+}  // namespace oxi
