@@ -9,7 +9,8 @@
 #     --types LIST       q8_0,q4_0,q4_k_m (default all three)
 #     --models-dir DIR   where the synthetic models are built or reused
 #                        (default ${XDG_CACHE_HOME:-~/.cache}/oxinfer-bench; /work/bench-models holds them here)
-#     --results-dir DIR  raw JSON, logs and bench.md (default bench/results/<UTC date-time>)
+#     --results-dir DIR  raw JSON, logs and bench.md (default bench/results/<UTC date-time>,
+#                        a local folder git ignores: raw runs are not committed)
 #     --doc FILE         markdown file to update (default docs/benchmarks.md); --no-doc: leave it
 #     -p N  -n N  -t N  -r N   prompt tokens, generated tokens, threads, repetitions (512 128 2 5)
 #     --build-dir DIR    oxinfer build (default build/release: apps/cli/oxinfer, tools/gen/oxi-gen)

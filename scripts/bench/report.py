@@ -184,7 +184,7 @@ def cmd_report(rd, doc):
              f"of the repetitions. Read bandwidth (membw.c, {plural(threads, 'thread')}): "
              + ", ".join(f"{x:.1f}" for x in bw["before"]) + " GB/s before, "
              + ", ".join(f"{x:.1f}" for x in bw["after"]) + f" after; the bound uses their median, {bw_gbs:.1f} GB/s. "
-             f"Raw JSON: `{rel}/`.")
+             f"Raw JSON: `{rel}/` (local, not committed).")
     if run.get("note"):
         L.append("")
         L.append(f"Note: {run['note']}")
