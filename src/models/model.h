@@ -2,6 +2,12 @@
 // architecture (models/qwen35, models/gemma4), chosen by models/registry.cpp from the file's
 // architecture. A Model is immutable after load and may be used by several sequences at once;
 // everything per-sequence lives in its SequenceState.
+//
+// One forward call takes a batch of entries (rows) from one or more sequences: each entry is a
+// token id or an embedding row, with its sequence and, optionally, explicit RoPE positions
+// (Qwen's 3-stream mRoPE included). It returns logits (and, on request, the final hidden states)
+// for the entries asked for. The weights are read once per call for all of its rows, so decoding
+// N sequences together costs about one pass over the weights, not N.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +32,19 @@ struct ModelInfo {
   uint64_t weight_bytes = 0;
 };
 
+// Attention numerics (LoadOptions::attention). kAuto: each family's default, which matches
+// llama.cpp's default CPU path (Qwen 3.5: attention without flash attention; Gemma 4: flash
+// attention, vector kernel under 64 tokens, tiled from 64). kFlashVector / kFlashTiled: always that
+// flash-attention kernel (Gemma 4); kNoFlash: llama.cpp's -fa off order (Gemma 4).
+enum class AttentionPath : int { kAuto = 0, kFlashVector = 1, kFlashTiled = 2, kNoFlash = 3 };
+
 struct LoadOptions {
   int n_threads = 0;        // 0: all hardware threads
   std::string quant;        // "" keep file types; "q8_0" | "q4_0" | "q4_k": quantise at load (HF)
+  // KV cache storage: true = f32, false = f16 (llama.cpp's default cache type). Environment
+  // OXI_KV_F32=1 overrides to f32 (debugging, exactness tests).
+  bool kv_f32 = false;
+  AttentionPath attention = AttentionPath::kAuto;  // environment OXI_GEMMA4_ATTN=0..3 overrides
 };
 
 // Per-sequence state: KV caches, sliding-window rings, conv and recurrent states.
@@ -38,21 +54,86 @@ class SequenceState {
   virtual int64_t n_past() const = 0;    // tokens already consumed
   virtual int64_t n_ctx() const = 0;     // capacity
   virtual void clear() = 0;              // back to empty
+  // Keeps the first n tokens and forgets the rest, as if only those had been consumed (n ≤
+  // n_past). Attention caches go back anywhere; sliding-window rings and recurrent layers go back
+  // at most `rollback` tokens (new_state's argument), and recurrent layers only into the tokens of
+  // the most recent forward call that included this sequence. Throws kInvalidArgument otherwise
+  // (the state is unchanged then).
+  virtual void truncate(int64_t n) = 0;
   // Whole state as bytes, and back; restore(snapshot()) is bit-identical.
   virtual std::vector<uint8_t> snapshot() const = 0;
   virtual void restore(std::span<const uint8_t> bytes) = 0;
 };
 
+// The input of one forward call: n entries. Entry i belongs to sequence states[seq[i]] and is
+// token id token[i], or — when token[i] < 0 — row i of `embd` (n_embd floats, used as the first
+// layer's input as given: no embedding scale; Gemma 4's per-layer input then uses the pad token's
+// row, as llama.cpp does for image soft tokens).
+// Entries of one sequence are contiguous and in order; they take the cache positions n_past,
+// n_past + 1, … of their state. pos[i] is the entry's RoPE position (default: its cache
+// position); pos3[3i..3i+2] its (t, h, w) mRoPE positions (Qwen; default: all three = pos[i]).
+// output[i] != 0 asks for entry i's logits / hidden state; output == nullptr asks for the last
+// entry of every sequence.
+struct Batch {
+  int64_t n = 0;
+  const int32_t* token = nullptr;   // [n]; nullptr: every entry is an embedding row
+  const float* embd = nullptr;      // [n, n_embd]; read only for entries without a token
+  const int32_t* seq = nullptr;     // [n] indices into the call's states; nullptr: all 0
+  const int32_t* pos = nullptr;     // [n]; nullptr: cache positions
+  const int32_t* pos3 = nullptr;    // [n, 3]; nullptr: pos in every stream
+  const uint8_t* output = nullptr;  // [n]; nullptr: the last entry of every sequence
+};
+
+// Rows for the entries whose output was asked for, in entry order. Either pointer may be null.
+struct BatchOutput {
+  float* logits = nullptr;  // [n_out, n_vocab]
+  float* hidden = nullptr;  // [n_out, n_embd]: the final normed hidden state (the output head's input)
+};
+
 class Model {
  public:
+  // Largest number of entries one internal pass takes; longer batches are split (a sequence's
+  // entries may then span two passes, in order).
+  static constexpr int64_t kMaxUbatch = 512;
+
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
-  virtual std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const = 0;
-  // Consumes `tokens` at positions n_past.. and advances the state. Writes logits:
-  // all_logits ? [tokens.size(), n_vocab] : [n_vocab] for the last token. Throws oxi::Error
-  // (kInvalidArgument) when the context would overflow or a token id is out of range.
-  virtual void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits,
-                       bool all_logits) const = 0;
+  // n_ctx ≤ 0: the model's default. rollback: how many of the most recent tokens truncate() must
+  // be able to drop (speculative decoding keeps this at the draft length + 1).
+  virtual std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback = 0) const = 0;
+
+  // Runs a batch (see Batch) and advances every state it names. Throws oxi::Error
+  // (kInvalidArgument) before touching any state when a sequence would overflow its context, a
+  // token id is out of range, an entry has neither token nor embedding, a sequence's entries are
+  // not contiguous or a state is named twice.
+  void forward_batch(std::span<SequenceState* const> states, const Batch& batch, const BatchOutput& out) const;
+
+  // One sequence of token ids at positions n_past…: logits for every token ([tokens.size(),
+  // n_vocab]) or only the last one ([n_vocab]).
+  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const;
+
+ protected:
+  // A run of one sequence's entries inside a pass.
+  struct Segment {
+    int32_t state = 0;   // index into the call's states
+    int64_t row0 = 0;    // first entry (row of the pass)
+    int64_t n = 0;       // entries
+    int64_t pos0 = 0;    // cache position of the first entry (= the state's n_past)
+  };
+  // One pass: at most kMaxUbatch entries, validated. pos is always set.
+  struct Pass {
+    int64_t n = 0;
+    const int32_t* token = nullptr;  // [n] or nullptr (all embedding rows)
+    const float* embd = nullptr;     // [n, n_embd] or nullptr
+    const int32_t* pos = nullptr;    // [n]
+    const int32_t* pos3 = nullptr;   // [n, 3] or nullptr
+    std::vector<Segment> segs;       // in entry order, one per sequence
+    std::vector<int64_t> out_rows;   // entries whose output is wanted, ascending
+    int32_t token_at(int64_t i) const { return token ? token[i] : -1; }
+  };
+  // Runs one pass and advances each segment's state by its entries. Writes out.logits /
+  // out.hidden rows for pass.out_rows when those pointers are set.
+  virtual void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const = 0;
 
  private:
   // While any model is open, single-token decode may use packed weight copies (kernels/pack.h).

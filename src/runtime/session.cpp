@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "runtime/batcher.h"
 
 namespace oxi {
 
@@ -72,7 +73,8 @@ const char* stop_reason_name(StopReason r) {
   return "unknown";
 }
 
-Session::Session(const Model& model, const TokenText& text, int64_t n_ctx) : model_(model), text_(text) {
+Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batcher* batcher)
+    : model_(model), text_(text), batcher_(batcher) {
   if (n_ctx <= 0) throw_error(ErrorCode::kInvalidArgument, "context size must be positive");
   state_ = model_.new_state(n_ctx);
   if (!state_) throw_error(ErrorCode::kInternal, "the model returned no sequence state");
@@ -111,7 +113,8 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
   try {
     for (size_t i = 0; i < tokens.size(); i += step) {
       const auto part = tokens.subspan(i, std::min(step, tokens.size() - i));
-      model_.forward(*state_, part, logits_.data(), false);
+      if (batcher_) batcher_->forward(*state_, part, logits_.data());
+      else model_.forward(*state_, part, logits_.data(), false);
       tokens_.insert(tokens_.end(), part.begin(), part.end());
     }
   } catch (...) {

@@ -22,6 +22,8 @@
 
 namespace oxi {
 
+class Batcher;  // runtime/batcher.h
+
 // Incremental detokenizer: push ids, get back only complete UTF-8 (never half a code point).
 class TextStream {
  public:
@@ -101,7 +103,9 @@ using TokenCallback = std::function<bool(const TokenEvent&)>;
 
 class Session {
  public:
-  Session(const Model& model, const TokenText& text, int64_t n_ctx);
+  // batcher: when set, every forward step goes through it (continuous batching with the other
+  // sessions that share it; runtime/batcher.h).
+  Session(const Model& model, const TokenText& text, int64_t n_ctx, Batcher* batcher = nullptr);
 
   const Model& model() const { return model_; }
   int64_t n_ctx() const;
@@ -139,6 +143,7 @@ class Session {
  private:
   const Model& model_;
   const TokenText& text_;
+  Batcher* batcher_ = nullptr;
   std::unique_ptr<SequenceState> state_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;     // last token's logits

@@ -1,7 +1,8 @@
 // The inference side of the server: one model, N slots (a Session each), a prompt cache of state
-// snapshots shared by the slots, and a FIFO compute lock handed over after every token so the
-// slots' generations interleave token by token (the CPU kernels use one global thread pool, so
-// model work is serialised; a sequence computes exactly what it would compute alone).
+// snapshots shared by the slots, and continuous batching: every slot's request runs its own
+// generation loop on its own thread, and their forward steps meet in one Batcher, so the active
+// slots decode together in one pass over the weights and a new prompt is pre-filled in chunks
+// mixed with the ongoing decodes (runtime/batcher.h; a sequence computes what it would alone).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 #include "format/model_files.h"
 #include "kernels/thread_pool.h"
 #include "models/model.h"
+#include "runtime/batcher.h"
 #include "runtime/session.h"
 #include "server/engine.h"
 #include "server/json_constraint.h"
@@ -31,27 +33,6 @@ using nlohmann::ordered_json;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// FIFO lock: waiters are served in arrival order, so a slot that releases and re-acquires
-// between tokens lets every other waiting slot go first.
-class TicketLock {
- public:
-  void lock() {
-    std::unique_lock<std::mutex> lk(m_);
-    const uint64_t my = next_++;
-    cv_.wait(lk, [&] { return serving_ == my; });
-  }
-  void unlock() {
-    std::lock_guard<std::mutex> lk(m_);
-    ++serving_;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  uint64_t next_ = 0, serving_ = 0;
-};
 
 class TokText final : public TokenText {
  public:
@@ -79,7 +60,7 @@ struct Slot {
 };
 
 struct CacheEntry {
-  Session::Snapshot snap;
+  std::shared_ptr<const Session::Snapshot> snap;  // shared: a slot may restore it while another evicts it
   size_t bytes = 0;
   uint64_t last_use = 0;
 };
@@ -192,9 +173,10 @@ class ServerEngine final : public Engine {
 
     GenerationResult out;
     out.n_prompt = static_cast<int>(prompt.size());
-    compute_.lock();
-    bool locked = true;
-    try {
+    // Prompt chunks of 256 tokens: a stream decoding beside a new prompt waits at most one chunk.
+    go.prefill_chunk = kPrefillChunk;
+    Batcher::Participant participant(batcher_.get());
+    {
       Session& ses = *slot.session;
       const size_t cached = reuse(ses, prompt);
       out.n_cached = static_cast<int>(cached);
@@ -204,7 +186,7 @@ class ServerEngine final : public Engine {
       const size_t stop_at = boundary > pos ? boundary : pos;
       while (pos < stop_at) {
         const size_t n = std::min(kCheckpointEvery, stop_at - pos);
-        ses.prefill(std::span<const int32_t>(prompt.data() + pos, n));
+        ses.prefill(std::span<const int32_t>(prompt.data() + pos, n), go);
         pos += n;
         store(ses.snapshot());
       }
@@ -218,12 +200,7 @@ class ServerEngine final : public Engine {
                               t.text = std::string(ev.text);
                               t.logprob = ev.logprob;
                               for (const auto& tl : ev.top) t.top.emplace_back(tl.id, tl.logprob);
-                              // Hand the compute lock to the other slots while we write.
-                              compute_.unlock();
-                              locked = false;
                               const bool go_on = sink(t);
-                              compute_.lock();
-                              locked = true;
                               if (constraint && constraint->complete()) return false;
                               return go_on;
                             });
@@ -231,12 +208,9 @@ class ServerEngine final : public Engine {
       out.prompt_ms = pre_ms + r.prompt_seconds * 1000.0;
       out.gen_ms = r.gen_seconds * 1000.0;
       out.finish_reason = (r.stop == StopReason::kMaxTokens || r.stop == StopReason::kContextFull) ? "length" : "stop";
+      std::lock_guard<std::mutex> lk(mu_);
       slot.last_use = ++clock_;
-    } catch (...) {
-      if (locked) compute_.unlock();
-      throw;
     }
-    compute_.unlock();
     n_requests_++;
     return out;
   }
@@ -247,11 +221,14 @@ class ServerEngine final : public Engine {
     for (const auto& s : slots_) busy += s.busy ? 1 : 0;
     return json{{"slots_total", static_cast<int>(slots_.size())}, {"slots_busy", busy},
                 {"prompt_cache_entries", static_cast<int>(cache_.size())},
-                {"prompt_cache_bytes", static_cast<double>(cache_bytes_)}};
+                {"prompt_cache_bytes", static_cast<double>(cache_bytes_)},
+                {"batch_passes", batcher_ ? static_cast<double>(batcher_->passes()) : 0.0},
+                {"batch_rows", batcher_ ? static_cast<double>(batcher_->rows()) : 0.0}};
   }
 
  private:
   static constexpr size_t kCheckpointEvery = 1024;
+  static constexpr int32_t kPrefillChunk = 256;
 
   void load() {
     try {
@@ -274,9 +251,10 @@ class ServerEngine final : public Engine {
                                              : detect_chat_format(src);
       model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
       defaults_ = model_sampling_defaults(*files_, SamplingParams());
+      batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;
-        s.session = std::make_unique<Session>(*model_, *text_, opt_.n_ctx);
+        s.session = std::make_unique<Session>(*model_, *text_, opt_.n_ctx, batcher_.get());
         slots_.push_back(std::move(s));
       }
       ready_.store(true);
@@ -378,19 +356,21 @@ class ServerEngine final : public Engine {
   size_t reuse(Session& ses, const std::vector<int32_t>& prompt) {
     size_t live = 0;
     if (is_prefix(ses.tokens(), prompt) && ses.tokens().size() < prompt.size()) live = ses.tokens().size();
-    const CacheEntry* best = nullptr;
+    std::shared_ptr<const Session::Snapshot> best;
     {
       std::lock_guard<std::mutex> lk(mu_);
+      CacheEntry* be = nullptr;
       for (auto& e : cache_) {
-        if (e.snap.tokens.size() > live && e.snap.tokens.size() < prompt.size() && is_prefix(e.snap.tokens, prompt) &&
-            (!best || e.snap.tokens.size() > best->snap.tokens.size())) {
-          best = &e;
-        }
+        const auto& t = e.snap->tokens;
+        if (t.size() > live && t.size() < prompt.size() && is_prefix(t, prompt) && (!be || t.size() > be->snap->tokens.size())) be = &e;
       }
-      if (best) const_cast<CacheEntry*>(best)->last_use = ++clock_;
+      if (be) {
+        be->last_use = ++clock_;
+        best = be->snap;  // held by this slot even if the entry is evicted meanwhile
+      }
     }
     if (best) {
-      ses.restore(best->snap);  // entries are never mutated, only evicted under compute_ lock
+      ses.restore(*best);
       return ses.tokens().size();
     }
     if (live > 0) return live;
@@ -404,12 +384,12 @@ class ServerEngine final : public Engine {
     if (bytes > budget) return;
     std::lock_guard<std::mutex> lk(mu_);
     for (auto& e : cache_) {
-      if (e.snap.tokens == snap.tokens) {
+      if (e.snap->tokens == snap.tokens) {
         e.last_use = ++clock_;
         return;
       }
     }
-    cache_.push_back(CacheEntry{std::move(snap), bytes, ++clock_});
+    cache_.push_back(CacheEntry{std::make_shared<const Session::Snapshot>(std::move(snap)), bytes, ++clock_});
     cache_bytes_ += bytes;
     while (cache_bytes_ > budget && !cache_.empty()) {
       auto lru = std::min_element(cache_.begin(), cache_.end(),
@@ -424,6 +404,7 @@ class ServerEngine final : public Engine {
   std::atomic<bool> ready_{false};
   std::unique_ptr<ModelFiles> files_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<Batcher> batcher_;
   TokenizerPtr tok_;
   std::unique_ptr<TokText> text_;
   std::unique_ptr<ChatTemplate> tmpl_;
@@ -437,7 +418,6 @@ class ServerEngine final : public Engine {
   std::list<CacheEntry> cache_;
   size_t cache_bytes_ = 0;
   uint64_t clock_ = 0;
-  TicketLock compute_;
   std::atomic<uint64_t> n_requests_{0};
 };
 

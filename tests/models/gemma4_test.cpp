@@ -22,6 +22,7 @@
 #include "models/convert.h"
 #include "models/gemma4/gemma4.h"
 #include "models/model.h"
+#include "batch_check.h"
 
 namespace {
 
@@ -302,6 +303,62 @@ TEST(Gemma4, PrefillThenDecodeEqualsOnePrefillAcrossTheWindow) {
   Spec moe;
   moe.experts = 4; moe.top_k = 2; moe.k_eq_v = true; moe.kv = 2; moe.kv_global = 1; moe.heads = 2;
   check_prefill_decode(moe, "pd_moe");
+}
+
+// The batched interface: several sequences in one call compute what each computes alone (sliding
+// ring wrap, KV-shared layers, per-layer embeddings, the MoE block; tiled attention for the 70-token
+// prompt), with one summation order for every batch size (exact) and with ggml's f32 orders (the
+// model's default, which like ggml picks the order by batch size: within float rounding).
+TEST(Gemma4, SequencesTogetherEqualAlone) {
+  for (bool moe : {false, true}) {
+    Spec s;
+    s.layers = 6;
+    s.kv_shared = 2;
+    s.ple = moe ? 0 : 8;
+    if (moe) {
+      s.experts = 4;
+      s.top_k = 2;
+    }
+    const std::string dir = write_checkpoint(moe ? "batch_moe" : "batch_ple", s);
+    const int64_t V = s.vocab;
+    const std::vector<std::vector<int32_t>> prompts = {batchtest::ids(70, V, 1), batchtest::ids(5, V, 2), batchtest::ids(1, V, 3),
+                                                       batchtest::ids(9, V, 4), batchtest::ids(3, V, 5)};
+    {
+      auto m = load_batch_invariant(dir);
+      const batchtest::BatchDiff d = batchtest::batch_vs_alone(*m, prompts, 6);
+      EXPECT_EQ(d.prefill, 0.0) << (moe ? "moe" : "ple");
+      EXPECT_EQ(d.decode, 0.0) << (moe ? "moe" : "ple");
+      EXPECT_GT(d.scale, 0.01);
+    }
+    {
+      auto m = load(dir);
+      const batchtest::BatchDiff d = batchtest::batch_vs_alone(*m, prompts, 6);
+      EXPECT_LE(d.prefill, 0.05 * d.scale) << (moe ? "moe" : "ple");
+      EXPECT_LE(d.decode, 0.05 * d.scale) << (moe ? "moe" : "ple");
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// truncate(): full caches go back anywhere; sliding rings as far as their rollback room.
+TEST(Gemma4, TruncateEqualsNeverFed) {
+  Spec s;
+  s.layers = 4;
+  s.window = 4;
+  s.kv_shared = 1;
+  const std::string dir = write_checkpoint("trunc", s);
+  auto m = load_batch_invariant(dir);
+  const int64_t V = s.vocab;
+  const auto prompt = batchtest::ids(11, V, 7);
+  const auto draft = batchtest::ids(5, V, 8);
+  for (int64_t keep : {0, 2, 4, 5}) EXPECT_EQ(batchtest::truncate_vs_fresh(*m, prompt, draft, keep, 9), 0.0) << "keep " << keep;
+  // A ring without rollback room cannot go back past its window.
+  auto st = m->new_state(64);
+  std::vector<float> lg(static_cast<size_t>(V));
+  m->forward(*st, prompt, lg.data(), false);
+  EXPECT_THROW(st->truncate(5), oxi::Error);
+  EXPECT_EQ(st->n_past(), 11);
+  fs::remove_all(dir);
 }
 
 TEST(Gemma4, SnapshotRestoreIsBitIdentical) {

@@ -20,6 +20,10 @@ class FakeState : public SequenceState {
   int64_t n_past() const override { return static_cast<int64_t>(seq.size()); }
   int64_t n_ctx() const override { return n_ctx_; }
   void clear() override { seq.clear(); }
+  void truncate(int64_t n) override {
+    if (n < 0 || n > n_past()) throw_error(ErrorCode::kInvalidArgument, "fake: bad truncate");
+    seq.resize(static_cast<size_t>(n));
+  }
   std::vector<uint8_t> snapshot() const override {
     std::vector<uint8_t> b(seq.size() * 4);
     if (!seq.empty()) std::memcpy(b.data(), seq.data(), b.size());
@@ -45,31 +49,38 @@ class FakeModel : public Model {
     info_.n_ctx_train = 4096;
   }
   const ModelInfo& info() const override { return info_; }
-  std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const override {
+  std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t /*rollback*/) const override {
     return std::make_unique<FakeState>(n_ctx);
   }
-  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits,
-               bool all_logits) const override {
-    auto& st = static_cast<FakeState&>(state);
-    if (st.n_past() + static_cast<int64_t>(tokens.size()) > st.n_ctx()) {
-      throw_error(ErrorCode::kInvalidArgument, "fake: context overflow");
-    }
-    if (fail_after >= 0 && st.n_past() + static_cast<int64_t>(tokens.size()) > fail_after) {
-      st.seq.push_back(-1);  // leave the state damaged, as a real failure might
-      throw_error(ErrorCode::kInternal, "fake: forward failed");
-    }
-    calls.push_back(tokens.size());
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      st.seq.push_back(tokens[i]);
-      if (all_logits || i + 1 == tokens.size()) {
-        float* row = logits + (all_logits ? i * static_cast<size_t>(info_.n_vocab) : 0);
-        for (int64_t v = 0; v < info_.n_vocab; ++v) row[v] = 0.0f;
-        if (flat) continue;
-        const int32_t nx = next_(st.seq);
-        if (nx >= 0 && nx < info_.n_vocab) row[nx] = 10.0f;
+
+ protected:
+  void run(std::span<SequenceState* const> states, const Pass& p, const BatchOutput& out) const override {
+    size_t next_out = 0;
+    float* logits = out.logits;
+    for (const Segment& g : p.segs) {
+      auto& st = static_cast<FakeState&>(*states[static_cast<size_t>(g.state)]);
+      if (fail_after >= 0 && st.n_past() + g.n > fail_after) {
+        st.seq.push_back(-1);  // leave the state damaged, as a real failure might
+        throw_error(ErrorCode::kInternal, "fake: forward failed");
+      }
+      calls.push_back(static_cast<size_t>(g.n));
+      for (int64_t i = 0; i < g.n; ++i) {
+        st.seq.push_back(p.token_at(g.row0 + i));
+        if (next_out < p.out_rows.size() && p.out_rows[next_out] == g.row0 + i) {
+          ++next_out;
+          if (!logits) continue;
+          float* row = logits;
+          logits += info_.n_vocab;
+          for (int64_t v = 0; v < info_.n_vocab; ++v) row[v] = 0.0f;
+          if (flat) continue;
+          const int32_t nx = next_(st.seq);
+          if (nx >= 0 && nx < info_.n_vocab) row[nx] = 10.0f;
+        }
       }
     }
   }
+
+ public:
   mutable std::vector<size_t> calls;  // sizes of forward() batches
   bool flat = false;                  // all logits equal
   int64_t fail_after = -1;            // forward() throws once the sequence would pass this length

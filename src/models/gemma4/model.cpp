@@ -15,6 +15,7 @@
 #include "models/common/weights.h"
 #include "models/gemma4/gemma4.h"
 #include "models/gemma4/ggml_fa.h"
+#include "nn/kv_cache.h"
 
 namespace oxi {
 
@@ -91,134 +92,60 @@ class Gemma4Model;
 // ---------------------------------------------------------------------------------------------
 // per-sequence state
 
-struct LayerCache {
-  int64_t width = 0;     // Hkv * hd values per position
-  bool ring = false;     // sliding: ring of `cap` slots indexed by pos % cap
-  int64_t cap = 0;       // ring: window; full: grown on demand up to n_ctx
-  size_t esz = 2;        // bytes per value: 2 (f16, the default) or 4 (f32)
-  std::vector<uint8_t> k, v;  // [cap, width] values
-  size_t row_bytes() const { return static_cast<size_t>(width) * esz; }
-};
-
 class Gemma4State final : public SequenceState {
  public:
-  Gemma4State(const Config& c, int64_t n_ctx, bool kv_f32) : n_ctx_(n_ctx), kv_f32_(kv_f32) {
-    caches_.resize(static_cast<size_t>(c.n_layer));
-    for (int64_t l = 0; l < c.n_layer_kv(); ++l) {
-      LayerCache& lc = caches_[static_cast<size_t>(l)];
-      lc.width = c.n_head_kv[static_cast<size_t>(l)] * c.head_dim(l);
-      lc.ring = c.swa(l);
-      lc.esz = kv_f32 ? 4 : 2;
-      lc.cap = lc.ring ? std::min(c.window, n_ctx) : 0;
-      if (lc.ring) {
-        lc.k.assign(static_cast<size_t>(lc.cap) * lc.row_bytes(), 0);
-        lc.v.assign(static_cast<size_t>(lc.cap) * lc.row_bytes(), 0);
-      }
-    }
+  Gemma4State(const Config& c, int64_t n_ctx, bool kv_f32, int64_t rollback) : n_ctx_(n_ctx), kv_f32_(kv_f32) {
+    caches_.resize(static_cast<size_t>(c.n_layer));  // KV-shared layers keep an empty cache (width 0)
+    for (int64_t l = 0; l < c.n_layer_kv(); ++l)
+      caches_[static_cast<size_t>(l)] =
+          nn::KvCache(c.n_head_kv[static_cast<size_t>(l)] * c.head_dim(l), kv_f32, c.swa(l) ? c.window : 0, n_ctx, rollback);
   }
   int64_t n_past() const override { return n_past_; }
   int64_t n_ctx() const override { return n_ctx_; }
   void clear() override {
     n_past_ = 0;
-    for (auto& lc : caches_) {
-      if (!lc.ring) {
-        lc.k.clear();
-        lc.k.shrink_to_fit();
-        lc.v.clear();
-        lc.v.shrink_to_fit();
-        lc.cap = 0;
-      } else {
-        std::fill(lc.k.begin(), lc.k.end(), uint8_t{0});
-        std::fill(lc.v.begin(), lc.v.end(), uint8_t{0});
-      }
-    }
+    for (auto& lc : caches_) lc.clear();
+  }
+  void truncate(int64_t n) override {
+    if (n == n_past_) return;
+    for (const auto& lc : caches_)
+      if (!lc.can_truncate(n_past_, n))
+        throw_error(ErrorCode::kInvalidArgument, "gemma4: cannot truncate " + std::to_string(n_past_) + " tokens to " + std::to_string(n) +
+                                                     (n >= 0 && n < n_past_ ? " (past the sliding window's rollback room)" : ""));
+    n_past_ = n;
   }
 
   std::vector<uint8_t> snapshot() const override {
     std::vector<uint8_t> out;
-    auto put = [&](const void* p, size_t n) {
-      const uint8_t* b = static_cast<const uint8_t*>(p);
-      out.insert(out.end(), b, b + n);
-    };
-    const uint32_t magic = 0x34474d47u;  // "GMG4"
-    put(&magic, 4);
-    put(&n_ctx_, 8);
-    put(&n_past_, 8);
-    const uint8_t kv_f32 = kv_f32_ ? 1 : 0;
-    put(&kv_f32, 1);
-    const uint64_t nl = caches_.size();
-    put(&nl, 8);
-    for (const auto& lc : caches_) {
-      put(&lc.width, 8);
-      const uint8_t ring = lc.ring ? 1 : 0;
-      put(&ring, 1);
-      const int64_t rows = lc.ring ? lc.cap : n_past_;
-      put(&rows, 8);
-      put(lc.k.data(), static_cast<size_t>(rows) * lc.row_bytes());
-      put(lc.v.data(), static_cast<size_t>(rows) * lc.row_bytes());
-    }
+    nn::SnapWriter w{out};
+    w.val<uint32_t>(kMagic);
+    w.val<int64_t>(n_ctx_);
+    w.val<int64_t>(n_past_);
+    w.val<uint64_t>(caches_.size());
+    for (const auto& lc : caches_) lc.save(w, n_past_);
     return out;
   }
 
   void restore(std::span<const uint8_t> bytes) override {
-    size_t off = 0;
-    auto get = [&](void* p, size_t n) {
-      if (bytes.size() - off < n) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot is truncated");
-      std::memcpy(p, bytes.data() + off, n);
-      off += n;
-    };
-    uint32_t magic = 0;
-    get(&magic, 4);
-    if (magic != 0x34474d47u) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: not a gemma4 snapshot");
-    int64_t n_ctx = 0, n_past = 0;
-    uint64_t nl = 0;
-    uint8_t kv_f32 = 0;
-    get(&n_ctx, 8);
-    get(&n_past, 8);
-    get(&kv_f32, 1);
-    get(&nl, 8);
+    nn::SnapReader r{bytes, "gemma4 state"};
+    if (r.val<uint32_t>() != kMagic) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: not a gemma4 snapshot");
+    const auto n_ctx = r.val<int64_t>();
+    const auto n_past = r.val<int64_t>();
+    const auto nl = r.val<uint64_t>();
     if (n_ctx != n_ctx_ || nl != caches_.size() || n_past < 0 || n_past > n_ctx_)
       throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot is for a different model or context size");
-    if ((kv_f32 != 0) != kv_f32_)
-      throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot has another KV cache type (f16 vs f32)");
-    std::vector<LayerCache> fresh = caches_;
-    for (auto& lc : fresh) {
-      int64_t width = 0, rows = 0;
-      uint8_t ring = 0;
-      get(&width, 8);
-      get(&ring, 1);
-      get(&rows, 8);
-      if (width != lc.width || (ring != 0) != lc.ring || rows != (lc.ring ? lc.cap : n_past))
-        throw_error(ErrorCode::kInvalidArgument, "gemma4 state: snapshot layout does not match this model");
-      const size_t n = static_cast<size_t>(rows) * lc.row_bytes();
-      if (!lc.ring) {
-        lc.cap = rows;
-        lc.k.resize(n);
-        lc.v.resize(n);
-      }
-      get(lc.k.data(), n);
-      get(lc.v.data(), n);
-    }
-    if (off != bytes.size()) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: trailing bytes in snapshot");
+    std::vector<nn::KvCache> fresh = caches_;
+    for (auto& lc : fresh) lc.load(r, n_past);
+    if (r.left() != 0) throw_error(ErrorCode::kInvalidArgument, "gemma4 state: trailing bytes in snapshot");
     caches_ = std::move(fresh);
     n_past_ = n_past;
   }
 
-  // Makes room for positions < need in the full caches.
-  void reserve_full(int64_t need) {
-    for (auto& lc : caches_) {
-      if (lc.ring || lc.width == 0 || lc.cap >= need) continue;
-      int64_t cap = std::max<int64_t>(need, std::min<int64_t>(n_ctx_, std::max<int64_t>(64, lc.cap * 2)));
-      lc.k.resize(static_cast<size_t>(cap) * lc.row_bytes());
-      lc.v.resize(static_cast<size_t>(cap) * lc.row_bytes());
-      lc.cap = cap;
-    }
-  }
-
+  static constexpr uint32_t kMagic = 0x35474d47u;  // "GMG5" (shared-block layout)
   int64_t n_ctx_ = 0;
   int64_t n_past_ = 0;
   bool kv_f32_ = false;
-  std::vector<LayerCache> caches_;  // indexed by layer; KV-shared layers have width 0
+  std::vector<nn::KvCache> caches_;  // indexed by layer; KV-shared layers have width 0
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -228,13 +155,15 @@ class Gemma4Model final : public Model {
  public:
   Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
-  std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const override {
+  std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback) const override {
     if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
       throw_error(ErrorCode::kInvalidArgument, "gemma4: bad context size " + std::to_string(n_ctx));
-    return std::make_unique<Gemma4State>(cfg_, n_ctx, kv_f32_);
+    if (rollback < 0 || rollback > 64) throw_error(ErrorCode::kInvalidArgument, "gemma4: rollback " + std::to_string(rollback) + " is out of range [0, 64]");
+    return std::make_unique<Gemma4State>(cfg_, n_ctx, kv_f32_, rollback);
   }
-  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits,
-               bool all_logits) const override;
+
+ protected:
+  void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const override;
 
  private:
   const TensorInfo* find(const std::string& gguf_name) const;
@@ -400,6 +329,8 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
   if (!opt.quant.empty())
     lq_.rule = QuantRule{parse_quant_type(opt.quant), cfg_.n_expert, untied_hf || (!is_hf_ && find("output.weight"))};
   if (const char* e = std::getenv("OXI_GEMMA4_EXACT_GELU")) exact_gelu_ = (e[0] == '1');
+  attn_mode_ = static_cast<int>(opt.attention);
+  kv_f32_ = opt.kv_f32;
   if (const char* e = std::getenv("OXI_GEMMA4_ATTN")) attn_mode_ = std::atoi(e);
   lanes_ = ggml_host_lanes();
   if (const char* e = std::getenv("OXI_GEMMA4_LANES")) lanes_ = std::atoi(e) == 8 ? 8 : 16;
@@ -599,24 +530,21 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
   }
 }
 
-void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> tokens, float* logits,
-                          bool all_logits) const {
-  auto* st = dynamic_cast<Gemma4State*>(&state_base);
-  if (!st) throw_error(ErrorCode::kInvalidArgument, "gemma4: state belongs to another model");
+void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const {
+  const size_t ns = pass.segs.size();
+  std::vector<Gemma4State*> sts(ns);
+  for (size_t i = 0; i < ns; ++i) {
+    sts[i] = dynamic_cast<Gemma4State*>(states[static_cast<size_t>(pass.segs[i].state)]);
+    if (!sts[i]) throw_error(ErrorCode::kInvalidArgument, "gemma4: state belongs to another model");
+  }
   const Config& c = cfg_;
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  if (T == 0) return;
-  const int64_t n_past = st->n_past_;
-  if (T > st->n_ctx_ - n_past)
-    throw_error(ErrorCode::kInvalidArgument, "gemma4: context overflow: " + std::to_string(n_past) + " + " +
-                                                 std::to_string(T) + " tokens > n_ctx " + std::to_string(st->n_ctx_));
-  for (int32_t tok : tokens)
-    if (tok < 0 || tok >= c.n_vocab)
-      throw_error(ErrorCode::kInvalidArgument, "gemma4: token id " + std::to_string(tok) + " out of range [0, " +
-                                                   std::to_string(c.n_vocab) + ")");
+  const int64_t T = pass.n;
   const int64_t d = c.n_embd, L = c.n_layer, P = c.n_embd_per_layer, H = c.n_head;
+  std::vector<int64_t> seg_of(static_cast<size_t>(T));
+  for (size_t s = 0; s < ns; ++s)
+    for (int64_t i = 0; i < pass.segs[s].n; ++i) seg_of[static_cast<size_t>(pass.segs[s].row0 + i)] = static_cast<int64_t>(s);
 
-  // embeddings · sqrt(d)
+  // embeddings · sqrt(d); embedding rows as given
   std::vector<float> x(static_cast<size_t>(T * d));
   // Per-token work (norms, RoPE, residual adds) over the pool in chunks of tokens: each token's
   // values are computed as before, by one thread.
@@ -628,7 +556,12 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
   const float emb_scale = std::sqrt(static_cast<float>(d));
   each_token([&](int64_t t) {
     float* xt = x.data() + t * d;
-    dequantize_row(tok_embd_, tokens[static_cast<size_t>(t)], xt);
+    const int32_t tok = pass.token_at(t);
+    if (tok < 0) {
+      std::memcpy(xt, pass.embd + t * d, static_cast<size_t>(d) * sizeof(float));
+      return;
+    }
+    dequantize_row(tok_embd_, tok, xt);
     for (int64_t i = 0; i < d; ++i) xt[i] *= emb_scale;
   });
 
@@ -643,7 +576,8 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     each_token([&](int64_t t) {
       thread_local std::vector<float> tokp;
       tokp.resize(static_cast<size_t>(L * P));
-      dequantize_row(ple_tok_, tokens[static_cast<size_t>(t)], tokp.data());
+      // embedding rows (image / audio soft tokens): the pad token's (id 0) row, as llama.cpp
+      dequantize_row(ple_tok_, std::max<int32_t>(0, pass.token_at(t)), tokp.data());
       for (int64_t l = 0; l < L; ++l) {
         float* pr = ple.data() + (t * L + l) * P;
         for (int64_t i = 0; i < P; ++i) pr[i] *= proj_scale;
@@ -654,18 +588,21 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     });
   }
 
-  st->reserve_full(n_past + T);
-  // K/V of this batch per owning layer (f16 or f32, as stored), committed to the caches after the
-  // last layer so that KV-shared layers see the same (cache + batch) view as their source layer.
+  for (size_t s = 0; s < ns; ++s)
+    for (auto& lc : sts[s]->caches_) lc.reserve(pass.segs[s].pos0 + pass.segs[s].n);
+  // K/V of this pass per owning layer (f16 or f32, as stored), committed to the caches after the
+  // last layer so that KV-shared layers see the same (cache + pass) view as their source layer.
   std::vector<std::vector<uint8_t>> bk(static_cast<size_t>(L)), bv(static_cast<size_t>(L));
   // llama.cpp's CPU flash attention takes its vector kernel for ubatches under 64 tokens and its
-  // tiled kernel otherwise; we follow the same split.
-  const bool tiled = attn_mode_ == 0 ? T >= 64 : attn_mode_ == 2;
+  // tiled kernel otherwise; we follow the same split, per sequence (each computes what it would
+  // alone).
+  auto seg_tiled = [&](const Segment& g) { return attn_mode_ == 0 ? g.n >= 64 : attn_mode_ == 2; };
   // a decode step over 512+ cells is split among llama.cpp's threads: assumed to be ours
-  const int split_threads = T == 1 ? (ggml_threads_ > 0 ? ggml_threads_ : num_threads()) : 0;
+  auto seg_split = [&](const Segment& g) { return g.n == 1 ? (ggml_threads_ > 0 ? ggml_threads_ : num_threads()) : 0; };
 
   std::vector<float> u(static_cast<size_t>(T * d)), tmp(static_cast<size_t>(T * d)), f(static_cast<size_t>(T * d));
   std::vector<float> q, kr, vr, att;
+  std::vector<int64_t> vec_rows;  // entries attended by the row (vector) kernels
   for (int64_t l = 0; l < L; ++l) {
     const Layer& ly = layers_[static_cast<size_t>(l)];
     const bool swa = c.swa(l);
@@ -680,7 +617,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
     each_token([&](int64_t t) {
       float* qt = q.data() + t * H * hd;
       for (int64_t h = 0; h < H; ++h) rms_norm(qt + h * hd, hd, c.eps, ly.q_norm.data(), qt + h * hd);
-      rope(qt, H, hd, n_past + t, swa);
+      rope(qt, H, hd, pass.pos[t], swa);
     });
     if (ly.owns_kv) {
       kr.resize(static_cast<size_t>(T * kvw));
@@ -695,7 +632,7 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
           rms_norm(kt + h * hd, hd, c.eps, ly.k_norm.data(), kt + h * hd);
           rms_norm(vt + h * hd, hd, c.eps, nullptr, vt + h * hd);
         }
-        rope(kt, hkv, hd, n_past + t, swa);
+        rope(kt, hkv, hd, pass.pos[t], swa);
       });
       auto& K = bk[static_cast<size_t>(l)];
       auto& V = bv[static_cast<size_t>(l)];
@@ -717,35 +654,42 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       }
     }
 
-    // attention (scale 1.0) over cache positions [lo, n_past) and batch positions ≤ p, as
+    // attention (scale 1.0) over cache positions [lo, pos0) and this pass's positions ≤ p, as
     // ggml's flash attention (cell = position: llama.cpp fills its caches in order)
-    const LayerCache& lc = st->caches_[static_cast<size_t>(src)];
     const std::vector<uint8_t>& K = bk[static_cast<size_t>(src)];
     const std::vector<uint8_t>& V = bv[static_cast<size_t>(src)];
     const int64_t group = H / hkv;
-    const size_t esz = lc.esz;
+    const size_t esz = kv_f32_ ? 4 : 2;
     att.assign(static_cast<size_t>(T * H * hd), 0.0f);
-    // Cell j's K/V row of KV head kh: this batch's rows past n_past, else the cache's.
-    auto kv_row = [&](int64_t j, int64_t kh, bool is_v) -> const void* {
-      if (j >= n_past)
-        return (is_v ? V : K).data() + static_cast<size_t>((j - n_past) * kvw + kh * hd) * esz;
-      return (is_v ? lc.v : lc.k).data() + static_cast<size_t>((lc.ring ? j % lc.cap : j) * kvw + kh * hd) * esz;
+    // Cell j's K/V row of KV head kh for segment g: this pass's rows from pos0 on, else the cache's.
+    auto kv_row = [&](const Segment& g, int64_t j, int64_t kh, bool is_v) -> const void* {
+      if (j >= g.pos0)
+        return (is_v ? V : K).data() + static_cast<size_t>((g.row0 + j - g.pos0) * kvw + kh * hd) * esz;
+      const nn::KvCache& lc = sts[static_cast<size_t>(&g - pass.segs.data())]->caches_[static_cast<size_t>(src)];
+      return (is_v ? lc.v_row(j) : lc.k_row(j)) + static_cast<size_t>(kh * hd) * esz;
     };
-    const int64_t lo_first = swa ? std::max<int64_t>(0, n_past - c.window + 1) : 0;
-    const int64_t p_last = n_past + T - 1;
     // The row lists of cells [lo, hi] of KV head kh.
-    auto cell_rows = [&](int64_t lo, int64_t hi, int64_t kh, std::vector<const void*>& kr, std::vector<const void*>& vr) {
+    auto cell_rows = [&](const Segment& g, int64_t lo, int64_t hi, int64_t kh, std::vector<const void*>& kr,
+                         std::vector<const void*>& vr) {
       kr.resize(static_cast<size_t>(hi - lo + 1));
       vr.resize(kr.size());
       for (int64_t j = lo; j <= hi; ++j) {
-        kr[static_cast<size_t>(j - lo)] = kv_row(j, kh, false);
-        vr[static_cast<size_t>(j - lo)] = kv_row(j, kh, true);
+        kr[static_cast<size_t>(j - lo)] = kv_row(g, j, kh, false);
+        vr[static_cast<size_t>(j - lo)] = kv_row(g, j, kh, true);
       }
     };
-    if (tiled && attn_mode_ != 3 && ggml_fa_avx512_ok(lanes_, hd)) {
+    vec_rows.clear();
+    for (const Segment& g : pass.segs) {
+      const bool tiled = seg_tiled(g);
+      if (!(tiled && attn_mode_ != 3 && ggml_fa_avx512_ok(lanes_, hd))) {
+        for (int64_t i = 0; i < g.n; ++i) vec_rows.push_back(g.row0 + i);
+        continue;
+      }
 #if defined(OXI_GEMMA4_FA_AVX512)
       // The tiled kernel on AVX-512: every KV head's cells in f32 tiles once, then per token and KV
       // head its group of query heads (K/V read once for up to 8 of them), in parallel.
+      const int64_t lo_first = swa ? std::max<int64_t>(0, g.pos0 - c.window + 1) : 0;
+      const int64_t p_last = g.pos0 + g.n - 1;
       constexpr int64_t kTile = 64;
       const int64_t tile0 = lo_first / kTile * kTile, n_cells = p_last - lo_first + 1;
       const size_t per_head = static_cast<size_t>((p_last + 1 - tile0 + kTile - 1) / kTile * kTile * hd);
@@ -756,12 +700,12 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       kv_tiles_v.resize(per_head * static_cast<size_t>(hkv));
       parallel_for(hkv, [&](int64_t kh) {
         std::vector<const void*> kr, vr;
-        cell_rows(lo_first, p_last, kh, kr, vr);
+        cell_rows(g, lo_first, p_last, kh, kr, vr);
         fa_avx512::prepare(kr.data(), vr.data(), lo_first, n_cells, esz == 2, hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
                            kv_tiles_v.data() + per_head * static_cast<size_t>(kh));
       });
-      parallel_for(T * hkv, [&](int64_t u) {
-        const int64_t t = u / hkv, kh = u % hkv, p = n_past + t;
+      parallel_for(g.n * hkv, [&](int64_t u) {
+        const int64_t i = u / hkv, kh = u % hkv, t = g.row0 + i, p = g.pos0 + i;
         const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
         thread_local std::vector<float> acc;
         thread_local std::vector<const float*> qs;
@@ -769,31 +713,34 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
         acc.resize(static_cast<size_t>(std::min<int64_t>(group, 8) * hd));
         qs.resize(static_cast<size_t>(group));
         outs.resize(static_cast<size_t>(group));
-        for (int64_t g = 0; g < group; ++g) {
-          qs[static_cast<size_t>(g)] = q.data() + (t * H + kh * group + g) * hd;
-          outs[static_cast<size_t>(g)] = att.data() + (t * H + kh * group + g) * hd;
+        for (int64_t e = 0; e < group; ++e) {
+          qs[static_cast<size_t>(e)] = q.data() + (t * H + kh * group + e) * hd;
+          outs[static_cast<size_t>(e)] = att.data() + (t * H + kh * group + e) * hd;
         }
         fa_avx512::tiled_rows(qs.data(), static_cast<int>(group), hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
                               kv_tiles_v.data() + per_head * static_cast<size_t>(kh), tile0, lo, p - lo + 1, acc.data(),
                               outs.data());
       });
 #endif
-    } else {
+    }
+    if (!vec_rows.empty()) {
       // One query row (token × head) per work unit; each builds its own row lists.
-      parallel_for(T * H, [&](int64_t u) {
-        const int64_t t = u / H, h = u % H, kh = h / group, p = n_past + t;
+      parallel_for(static_cast<int64_t>(vec_rows.size()) * H, [&](int64_t u) {
+        const int64_t t = vec_rows[static_cast<size_t>(u / H)], h = u % H, kh = h / group;
+        const Segment& g = pass.segs[static_cast<size_t>(seg_of[static_cast<size_t>(t)])];
+        const int64_t p = g.pos0 + (t - g.row0);
         const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
         const int64_t n = p - lo + 1;
         // llama.cpp's cache view: the used cells padded to 256 (its cache holding the sequence)
         const int64_t n_view = std::max<int64_t>(256, (p + 256) / 256 * 256);
         thread_local std::vector<const void*> krows, vrows;
-        cell_rows(lo, p, kh, krows, vrows);
+        cell_rows(g, lo, p, kh, krows, vrows);
         const float* qh = q.data() + (t * H + h) * hd;
         float* oh = att.data() + (t * H + h) * hd;
         if (attn_mode_ == 3)
-          ggml_attn_row_noflash(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, T >= 2, H == 1, lanes_, oh);
+          ggml_attn_row_noflash(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, g.n >= 2, H == 1, lanes_, oh);
         else
-          ggml_flash_attn_row(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, tiled, lanes_, oh, n_view, split_threads);
+          ggml_flash_attn_row(qh, hd, krows.data(), vrows.data(), lo, n, esz == 2, seg_tiled(g), lanes_, oh, n_view, seg_split(g));
       });
     }
     mm(ly.wo, att.data(), T, tmp.data());
@@ -847,31 +794,33 @@ void Gemma4Model::forward(SequenceState& state_base, std::span<const int32_t> to
       for (float& v : x) v *= ly.out_scale;
   }
 
-  // commit this batch's K/V
-  for (int64_t l = 0; l < c.n_layer_kv(); ++l) {
-    LayerCache& lc = st->caches_[static_cast<size_t>(l)];
-    const auto& K = bk[static_cast<size_t>(l)];
-    const auto& V = bv[static_cast<size_t>(l)];
-    const int64_t first = lc.ring ? std::max<int64_t>(0, T - lc.cap) : 0;
-    for (int64_t t = first; t < T; ++t) {
-      const int64_t pos = n_past + t;
-      const int64_t slot = lc.ring ? pos % lc.cap : pos;
+  // commit this pass's K/V, per sequence
+  for (size_t s = 0; s < ns; ++s) {
+    const Segment& g = pass.segs[s];
+    for (int64_t l = 0; l < c.n_layer_kv(); ++l) {
+      nn::KvCache& lc = sts[s]->caches_[static_cast<size_t>(l)];
+      const auto& K = bk[static_cast<size_t>(l)];
+      const auto& V = bv[static_cast<size_t>(l)];
       const size_t rb = lc.row_bytes();
-      std::memcpy(lc.k.data() + static_cast<size_t>(slot) * rb, K.data() + static_cast<size_t>(t) * rb, rb);
-      std::memcpy(lc.v.data() + static_cast<size_t>(slot) * rb, V.data() + static_cast<size_t>(t) * rb, rb);
+      const int64_t first = lc.ring() ? std::max<int64_t>(0, g.n - lc.cap()) : 0;
+      for (int64_t i = first; i < g.n; ++i)
+        lc.store_raw(g.pos0 + i, K.data() + static_cast<size_t>(g.row0 + i) * rb, V.data() + static_cast<size_t>(g.row0 + i) * rb);
     }
+    sts[s]->n_past_ = g.pos0 + g.n;
   }
-  st->n_past_ = n_past + T;
 
   // head
-  const int64_t t0 = all_logits ? 0 : T - 1;
-  const int64_t nt = T - t0;
-  for (int64_t t = t0; t < T; ++t) rms_norm(x.data() + t * d, d, c.eps, output_norm_.data(), u.data() + (t - t0) * d);
-  mm(output_, u.data(), nt, logits);
+  const int64_t nt = static_cast<int64_t>(pass.out_rows.size());
+  if (nt == 0 || (!out.logits && !out.hidden)) return;
+  for (int64_t i = 0; i < nt; ++i)
+    rms_norm(x.data() + pass.out_rows[static_cast<size_t>(i)] * d, d, c.eps, output_norm_.data(), u.data() + i * d);
+  if (out.hidden) std::memcpy(out.hidden, u.data(), static_cast<size_t>(nt * d) * sizeof(float));
+  if (!out.logits) return;
+  mm(output_, u.data(), nt, out.logits);
   if (c.final_softcap > 0.0f) {
     // Vector tanh (kernels/fused.h): the per-element libm tanhf over a 262k vocabulary took
     // ~2 ms of one thread per token (5 % of E2B decode) while the other waited.
-    softcap(logits, logits, nt * c.n_vocab, c.final_softcap);
+    softcap(out.logits, out.logits, nt * c.n_vocab, c.final_softcap);
   }
 }
 

@@ -23,6 +23,8 @@
 #include "models/model.h"
 #include "models/qwen35/config.h"
 #include "models/qwen35/gdn.h"
+#include "nn/kv_cache.h"
+#include "nn/recurrent_state.h"
 
 namespace oxi {
 
@@ -57,11 +59,11 @@ struct Layer {
   FfnW ffn;
 };
 
-constexpr uint32_t kSnapMagic = 0x35335158;  // "XQ35"
+constexpr uint32_t kSnapMagic = 0x36335158;  // "XQ36" (shared-block layout)
 
 // Per-thread f32 work buffers of one forward pass, reused across layers and calls: no zeroing and
 // no fresh pages per batch (every user writes a buffer fully before reading it).
-enum Buf : int { kH, kU, kO, kX, kZ, kB, kA, kCv, kCore, kQg, kK, kV, kAtt, kKT, kFa, kFb, kNumBufs };
+enum Buf : int { kH, kU, kO, kX, kXr, kZ, kB, kA, kCv, kCore, kQg, kK, kV, kAtt, kKT, kFa, kFb, kNumBufs };
 float* buf(Buf slot, int64_t n) {
   thread_local std::unique_ptr<float[]> p[kNumBufs];
   thread_local int64_t cap[kNumBufs] = {};
@@ -80,84 +82,130 @@ void for_tokens(int64_t n, F&& fn) {
   });
 }
 
+// The key head of value head hh: GGUF tiles value heads over key heads, HF groups them.
+inline int64_t key_head(const Config& c, bool tiled, int64_t hh) { return tiled ? hh % c.hk : hh / (c.hv / c.hk); }
+
+// Recurrence inputs of one token as the model records them for rollback: its conv output row
+// (q, k scaled and normed; v) of conv_dim floats, then g and β per value head.
+int64_t rec_width(const Config& c) { return c.conv_dim() + 2 * c.hv; }
+
 class State final : public SequenceState {
  public:
-  State(const Config& c, int64_t n_ctx, int n_gdn, int n_attn) : n_ctx_(n_ctx) {
-    conv_.assign(static_cast<size_t>(n_gdn), std::vector<float>(static_cast<size_t>((c.conv_k - 1) * c.conv_dim()), 0.0f));
-    ssm_.assign(static_cast<size_t>(n_gdn), std::vector<float>(static_cast<size_t>(c.hv * c.dk * c.dv), 0.0f));
-    kv_stride_ = c.n_head_kv * c.head_dim;
-    k_.resize(static_cast<size_t>(n_attn));
-    v_.resize(static_cast<size_t>(n_attn));
+  State(const Config& c, bool tiled, int64_t n_ctx, int64_t rollback, int n_gdn, int n_attn)
+      : c_(c), tiled_(tiled), n_ctx_(n_ctx), rollback_(rollback) {
+    for (int i = 0; i < n_gdn; ++i)
+      gdn_.emplace_back((c.conv_k - 1) * c.conv_dim(), c.hv * c.dk * c.dv, rec_width(c), c.conv_dim(), rollback);
+    // f32 storage; the model stores f16-rounded values unless LoadOptions::kv_f32 (see kv_f16_).
+    for (int i = 0; i < n_attn; ++i) kv_.emplace_back(c.n_head_kv * c.head_dim, true, 0, n_ctx, 0);
   }
   int64_t n_past() const override { return n_past_; }
   int64_t n_ctx() const override { return n_ctx_; }
   void clear() override {
     n_past_ = 0;
-    for (auto& v : conv_) std::fill(v.begin(), v.end(), 0.0f);
-    for (auto& v : ssm_) std::fill(v.begin(), v.end(), 0.0f);
-    for (auto& v : k_) v.clear();
-    for (auto& v : v_) v.clear();
+    for (auto& g : gdn_) g.clear();
+    for (auto& k : kv_) k.clear();
   }
+  void truncate(int64_t n) override;
   std::vector<uint8_t> snapshot() const override {
     std::vector<uint8_t> out;
-    auto put = [&](const void* p, size_t n) {
-      const auto* b = static_cast<const uint8_t*>(p);
-      out.insert(out.end(), b, b + n);
-    };
-    const uint64_t hdr[6] = {kSnapMagic, static_cast<uint64_t>(n_ctx_), static_cast<uint64_t>(n_past_), conv_.size(),
-                             k_.size(), static_cast<uint64_t>(kv_stride_)};
-    put(hdr, sizeof hdr);
-    for (const auto& v : conv_) put(v.data(), v.size() * 4);
-    for (const auto& v : ssm_) put(v.data(), v.size() * 4);
-    const size_t kv = static_cast<size_t>(n_past_ * kv_stride_);
-    for (size_t i = 0; i < k_.size(); ++i) {
-      put(k_[i].data(), kv * 4);
-      put(v_[i].data(), kv * 4);
-    }
+    nn::SnapWriter w{out};
+    w.val<uint32_t>(kSnapMagic);
+    w.val<int64_t>(n_ctx_);
+    w.val<int64_t>(n_past_);
+    w.val<uint64_t>(gdn_.size());
+    w.val<uint64_t>(kv_.size());
+    for (const auto& g : gdn_) g.save(w);
+    for (const auto& k : kv_) k.save(w, n_past_);
     return out;
   }
   void restore(std::span<const uint8_t> bytes) override {
-    size_t off = 0;
-    auto get = [&](void* p, size_t n) {
-      if (bytes.size() - off < n) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot is truncated");
-      std::memcpy(p, bytes.data() + off, n);
-      off += n;
-    };
-    uint64_t hdr[6];
-    if (bytes.size() < sizeof hdr) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot is truncated");
-    get(hdr, sizeof hdr);
-    if (hdr[0] != kSnapMagic || hdr[3] != conv_.size() || hdr[4] != k_.size() || hdr[5] != static_cast<uint64_t>(kv_stride_))
+    nn::SnapReader r{bytes, "qwen35"};
+    if (r.val<uint32_t>() != kSnapMagic) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot does not belong to this model");
+    const auto n_ctx = r.val<int64_t>();
+    const auto past = r.val<int64_t>();
+    const auto ng = r.val<uint64_t>();
+    const auto na = r.val<uint64_t>();
+    if (ng != gdn_.size() || na != kv_.size())
       throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot does not belong to this model");
-    if (hdr[2] > static_cast<uint64_t>(n_ctx_))
-      throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot holds " + std::to_string(hdr[2]) +
+    if (past < 0 || past > n_ctx_)
+      throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot holds " + std::to_string(past) +
                                                    " tokens, more than this state's context " + std::to_string(n_ctx_));
-    const int64_t past = static_cast<int64_t>(hdr[2]);
-    const size_t kv = static_cast<size_t>(past * kv_stride_);
-    const size_t need = conv_.size() * (conv_.empty() ? 0 : conv_[0].size() * 4) +
-                        ssm_.size() * (ssm_.empty() ? 0 : ssm_[0].size() * 4) + k_.size() * kv * 8;
-    if (bytes.size() - off != need) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot has the wrong size");
-    for (auto& v : conv_) get(v.data(), v.size() * 4);
-    for (auto& v : ssm_) get(v.data(), v.size() * 4);
-    for (size_t i = 0; i < k_.size(); ++i) {
-      k_[i].assign(kv, 0.0f);
-      v_[i].assign(kv, 0.0f);
-      get(k_[i].data(), kv * 4);
-      get(v_[i].data(), kv * 4);
-    }
+    (void)n_ctx;
+    // Into copies first: a bad snapshot leaves the state as it was.
+    std::vector<nn::RecurrentState> g = gdn_;
+    std::vector<nn::KvCache> k = kv_;
+    for (auto& x : g) x.load(r);
+    for (auto& x : k) x.load(r, past);
+    if (r.left() != 0) throw_error(ErrorCode::kInvalidArgument, "qwen35: snapshot has the wrong size");
+    gdn_ = std::move(g);
+    kv_ = std::move(k);
     n_past_ = past;
   }
 
-  int64_t n_ctx_ = 0, n_past_ = 0, kv_stride_ = 0;
-  std::vector<std::vector<float>> conv_, ssm_;  // per GDN layer
-  std::vector<std::vector<float>> k_, v_;       // per attention layer: [pos, Hkv*hd]
+  const Config& c_;
+  bool tiled_;
+  int64_t n_ctx_ = 0, n_past_ = 0, rollback_ = 0;
+  std::vector<nn::RecurrentState> gdn_;  // per GDN layer
+  std::vector<nn::KvCache> kv_;          // per attention layer
 };
+
+// Back to n tokens: attention caches just forget the rows past n; each recurrent layer restores
+// the state its last call started from and replays that call's first m recorded tokens.
+void State::truncate(int64_t n) {
+  if (n == n_past_) return;
+  if (n < 0 || n > n_past_)
+    throw_error(ErrorCode::kInvalidArgument, "qwen35: cannot truncate " + std::to_string(n_past_) + " tokens to " + std::to_string(n));
+  const int64_t drop = n_past_ - n;
+  if (!gdn_.empty()) {
+    const int64_t rec = gdn_[0].recorded();
+    if (rec < drop)
+      throw_error(ErrorCode::kInvalidArgument,
+                  "qwen35: the recurrent state can go back only into the last forward call's tokens (" + std::to_string(rec) +
+                      " recorded, rollback " + std::to_string(rollback_) + "); asked to drop " + std::to_string(drop));
+    const int64_t m = rec - drop;  // recorded tokens kept
+    const int64_t C = c_.conv_dim(), Km1 = c_.conv_k - 1, Hv = c_.hv, dk = c_.dk, dv = c_.dv, KD = c_.key_dim();
+    for (auto& g : gdn_) {
+      // conv: the last K−1 rows of [base | raw rows 0..m)
+      std::vector<float> X(static_cast<size_t>((Km1 + m) * C));
+      std::copy(g.base_conv(), g.base_conv() + Km1 * C, X.begin());
+      for (int64_t t = 0; t < m; ++t) std::copy(g.raw_row(t), g.raw_row(t) + C, X.begin() + (Km1 + t) * C);
+      std::copy(X.begin() + m * C, X.end(), g.conv());
+      std::copy(g.base_ssm(), g.base_ssm() + g.ssm_size(), g.ssm());
+      if (m > 0) {
+        const int64_t W = rec_width(c_);
+        parallel_for(Hv, [&](int64_t hh) {
+          thread_local std::vector<float> oo;
+          oo.resize(static_cast<size_t>(m * dv));
+          const float* r0 = g.rec_row(0);
+          const int64_t kh = key_head(c_, tiled_, hh);
+          GdnHeadIO io;
+          io.q = r0 + kh * dk;
+          io.k = r0 + KD + kh * dk;
+          io.v = r0 + 2 * KD + hh * dv;
+          io.qk_stride = W;
+          io.v_stride = W;
+          io.g = r0 + C + hh;
+          io.beta = r0 + C + Hv + hh;
+          io.gb_stride = W;
+          io.o = oo.data();
+          io.o_stride = dv;
+          gdn_step(m, dk, dv, io, g.ssm() + hh * dk * dv);
+        });
+      }
+      g.drop_record();
+    }
+  }
+  n_past_ = n;
+}
 
 class Qwen35Model final : public Model {
  public:
   Qwen35Model(const ModelFiles& files, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
-  std::unique_ptr<SequenceState> new_state(int64_t n_ctx) const override;
-  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const override;
+  std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback) const override;
+
+ protected:
+  void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const override;
 
  private:
   void load_hf(const HfCheckpoint& hf);
@@ -168,9 +216,9 @@ class Qwen35Model final : public Model {
                  const std::vector<int64_t>& row_perm = {}, const std::vector<int64_t>& col_perm = {});
   // A 3-D expert stack [E, rows, cols] as one [E·rows, cols] matrix.
   MatrixView stack(const TensorIndex& idx, const std::string& name, int64_t E, int64_t rows, int64_t cols, const std::string& gguf = "");
-  void run_batch(State& st, const int32_t* toks, int64_t n, float* logits, bool all) const;
-  void gdn_forward(const Layer& L, State& st, const float* u, int64_t n, float* out) const;
-  void attn_forward(const Layer& L, State& st, const float* u, int64_t n, int64_t pos0, float* out) const;
+  // Mixers over a pass: sts[i] is the state of pass.segs[i].
+  void gdn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const;
+  void attn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const;
   void ffn_forward(const Layer& L, const float* u, int64_t n, float* out) const;
 
   Config c_;
@@ -180,8 +228,9 @@ class Qwen35Model final : public Model {
   bool tiled_ = false;
   wt::LoadQuant lq_;  // LoadOptions::quant
   // K and V are kept as f16 values and q / softmax weights rounded to f16 in their products, as
-  // llama.cpp's default CPU attention does (f16 KV cache). OXI_KV_F32=1 in the environment keeps
-  // everything f32 (debugging, exactness tests).
+  // llama.cpp's default CPU attention does (f16 KV cache). LoadOptions::kv_f32 (or OXI_KV_F32=1)
+  // keeps everything f32 (exactness tests). The values live in f32 storage either way until the
+  // attention kernels read f16 rows (docs/design.md, "Left").
   bool kv_f16_ = true;
   wt::Arena arena_;
   MatrixView embd_, output_;
@@ -204,6 +253,7 @@ MatrixView Qwen35Model::stack(const TensorIndex& idx, const std::string& name, i
 
 Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   if (opt.n_threads > 0) set_num_threads(opt.n_threads);
+  kv_f16_ = !opt.kv_f32;
   if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f16_ = false;
   auto set_rule = [&] {
     if (!opt.quant.empty()) lq_.rule = QuantRule{parse_quant_type(opt.quant), c_.moe ? c_.n_expert : 0, !c_.tied};
@@ -419,44 +469,28 @@ void Qwen35Model::load_gguf(const GgufFile& g) {
   }
 }
 
-std::unique_ptr<SequenceState> Qwen35Model::new_state(int64_t n_ctx) const {
+std::unique_ptr<SequenceState> Qwen35Model::new_state(int64_t n_ctx, int64_t rollback) const {
   if (n_ctx <= 0) n_ctx = std::min<int64_t>(c_.n_ctx_train, 4096);
   if (n_ctx > (int64_t{1} << 24)) throw_error(ErrorCode::kInvalidArgument, "context size " + std::to_string(n_ctx) + " is too large");
-  return std::make_unique<State>(c_, n_ctx, n_gdn_, n_attn_);
+  if (rollback < 0 || rollback > 64) throw_error(ErrorCode::kInvalidArgument, "rollback " + std::to_string(rollback) + " is out of range [0, 64]");
+  return std::make_unique<State>(c_, tiled_, n_ctx, rollback, n_gdn_, n_attn_);
 }
 
-void Qwen35Model::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const {
-  auto* st = dynamic_cast<State*>(&state);
-  if (!st) throw_error(ErrorCode::kInvalidArgument, "qwen35: sequence state belongs to another model");
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  if (T == 0) return;
-  if (st->n_past_ + T > st->n_ctx_) {
-    throw_error(ErrorCode::kInvalidArgument, "context overflow: " + std::to_string(st->n_past_) + " + " + std::to_string(T) +
-                                                 " tokens exceed the context size " + std::to_string(st->n_ctx_));
+void Qwen35Model::run(std::span<SequenceState* const> states, const Pass& p, const BatchOutput& out) const {
+  std::vector<State*> sts(p.segs.size());
+  for (size_t i = 0; i < p.segs.size(); ++i) {
+    sts[i] = dynamic_cast<State*>(states[static_cast<size_t>(p.segs[i].state)]);
+    if (!sts[i]) throw_error(ErrorCode::kInvalidArgument, "qwen35: sequence state belongs to another model");
   }
-  for (int64_t i = 0; i < T; ++i) {
-    if (tokens[static_cast<size_t>(i)] < 0 || tokens[static_cast<size_t>(i)] >= embd_.rows) {
-      throw_error(ErrorCode::kInvalidArgument, "token id " + std::to_string(tokens[static_cast<size_t>(i)]) +
-                                                   " is out of range [0, " + std::to_string(embd_.rows) + ")");
-    }
-  }
-  constexpr int64_t kUbatch = 512;
-  const int64_t nv = output_.rows;
-  for (int64_t b0 = 0; b0 < T; b0 += kUbatch) {
-    const int64_t n = std::min(kUbatch, T - b0);
-    const bool last = b0 + n == T;
-    float* out = all_logits ? (logits ? logits + b0 * nv : nullptr) : (last ? logits : nullptr);
-    run_batch(*st, tokens.data() + b0, n, out, all_logits);
-  }
-}
-
-void Qwen35Model::run_batch(State& st, const int32_t* toks, int64_t n, float* logits, bool all) const {
-  const int64_t d = c_.n_embd;
+  const int64_t n = p.n, d = c_.n_embd;
   float* h = buf(kH, n * d);
   float* u = buf(kU, n * d);
   float* o = buf(kO, n * d);
-  for_tokens(n, [&](int64_t t) { dequantize_row(embd_, toks[t], h + t * d); });
-  const int64_t pos0 = st.n_past_;
+  for_tokens(n, [&](int64_t t) {
+    const int32_t tok = p.token_at(t);
+    if (tok >= 0) dequantize_row(embd_, tok, h + t * d);
+    else std::copy(p.embd + t * d, p.embd + (t + 1) * d, h + t * d);
+  });
   // OXI_TRACE=1: per-layer sums of squares of the mixer and FFN outputs of the last token (debugging).
   static const bool trace = std::getenv("OXI_TRACE") != nullptr;
   auto ss = [&](const float* v) {
@@ -477,8 +511,8 @@ void Qwen35Model::run_batch(State& st, const int32_t* toks, int64_t n, float* lo
     for_tokens(n, [&](int64_t t) { ops::rms_norm(h + t * d, layers_[0].attn_norm.data(), u + t * d, d, c_.eps); });
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
-    if (L.recurrent) gdn_forward(L, st, u, n, o);
-    else attn_forward(L, st, u, n, pos0, o);
+    if (L.recurrent) gdn_forward(L, p, sts.data(), u, o);
+    else attn_forward(L, p, sts.data(), u, o);
     if (trace) std::fprintf(stderr, "layer %d %s out %.9g\n", static_cast<int>(li), L.recurrent ? "gdn" : "attn", ss(o));
     add_norm(L.post_norm);
     ffn_forward(L, u, n, o);
@@ -491,36 +525,56 @@ void Qwen35Model::run_batch(State& st, const int32_t* toks, int64_t n, float* lo
       });
     }
   }
-  st.n_past_ += n;
-  if (!logits) return;
-  const int64_t first = all ? 0 : n - 1, rows = n - first;
-  ops::rms_norm_rows(h + first * d, out_norm_.data(), u, rows, d, c_.eps);
-  matmul(output_, u, rows, logits);
+  for (size_t i = 0; i < p.segs.size(); ++i) sts[i]->n_past_ += p.segs[i].n;
+  const int64_t rows = static_cast<int64_t>(p.out_rows.size());
+  if (rows == 0 || (!out.logits && !out.hidden)) return;
+  // The wanted rows, normed, packed into u (rows ascending: row i ≥ its slot, so in place is safe).
+  for (int64_t i = 0; i < rows; ++i) ops::rms_norm(h + p.out_rows[static_cast<size_t>(i)] * d, out_norm_.data(), u + i * d, d, c_.eps);
+  if (out.hidden) std::copy(u, u + rows * d, out.hidden);
+  if (out.logits) matmul(output_, u, rows, out.logits);
 }
 
-void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t n, float* out) const {
+void Qwen35Model::gdn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const {
   const GdnW& w = L.gdn;
+  const int64_t n = p.n, ns = static_cast<int64_t>(p.segs.size());
   const int64_t C = c_.conv_dim(), K = c_.conv_k, Hv = c_.hv, Hk = c_.hk, dk = c_.dk, dv = c_.dv;
   const int64_t KD = c_.key_dim(), VD = c_.value_dim();
-  float* X = buf(kX, (K - 1 + n) * C);
+  // X: per segment s, its conv state (K−1 rows) then its new rows, at row offset row0 + s·(K−1).
+  float* X = buf(kX, (ns * (K - 1) + n) * C);
   float* z = buf(kZ, n * VD);
   float* b = buf(kB, n * Hv);
   float* a = buf(kA, n * Hv);
   float* cv = buf(kCv, n * C);
   float* core = buf(kCore, n * VD);
-  std::vector<float>& cs = st.conv_[static_cast<size_t>(L.cache)];
-  std::copy(cs.begin(), cs.end(), X);
-  {
-    const MatrixView ws[4] = {w.qkv, w.z, w.b, w.a};
-    float* const ys[4] = {X + (K - 1) * C, z, b, a};
-    matmul_batch(ws, ys, 4, u, n);
+  auto region = [&](int64_t s) { return X + (p.segs[static_cast<size_t>(s)].row0 + s * (K - 1)) * C; };
+  std::vector<uint8_t> rec(static_cast<size_t>(ns));
+  for (int64_t s = 0; s < ns; ++s) {
+    nn::RecurrentState& rs = sts[s]->gdn_[static_cast<size_t>(L.cache)];
+    rec[static_cast<size_t>(s)] = rs.begin_call(p.segs[static_cast<size_t>(s)].n) ? 1 : 0;
+    std::copy(rs.conv(), rs.conv() + rs.conv_size(), region(s));
   }
+  {
+    // One sequence: the projections land straight behind its conv state; several: gathered after.
+    float* xr = ns == 1 ? X + (K - 1) * C : buf(kXr, n * C);
+    const MatrixView ws[4] = {w.qkv, w.z, w.b, w.a};
+    float* const ys[4] = {xr, z, b, a};
+    matmul_batch(ws, ys, 4, u, n);
+    if (ns > 1)
+      for (int64_t s = 0; s < ns; ++s) {
+        const Segment& g = p.segs[static_cast<size_t>(s)];
+        std::copy(xr + g.row0 * C, xr + (g.row0 + g.n) * C, region(s) + (K - 1) * C);
+      }
+  }
+  std::vector<int64_t> seg_of(static_cast<size_t>(n));
+  for (int64_t s = 0; s < ns; ++s)
+    for (int64_t i = 0; i < p.segs[static_cast<size_t>(s)].n; ++i) seg_of[static_cast<size_t>(p.segs[static_cast<size_t>(s)].row0 + i)] = s;
   // Per token: causal depthwise conv over [state | new rows], then SiLU; q, k: per-head L2 norm
   // (q also scaled); β = sigmoid(b); g = ssm_a · softplus(a + dt_bias).
   const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
   for_tokens(n, [&](int64_t t) {
+    const int64_t s = seg_of[static_cast<size_t>(t)];
     float* y = cv + t * C;
-    conv_silu(X + t * C, w.conv.data(), C, K, y);
+    conv_silu(region(s) + (t - p.segs[static_cast<size_t>(s)].row0) * C, w.conv.data(), C, K, y);
     for (int64_t j = 0; j < Hk; ++j) {
       float* q = y + j * dk;
       float* k = y + KD + j * dk;
@@ -535,37 +589,62 @@ void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t
       aa = w.ssm_a[static_cast<size_t>(hh)] * ops::softplus(aa + w.dt_bias[static_cast<size_t>(hh)]);
     }
   });
-  std::copy(X + n * C, X + (K - 1 + n) * C, cs.begin());
-  std::vector<float>& S = st.ssm_[static_cast<size_t>(L.cache)];
-  const int64_t r = Hv / Hk;
-  auto head = [&](int64_t hh, const float* prefetch) {
-    const int64_t kh = tiled_ ? hh % Hk : hh / r;
+  for (int64_t s = 0; s < ns; ++s) {
+    const Segment& g = p.segs[static_cast<size_t>(s)];
+    nn::RecurrentState& rs = sts[s]->gdn_[static_cast<size_t>(L.cache)];
+    const float* reg = region(s);
+    std::copy(reg + g.n * C, reg + (K - 1 + g.n) * C, rs.conv());
+    if (!rec[static_cast<size_t>(s)]) continue;
+    for (int64_t i = 0; i < g.n; ++i) {
+      const int64_t t = g.row0 + i;
+      std::copy(reg + (K - 1 + i) * C, reg + (K + i) * C, rs.raw_row(i));
+      float* r = rs.rec_row(i);
+      std::copy(cv + t * C, cv + (t + 1) * C, r);
+      std::copy(a + t * Hv, a + (t + 1) * Hv, r + C);
+      std::copy(b + t * Hv, b + (t + 1) * Hv, r + C + Hv);
+    }
+  }
+  // One head of one segment. Recorded calls keep the head's starting state and step token by token
+  // (a decode's numerics, which a replay after truncate() reproduces); other calls of more than
+  // one token use the chunked form.
+  auto head = [&](int64_t s, int64_t hh, const float* prefetch) {
+    const Segment& g = p.segs[static_cast<size_t>(s)];
+    nn::RecurrentState& rs = sts[s]->gdn_[static_cast<size_t>(L.cache)];
+    const int64_t kh = key_head(c_, tiled_, hh), r0 = g.row0;
     GdnHeadIO io;
-    io.q = cv + kh * dk;
-    io.k = cv + KD + kh * dk;
-    io.v = cv + 2 * KD + hh * dv;
+    io.q = cv + r0 * C + kh * dk;
+    io.k = cv + r0 * C + KD + kh * dk;
+    io.v = cv + r0 * C + 2 * KD + hh * dv;
     io.qk_stride = C;
     io.v_stride = C;
-    io.g = a + hh;
-    io.beta = b + hh;
+    io.g = a + r0 * Hv + hh;
+    io.beta = b + r0 * Hv + hh;
     io.gb_stride = Hv;
-    io.o = core + hh * dv;
+    io.o = core + r0 * VD + hh * dv;
     io.o_stride = VD;
     io.prefetch = prefetch;
-    float* Sh = S.data() + hh * dk * dv;
-    if (n == 1) gdn_step(n, dk, dv, io, Sh);
-    else gdn_chunked(n, dk, dv, io, Sh, 64);
+    float* Sh = rs.ssm() + hh * dk * dv;
+    if (rec[static_cast<size_t>(s)]) std::copy(Sh, Sh + dk * dv, rs.base_ssm() + hh * dk * dv);
+    if (g.n == 1 || rec[static_cast<size_t>(s)]) gdn_step(g.n, dk, dv, io, Sh);
+    else gdn_chunked(g.n, dk, dv, io, Sh, 64);
   };
-  if (n == 1) {
-    // Decode: each thread steps a contiguous block of heads and fetches the next head's state
-    // (dk·dv floats, from memory: all layers' states are far larger than the caches) while it
-    // updates the current one.
+  bool all_single = true;
+  for (const Segment& g : p.segs) all_single = all_single && g.n == 1;
+  if (all_single) {
+    // Decode: each thread steps a contiguous block of (sequence, head) pairs and fetches the next
+    // pair's state (dk·dv floats, from memory: all layers' states are far larger than the caches)
+    // while it updates the current one.
+    const int64_t jobs = ns * Hv;
     parallel_run([&](int ith, int nth) {
-      const int64_t h0 = Hv * ith / nth, h1 = Hv * (ith + 1) / nth;
-      for (int64_t hh = h0; hh < h1; ++hh) head(hh, hh + 1 < h1 ? S.data() + (hh + 1) * dk * dv : nullptr);
+      const int64_t j0 = jobs * ith / nth, j1 = jobs * (ith + 1) / nth;
+      for (int64_t j = j0; j < j1; ++j) {
+        const float* next = nullptr;
+        if (j + 1 < j1) next = sts[(j + 1) / Hv]->gdn_[static_cast<size_t>(L.cache)].ssm() + ((j + 1) % Hv) * dk * dv;
+        head(j / Hv, j % Hv, next);
+      }
     });
   } else {
-    parallel_for(Hv, [&](int64_t hh) { head(hh, nullptr); });
+    parallel_for(ns * Hv, [&](int64_t j) { head(j / Hv, j % Hv, nullptr); });
   }
   // Gated RMSNorm per head: norm(o) · w · silu(z).
   for_tokens(n, [&](int64_t t) {
@@ -579,8 +658,9 @@ void Qwen35Model::gdn_forward(const Layer& L, State& st, const float* u, int64_t
   matmul(w.out, core, n, out);
 }
 
-void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_t n, int64_t pos0, float* out) const {
+void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const {
   const AttnW& w = L.attn;
+  const int64_t n = p.n, ns = static_cast<int64_t>(p.segs.size());
   const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim, R = c_.n_rot;
   const int64_t QW = 2 * H * hd, KW = Hkv * hd;
   float* qg = buf(kQg, n * QW);
@@ -592,17 +672,28 @@ void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_
     float* const ys[3] = {qg, k, v};
     matmul_batch(ws, ys, 3, u, n);
   }
-  std::vector<float>& Kc = st.k_[static_cast<size_t>(L.cache)];
-  std::vector<float>& Vc = st.v_[static_cast<size_t>(L.cache)];
-  Kc.resize(static_cast<size_t>((pos0 + n) * KW));
-  Vc.resize(Kc.size());
+  std::vector<int64_t> seg_of(static_cast<size_t>(n));
+  for (int64_t s = 0; s < ns; ++s) {
+    const Segment& g = p.segs[static_cast<size_t>(s)];
+    sts[s]->kv_[static_cast<size_t>(L.cache)].reserve(g.pos0 + g.n);
+    for (int64_t i = 0; i < g.n; ++i) seg_of[static_cast<size_t>(g.row0 + i)] = s;
+  }
   const bool kv_f16 = kv_f16_;
-  // Per token: q/k norms and RoPE (text positions: all mRoPE streams equal the token position, so
-  // every slot uses it), then K and V into the cache.
+  // Per token: q/k norms and RoPE (mRoPE: each frequency slot takes the t, h or w position of its
+  // section; text positions have all three equal), then K and V into the cache.
   for_tokens(n, [&](int64_t t) {
     thread_local std::vector<float> cs_v, slot_v;
     cs_v.resize(static_cast<size_t>(R));
-    slot_v.assign(static_cast<size_t>(R / 2), static_cast<float>(pos0 + t));
+    slot_v.assign(static_cast<size_t>(R / 2), static_cast<float>(p.pos[t]));
+    if (p.pos3) {
+      const int32_t* p3 = p.pos3 + 3 * t;
+      const int64_t sh = c_.mrope[1], sw = c_.mrope[2];
+      for (int64_t i = 0; i < R / 2; ++i) {
+        if (i % 3 == 1 && i < 3 * sh) slot_v[static_cast<size_t>(i)] = static_cast<float>(p3[1]);
+        else if (i % 3 == 2 && i < 3 * sw) slot_v[static_cast<size_t>(i)] = static_cast<float>(p3[2]);
+        else slot_v[static_cast<size_t>(i)] = static_cast<float>(p3[0]);
+      }
+    }
     float* csp = cs_v.data();
     ops::rope_table(slot_v.data(), R, c_.rope_theta, csp);
     for (int64_t hh = 0; hh < H; ++hh) {
@@ -615,8 +706,12 @@ void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_
       ops::rms_norm(kk, w.k_norm.data(), kk, hd, c_.eps);
       ops::rope_neox(kk, R, csp);
     }
-    float* kc = Kc.data() + (pos0 + t) * KW;
-    float* vc = Vc.data() + (pos0 + t) * KW;
+    const int64_t s = seg_of[static_cast<size_t>(t)];
+    const Segment& sg = p.segs[static_cast<size_t>(s)];
+    nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
+    const int64_t pos = sg.pos0 + (t - sg.row0);
+    auto* kc = reinterpret_cast<float*>(kv.k_row(pos));
+    auto* vc = reinterpret_cast<float*>(kv.v_row(pos));
     if (kv_f16) {
       f16_round(k + t * KW, kc, KW);
       f16_round(v + t * KW, vc, KW);
@@ -627,45 +722,60 @@ void Qwen35Model::attn_forward(const Layer& L, State& st, const float* u, int64_
   });
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t grp = H / Hkv;
-  if (n >= 8) {
-    // Prefill: blocks of 32 queries per head against the keys transposed once per KV head.
-    const int64_t nk = pos0 + n;
+  // Sequences with 8+ entries (prefill): blocks of 32 queries per head against the keys
+  // transposed once per KV head.
+  for (int64_t s = 0; s < ns; ++s) {
+    const Segment& sg = p.segs[static_cast<size_t>(s)];
+    if (sg.n < 8) continue;
+    const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
+    const float* Kc = kv.k_f32();
+    const float* Vc = kv.v_f32();
+    const int64_t pos0 = sg.pos0, m = sg.n, nk = pos0 + m;
     float* KT = buf(kKT, Hkv * hd * nk);
     parallel_for(Hkv * ((hd + 31) / 32), [&](int64_t job) {
       const int64_t g = job / ((hd + 31) / 32), e0 = job % ((hd + 31) / 32) * 32, e1 = std::min(hd, e0 + 32);
-      for (int64_t p = 0; p < nk; ++p) {
-        const float* kr = Kc.data() + p * KW + g * hd;
-        for (int64_t e = e0; e < e1; ++e) KT[(g * hd + e) * nk + p] = kr[e];
+      for (int64_t q = 0; q < nk; ++q) {
+        const float* kr = Kc + q * KW + g * hd;
+        for (int64_t e = e0; e < e1; ++e) KT[(g * hd + e) * nk + q] = kr[e];
       }
     });
     constexpr int64_t kQB = 32;
-    const int64_t nqb = (n + kQB - 1) / kQB;
+    const int64_t nqb = (m + kQB - 1) / kQB;
     parallel_for(nqb * H, [&](int64_t job) {
       const int64_t qb = nqb - 1 - job / H, hh = job % H;  // longest (last) query blocks first
-      const int64_t t0 = qb * kQB, nq = std::min(kQB, n - t0), g = hh / grp;
+      const int64_t t0 = sg.row0 + qb * kQB, nq = std::min(kQB, m - qb * kQB), g = hh / grp;
       float* o = att + t0 * H * hd + hh * hd;
       const float* q = qg + t0 * QW + hh * 2 * hd;
-      attend_causal(q, QW, nq, KT + g * hd * nk, nk, Vc.data(), KW, g * hd, pos0 + t0 + 1, hd, scale, o, H * hd,
-                    kv_f16);
+      attend_causal(q, QW, nq, KT + g * hd * nk, nk, Vc, KW, g * hd, pos0 + qb * kQB + 1, hd, scale, o, H * hd, kv_f16);
       for (int64_t i = 0; i < nq; ++i) {
         const float* gate = q + i * QW + hd;
         float* oi = o + i * H * hd;
         for (int64_t e = 0; e < hd; ++e) oi[e] *= ops::sigmoid(gate[e]);
       }
     });
-    matmul(w.o, att, n, out);
-    return;
   }
-  parallel_for(n * H, [&](int64_t job) {
-    const int64_t t = job / H, hh = job % H;
-    thread_local std::vector<float> scores;
-    if (scores.size() < static_cast<size_t>(pos0 + t + 1)) scores.resize(static_cast<size_t>(pos0 + n));
-    const float* q = qg + t * QW + hh * 2 * hd;
-    float* o = att + t * H * hd + hh * hd;
-    ops::attend_one(q, Kc.data(), Vc.data(), KW, (hh / grp) * hd, pos0 + t + 1, hd, scale, scores.data(), o, kv_f16);
-    const float* gate = q + hd;
-    for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
-  });
+  // Sequences with fewer entries (decode, short verifies): one (token, head) per job.
+  std::vector<int64_t> short_rows;
+  for (const Segment& sg : p.segs)
+    if (sg.n < 8)
+      for (int64_t i = 0; i < sg.n; ++i) short_rows.push_back(sg.row0 + i);
+  const int64_t nsr = static_cast<int64_t>(short_rows.size());
+  if (nsr > 0) {
+    parallel_for(nsr * H, [&](int64_t job) {
+      const int64_t t = short_rows[static_cast<size_t>(job / H)], hh = job % H;
+      const int64_t s = seg_of[static_cast<size_t>(t)];
+      const Segment& sg = p.segs[static_cast<size_t>(s)];
+      const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
+      const int64_t n_kv = sg.pos0 + (t - sg.row0) + 1;
+      thread_local std::vector<float> scores;
+      if (scores.size() < static_cast<size_t>(n_kv)) scores.resize(static_cast<size_t>(n_kv + 64));
+      const float* q = qg + t * QW + hh * 2 * hd;
+      float* o = att + t * H * hd + hh * hd;
+      ops::attend_one(q, kv.k_f32(), kv.v_f32(), KW, (hh / grp) * hd, n_kv, hd, scale, scores.data(), o, kv_f16);
+      const float* gate = q + hd;
+      for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
+    });
+  }
   matmul(w.o, att, n, out);
 }
 

@@ -1,0 +1,75 @@
+// Continuous batching: several sessions (threads) that each run their own generation loop submit
+// their forward steps here, and one pass of the model serves all of them — one read of the
+// weights for every active sequence's decode token, with any waiting prompt chunk mixed in.
+//
+// No thread of its own: the first caller that finds no pass running becomes the leader, waits
+// briefly for the other participants' submissions (they are sampling their previous step), takes
+// every pending submission, runs one Model::forward_batch and hands each caller its logits.
+// Each sequence computes what it computes alone (the model's batch contract; docs/design.md).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "models/model.h"
+
+namespace oxi {
+
+class Batcher {
+ public:
+  explicit Batcher(const Model& model) : model_(model) {}
+
+  // Counts a sequence that will submit steps (a generation in progress): the leader waits for the
+  // participants' submissions, not for idle sessions'.
+  class Participant {
+   public:
+    explicit Participant(Batcher* b) : b_(b) {
+      if (b_) b_->join(+1);
+    }
+    ~Participant() {
+      if (b_) b_->join(-1);
+    }
+    Participant(const Participant&) = delete;
+    Participant& operator=(const Participant&) = delete;
+
+   private:
+    Batcher* b_;
+  };
+
+  // Feeds `tokens` to `state` together with the other pending submissions; writes the last
+  // token's logits (n_vocab floats). Throws what the model throws for this submission's batch.
+  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits);
+
+  // Passes run and sequences served, for tests and /metrics.
+  uint64_t passes() const;
+  uint64_t rows() const;
+
+  // How long a leader waits for missing participants before running what it has.
+  std::chrono::microseconds gather_wait{3000};
+
+ private:
+  struct Req {
+    SequenceState* state = nullptr;
+    std::span<const int32_t> tokens;
+    float* logits = nullptr;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  void join(int delta);
+  void run(std::vector<Req*>& reqs);
+
+  const Model& model_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Req*> pending_;
+  bool running_ = false;
+  int participants_ = 0;
+  uint64_t passes_ = 0, rows_ = 0;
+};
+
+}  // namespace oxi

@@ -1,0 +1,173 @@
+// The batched model interface on Qwen 3.5 (dense and MoE), on every ISA the host runs: several
+// sequences in one forward call compute what each computes alone; truncate() after a multi-token
+// call equals never having fed the dropped tokens (KV cache and Gated DeltaNet / conv state);
+// embedding rows in place of token ids; hidden states out; bad batches refused before any state
+// changes. Gemma 4's are in gemma4_test.cpp.
+#include <gtest/gtest.h>
+
+#include "batch_check.h"
+#include "core/error.h"
+#include "format/model_files.h"
+#include "kernels/isa.h"
+#include "qwen35_test_util.h"
+
+namespace {
+
+struct IsaReset {
+  ~IsaReset() { oxi::set_isa("auto"); }
+};
+
+struct Loaded {
+  oxi::ModelFiles files;
+  std::unique_ptr<oxi::Model> model;
+};
+
+Loaded load(const std::string& dir, const std::string& quant = "") {
+  Loaded l{oxi::open_model_files(dir), nullptr};
+  oxi::LoadOptions opt;
+  opt.n_threads = 2;
+  opt.quant = quant;
+  l.model = oxi::load_model(l.files, opt);
+  return l;
+}
+
+class Qwen35Batch : public ::testing::TestWithParam<bool> {};  // param: MoE
+
+TEST_P(Qwen35Batch, SequencesTogetherEqualAlone) {
+  IsaReset reset;
+  q35test::Shape s;
+  s.moe = GetParam();
+  const std::string dir = q35test::tmp_dir(s.moe ? "batch_moe" : "batch_dense");
+  q35test::write_model(dir, s);
+  for (const auto& isa : oxi::available_isas()) {
+    oxi::set_isa(isa);
+    for (const std::string quant : {"", "q8_0", "q4_0", "q4_k"}) {
+      Loaded l = load(dir, quant);
+      const int64_t V = l.model->info().n_vocab;
+      // A prefill long enough for the chunked GDN and the blocked attention, short ones, a single
+      // token; then decode steps of 1..8 sequences (single-token GEMV, few-token GEMV, GEMM).
+      std::vector<std::vector<int32_t>> prompts = {batchtest::ids(70, V, 1), batchtest::ids(5, V, 2), batchtest::ids(1, V, 3),
+                                                   batchtest::ids(12, V, 4)};
+      for (uint32_t k = 0; k < 4; ++k) prompts.push_back(batchtest::ids(3 + k, V, 10 + k));
+      const batchtest::BatchDiff d = batchtest::batch_vs_alone(*l.model, prompts, 3);
+      // Float weights (every set) and the scalar set (every type) compute each row in one order
+      // whatever the batch: bit-identical. Quantised weights on SIMD sets take other kernels for
+      // other row counts (packed single-token GEMV, few-token GEMV, GEMM) that sum blocks in
+      // another f32 order: ~1e-6 apart, which a flipped activation rounding on these random
+      // models can amplify to a few tenths; mixing sequences up would be off by the logit scale.
+      const bool exact = quant.empty() || isa == "scalar";
+      EXPECT_LE(d.prefill, exact ? 0.0 : 0.05 * d.scale) << isa << " " << quant;
+      EXPECT_LE(d.decode, exact ? 0.0 : 0.05 * d.scale) << isa << " " << quant;
+      EXPECT_GT(d.scale, 0.01) << isa;
+      std::printf("qwen35 %s %s %s: together vs alone max |Δlogit| prefill %.3g decode %.3g (max |logit| %.3g)\n",
+                  s.moe ? "moe" : "dense", isa.c_str(), quant.empty() ? "f32" : quant.c_str(), d.prefill, d.decode, d.scale);
+    }
+  }
+}
+
+TEST_P(Qwen35Batch, TruncateEqualsNeverFed) {
+  IsaReset reset;
+  q35test::Shape s;
+  s.moe = GetParam();
+  const std::string dir = q35test::tmp_dir(s.moe ? "trunc_moe" : "trunc_dense");
+  q35test::write_model(dir, s);
+  Loaded l = load(dir);
+  const int64_t V = l.model->info().n_vocab;
+  const auto prompt = batchtest::ids(20, V, 5);
+  const auto draft = batchtest::ids(5, V, 6);
+  for (int64_t keep : {0, 1, 3, 5}) {
+    const double diff = batchtest::truncate_vs_fresh(*l.model, prompt, draft, keep, 17);
+    EXPECT_LE(diff, 1e-4) << "keep " << keep;
+  }
+  // Further back than the last call's tokens: refused, state unchanged.
+  auto st = l.model->new_state(256, 4);
+  std::vector<float> lg(static_cast<size_t>(V));
+  l.model->forward(*st, prompt, lg.data(), false);
+  l.model->forward(*st, std::vector<int32_t>{1, 2}, lg.data(), false);
+  EXPECT_THROW(st->truncate(static_cast<int64_t>(prompt.size()) - 1), oxi::Error);
+  EXPECT_EQ(st->n_past(), static_cast<int64_t>(prompt.size()) + 2);
+  // Without rollback room a recurrent model cannot go back at all.
+  auto st0 = l.model->new_state(256);
+  l.model->forward(*st0, prompt, lg.data(), false);
+  EXPECT_THROW(st0->truncate(10), oxi::Error);
+  EXPECT_NO_THROW(st0->truncate(static_cast<int64_t>(prompt.size())));
+}
+
+TEST_P(Qwen35Batch, EmbeddingRowsAndHiddenStates) {
+  q35test::Shape s;
+  s.moe = GetParam();
+  s.tied = true;
+  const std::string dir = q35test::tmp_dir(s.moe ? "embd_moe" : "embd_dense");
+  q35test::write_model(dir, s);
+  Loaded l = load(dir);
+  const int64_t V = l.model->info().n_vocab, d = l.model->info().n_embd;
+  const oxi::TensorInfo& e = l.files.tensors().get("model.language_model.embed_tokens.weight");
+  ASSERT_EQ(e.dtype, oxi::DType::F32);
+  const auto* E = reinterpret_cast<const float*>(e.data());
+  const auto toks = batchtest::ids(9, V, 8);
+  // token ids vs their embedding rows (the middle entries given as rows)
+  std::vector<int32_t> mixed = toks;
+  std::vector<float> rows(toks.size() * static_cast<size_t>(d), 0.0f);
+  for (size_t i = 3; i < 6; ++i) {
+    mixed[i] = -1;
+    std::copy(E + toks[i] * d, E + (toks[i] + 1) * d, rows.begin() + static_cast<std::ptrdiff_t>(i) * d);
+  }
+  std::vector<float> a(static_cast<size_t>(V)), b(static_cast<size_t>(V)), h(static_cast<size_t>(d));
+  auto s1 = l.model->new_state(64), s2 = l.model->new_state(64);
+  l.model->forward(*s1, toks, a.data(), false);
+  oxi::SequenceState* one[1] = {s2.get()};
+  oxi::Batch bt;
+  bt.n = static_cast<int64_t>(mixed.size());
+  bt.token = mixed.data();
+  bt.embd = rows.data();
+  l.model->forward_batch(one, bt, oxi::BatchOutput{b.data(), h.data()});
+  EXPECT_LE(batchtest::max_abs_diff(a.data(), b.data(), a.size()), 1e-5);
+  // tied output head: logit v = hidden · E[v]
+  double worst = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    double dot = 0;
+    for (int64_t i = 0; i < d; ++i) dot += static_cast<double>(h[static_cast<size_t>(i)]) * E[v * d + i];
+    worst = std::max(worst, std::fabs(dot - b[static_cast<size_t>(v)]));
+  }
+  EXPECT_LE(worst, 1e-3);
+}
+
+TEST(Qwen35BatchErrors, BadBatchesLeaveStatesAlone) {
+  q35test::Shape s;
+  const std::string dir = q35test::tmp_dir("batch_err");
+  q35test::write_model(dir, s);
+  Loaded l = load(dir);
+  const int64_t V = l.model->info().n_vocab;
+  auto a = l.model->new_state(16), b = l.model->new_state(16);
+  oxi::SequenceState* both[2] = {a.get(), b.get()};
+  std::vector<float> lg(2 * static_cast<size_t>(V));
+  const int32_t tok[4] = {1, 2, 3, 4};
+  const int32_t split[4] = {0, 1, 0, 1};  // sequence 0's entries not contiguous
+  oxi::Batch bt;
+  bt.n = 4;
+  bt.token = tok;
+  bt.seq = split;
+  EXPECT_THROW(l.model->forward_batch(both, bt, oxi::BatchOutput{lg.data(), nullptr}), oxi::Error);
+  const int32_t bad_seq[4] = {0, 0, 2, 2};
+  bt.seq = bad_seq;
+  EXPECT_THROW(l.model->forward_batch(both, bt, oxi::BatchOutput{lg.data(), nullptr}), oxi::Error);
+  const int32_t bad_tok[4] = {1, static_cast<int32_t>(V), 3, 4};
+  const int32_t ok_seq[4] = {0, 0, 1, 1};
+  bt.seq = ok_seq;
+  bt.token = bad_tok;
+  EXPECT_THROW(l.model->forward_batch(both, bt, oxi::BatchOutput{lg.data(), nullptr}), oxi::Error);
+  bt.token = tok;
+  oxi::SequenceState* twice[2] = {a.get(), a.get()};
+  EXPECT_THROW(l.model->forward_batch(twice, bt, oxi::BatchOutput{lg.data(), nullptr}), oxi::Error);
+  std::vector<int32_t> many(17, 1), seq17(17, 1);
+  bt.n = 17;
+  bt.token = many.data();
+  bt.seq = seq17.data();
+  EXPECT_THROW(l.model->forward_batch(both, bt, oxi::BatchOutput{lg.data(), nullptr}), oxi::Error);  // overflows b
+  EXPECT_EQ(a->n_past(), 0);
+  EXPECT_EQ(b->n_past(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(DenseAndMoe, Qwen35Batch, ::testing::Values(false, true));
+
+}  // namespace
