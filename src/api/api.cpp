@@ -21,6 +21,7 @@
 #include "models/model.h"
 #include "oxinfer.h"
 #include "runtime/session.h"
+#include "sampling/json_constraint.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -364,6 +365,7 @@ oxi_generate_params oxi_generate_default_params(void) {
   p.cancel = nullptr;
   p.ignore_eog = 0;
   p.prefill_chunk = 512;
+  p.json_schema = nullptr;
   return p;
 }
 
@@ -387,11 +389,28 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     o.prefill_chunk = p.prefill_chunk > 0 ? p.prefill_chunk : 512;
     o.cancel = p.cancel;
 
+    // Structured output: the same automaton and mask as the server's response_format.
+    std::optional<oxi::JsonConstraint> constraint;
+    const oxi::LoadedModel& lm = *ctx->model->loaded;
+    if (p.json_schema && *p.json_schema) {
+      OXI_REQUIRE(!p.ignore_eog, "oxi_generate: json_schema cannot be combined with ignore_eog");
+      nlohmann::json schema;
+      try {
+        schema = nlohmann::json::parse(p.json_schema);
+      } catch (const nlohmann::json::exception& e) {
+        return fail(OXI_ERR_INVALID_ARGUMENT, std::string("json_schema: invalid JSON: ") + e.what());
+      }
+      constraint.emplace(schema);
+      o.logit_filter = [&](std::span<float> logits) { oxi::mask_rejected_tokens(*constraint, *lm.text, logits); };
+    }
+
     std::vector<int32_t> top_ids;
     std::vector<float> top_lps;
     oxi::TokenCallback cb;
-    if (on_token) {
+    if (on_token || constraint) {
       cb = [&](const oxi::TokenEvent& e) {
+        if (constraint && !e.eog) constraint->advance(lm.text->piece(e.id));
+        if (!on_token) return true;
         top_ids.clear();
         top_lps.clear();
         for (const auto& t : e.top) {
