@@ -14,7 +14,9 @@
 extern "C" {
 #endif
 
-#define OXI_API_VERSION 1
+/* Structs are extended only at their end; get them from the _default_params() functions so new
+ * fields get their defaults. 2: oxi_generate_params.json_schema. */
+#define OXI_API_VERSION 2
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -147,6 +149,16 @@ typedef struct oxi_generate_params {
   const volatile int* cancel; /* optional flag polled between tokens (set from any thread) */
   int32_t ignore_eog;         /* non-zero: keep going past end-of-generation tokens */
   int32_t prefill_chunk;      /* prompt tokens per forward pass; <= 0: 512 */
+  /* Structured output, as OpenAI's response_format {"type": "json_schema", "json_schema":
+   * {"schema": S}}: NULL or "": free text; else S as JSON text ("null": any JSON object, like
+   * response_format json_object). Tokens that would leave the output no longer a prefix of a
+   * document valid for S are never sampled; once the document is complete only end-of-generation
+   * tokens are, so generation ends with one (stop_reason 0) unless max_tokens or the context ends
+   * it first. The schema subset is the server's (type and unions, properties, required,
+   * additionalProperties, items, minItems/maxItems, maxLength, enum, const, anyOf/oneOf of simple
+   * types, local $ref); a schema it cannot enforce is OXI_ERR_INVALID_ARGUMENT "json_schema: ...".
+   * Not with ignore_eog. Read during the call only. */
+  const char* json_schema;
 } oxi_generate_params;
 
 oxi_generate_params oxi_generate_default_params(void);

@@ -32,9 +32,9 @@
 #include "commands.h"
 #include "core/error.h"
 #include "format/model_files.h"
-#include "backend/backend.h"
 #include "kernels/isa.h"
 #include "kernels/thread_pool.h"
+#include "loader/loaded_model.h"
 #include "models/model.h"
 #include "oxinfer.h"
 
@@ -328,15 +328,17 @@ int cmd_bench(int argc, char** argv) {
     const std::string path = resolve_model_path(args);
 
     apply_isa_from_args(args);
-    if (threads > 0) set_num_threads(static_cast<int>(threads));
-    backend::init();  // OXI_DEVICE (docs/backends.md), before the weights load
-    const auto t_load = Clock::now();
-    const ModelFiles files = open_model_files(path);
-    LoadOptions lo;
-    lo.n_threads = static_cast<int>(threads);
-    lo.quant = quant_from_args(args);
-    const std::unique_ptr<Model> model = load_model(files, lo);
-    const double load_ms = seconds_since(t_load) * 1e3;
+    // Threads, device (OXI_DEVICE, docs/backends.md) and weights; no tokenizer.
+    LoadRequest req;
+    req.path = path;
+    req.options.n_threads = static_cast<int>(threads);
+    req.options.quant = quant_from_args(args);
+    req.tokenizer = false;
+    const std::unique_ptr<LoadedModel> loaded = load_model_bundle(req);
+    const ModelFiles& files = loaded->files;
+    const LoadOptions& lo = req.options;
+    const std::unique_ptr<Model>& model = loaded->model;
+    const double load_ms = loaded->load_seconds * 1e3;
     log_kernels();
 
     const ModelInfo& info = model->info();

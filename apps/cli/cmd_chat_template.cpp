@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "format/model_files.h"
+#include "loader/loaded_model.h"
 
 namespace oxi::cli {
 
@@ -43,25 +44,6 @@ nlohmann::ordered_json read_json(const std::string& path) {
   return j;
 }
 
-// tokenizer_config.json special tokens are either a string or {"content": "..."}.
-std::string hf_token(const nlohmann::json& cfg, const char* key) {
-  if (!cfg.is_object() || !cfg.contains(key)) return "";
-  const auto& v = cfg[key];
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return "";
-}
-
-std::string gguf_token(const GgufMetadata& md, const char* id_key) {
-  const GgufValue* id = md.find(id_key);
-  const GgufValue* toks = md.find("tokenizer.ggml.tokens");
-  if (!id || !toks || !toks->is_array() || toks->elem_type != GgufType::STRING) return "";
-  const int64_t i = id->as_int();
-  const auto& arr = toks->as_string_array();
-  if (i < 0 || uint64_t(i) >= arr.size()) return "";
-  return arr[size_t(i)];
-}
-
 }  // namespace
 
 int cmd_chat_template_only(int argc, char** argv) {
@@ -86,19 +68,16 @@ int cmd_chat_template_only(int argc, char** argv) {
     if (auto f = args.get({"--chat-template-file"})) {
       source = read_text(*f);
     } else if (args.flag({"-m", "--model", "-hf", "--hf-repo"})) {
-      const std::string path = resolve_model_path(args);
-      ModelFiles mf = open_model_files(path);
-      if (mf.gguf) {
-        const auto& md = mf.gguf->metadata;
-        source = md.get_string("tokenizer.chat_template", "");
-        bos = gguf_token(md, "tokenizer.ggml.bos_token_id");
-        eos = gguf_token(md, "tokenizer.ggml.eos_token_id");
-      } else if (mf.hf) {
-        source = mf.hf->chat_template;
-        bos = hf_token(mf.hf->tokenizer_config, "bos_token");
-        eos = hf_token(mf.hf->tokenizer_config, "eos_token");
-      }
-      if (source.empty()) throw_error(ErrorCode::kFormat, path + ": the model has no chat template (use --chat-template-file)");
+      // The model's template and BOS/EOS text from its files (no weights, no tokenizer).
+      LoadRequest req;
+      req.path = resolve_model_path(args);
+      req.weights = false;
+      req.tokenizer = false;
+      req.require_chat_template = true;
+      const std::unique_ptr<LoadedModel> m = load_model_bundle(req);
+      source = m->chat_template;
+      bos = m->bos_text;
+      eos = m->eos_text;
     } else {
       throw_error(ErrorCode::kInvalidArgument, "no template: pass -m MODEL or --chat-template-file F");
     }

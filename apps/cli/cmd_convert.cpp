@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "format/hf.h"
-#include "models/convert.h"
+#include "convert/convert.h"
 
 namespace oxi::cli {
 

@@ -17,13 +17,12 @@
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "core/log.h"
-#include "format/model_files.h"
 #include "api/api_internal.h"
-#include "backend/backend.h"
-#include "kernels/thread_pool.h"
+#include "loader/loaded_model.h"
 #include "models/model.h"
 #include "oxinfer.h"
 #include "runtime/session.h"
+#include "sampling/json_constraint.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -73,29 +72,6 @@ void copy_out(const std::string& s, char* out, size_t cap, size_t* n_out) {
   }
 }
 
-class TokenizerStream : public oxi::TextStream {
- public:
-  explicit TokenizerStream(oxi::TokenizerPtr tok) : dec_(std::move(tok), /*skip_special=*/true) {}
-  std::string push(int32_t id) override { return dec_.push(id); }
-  std::string flush() override { return dec_.flush(); }
-
- private:
-  oxi::StreamDecoder dec_;
-};
-
-class TokenizerText : public oxi::TokenText {
- public:
-  explicit TokenizerText(oxi::TokenizerPtr tok) : tok_(std::move(tok)) {}
-  int64_t vocab_size() const override { return tok_->n_vocab(); }
-  bool is_eog(int32_t id) const override { return tok_->is_eog(id); }
-  std::unique_ptr<oxi::TextStream> new_stream() const override {
-    return std::make_unique<TokenizerStream>(tok_);
-  }
-
- private:
-  oxi::TokenizerPtr tok_;
-};
-
 oxi_sampling_params to_c(const oxi::SamplingParams& p) {
   oxi_sampling_params c;
   c.temperature = p.temperature;
@@ -127,19 +103,15 @@ oxi::SamplingParams from_c(const oxi_sampling_params& c) {
 }  // namespace
 
 struct oxi_model {
-  oxi::backend::WeightsLease lease;  // first: outlives the weights; the last model out drops device copies
-  oxi::ModelFiles files;  // owns the mapped weights; the model points into them
-  std::unique_ptr<oxi::Model> model;
-  oxi::TokenizerPtr tok;
-  std::unique_ptr<TokenizerText> text;
-  std::string chat_template_source;
-  oxi::SamplingParams defaults;
-  std::string bos_text, eos_text;
+  std::unique_ptr<oxi::LoadedModel> loaded;  // files, weights, tokenizer, template, defaults
 
   std::once_flag tmpl_once;
   std::unique_ptr<oxi::ChatTemplate> tmpl;
   std::string tmpl_error;
   oxi_status tmpl_status = OXI_OK;
+
+  const oxi::Model& model() const { return *loaded->model; }
+  const oxi::Tokenizer& tok() const { return *loaded->tokenizer; }
 };
 
 struct oxi_context {
@@ -153,13 +125,8 @@ oxi_model* wrap_model(std::unique_ptr<Model> model, TokenizerPtr tokenizer,
                       const std::string& chat_template) {
   if (!model || !tokenizer) throw_error(ErrorCode::kInvalidArgument, "wrap_model: missing model or tokenizer");
   auto m = std::make_unique<oxi_model>();
-  m->model = std::move(model);
-  m->tok = std::move(tokenizer);
-  m->text = std::make_unique<TokenizerText>(m->tok);
-  m->chat_template_source = chat_template;
-  if (m->tok->bos_id() >= 0) m->bos_text = m->tok->token_to_piece(m->tok->bos_id());
-  if (m->tok->eos_id() >= 0) m->eos_text = m->tok->token_to_piece(m->tok->eos_id());
-  m->defaults = SamplingParams{};
+  m->loaded = assemble_loaded_model(std::move(model), std::move(tokenizer), chat_template,
+                                    /*stream_special_tokens=*/false);
   return m.release();
 }
 
@@ -191,29 +158,14 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
   return guarded([&] {
     const oxi_model_params p = params ? *params : oxi_model_default_params();
     OXI_REQUIRE(p.n_threads >= 0, "oxi_model_open: n_threads must be >= 0");
-    // The pool is process-wide and defaults to every hardware thread; only a request changes it.
-    if (p.n_threads > 0) oxi::set_num_threads(p.n_threads);
-    // The device backend is chosen before the weights load (they may be uploaded at load).
-    oxi::backend::init(p.device ? p.device : "");
+    oxi::LoadRequest req;
+    req.path = path;
+    req.options.n_threads = p.n_threads;
+    req.options.quant = p.quant ? p.quant : "";
+    req.device = p.device ? p.device : "";
+    if (p.chat_template) req.chat_template = std::string(p.chat_template);
     auto m = std::make_unique<oxi_model>();
-    m->files = oxi::open_model_files(path);
-    oxi::LoadOptions lo;
-    lo.n_threads = p.n_threads;
-    lo.quant = p.quant ? p.quant : "";
-    m->tok = oxi::load_tokenizer(m->files);
-    if (!m->tok) return fail(OXI_ERR_FORMAT, std::string(path) + ": no tokenizer");
-    m->model = oxi::load_model(m->files, lo);
-    if (!m->model) return fail(OXI_ERR_INTERNAL, std::string(path) + ": model loader returned nothing");
-    m->text = std::make_unique<TokenizerText>(m->tok);
-    if (p.chat_template) {
-      m->chat_template_source = p.chat_template;
-    } else {
-      m->chat_template_source = m->tok->chat_template();
-      if (m->chat_template_source.empty() && m->files.hf) m->chat_template_source = m->files.hf->chat_template;
-    }
-    if (m->tok->bos_id() >= 0) m->bos_text = m->tok->token_to_piece(m->tok->bos_id());
-    if (m->tok->eos_id() >= 0) m->eos_text = m->tok->token_to_piece(m->tok->eos_id());
-    m->defaults = oxi::model_sampling_defaults(m->files, oxi::SamplingParams{});
+    m->loaded = oxi::load_model_bundle(req);
     *out = m.release();
     return OXI_OK;
   });
@@ -224,16 +176,16 @@ void oxi_model_free(oxi_model* model) { delete model; }
 oxi_status oxi_model_describe(const oxi_model* model, oxi_model_desc* out) {
   OXI_REQUIRE(model && out, "oxi_model_describe: model and out must not be NULL");
   return guarded([&] {
-    const oxi::ModelInfo& i = model->model->info();
+    const oxi::ModelInfo& i = model->model().info();
     out->arch = i.arch.c_str();
     out->name = i.name.c_str();
     out->n_vocab = i.n_vocab;
     out->n_ctx_train = i.n_ctx_train;
     out->n_params = i.n_params;
-    out->bos_id = model->tok->bos_id();
-    out->eos_id = model->tok->eos_id();
-    out->n_tokens = model->tok->n_vocab();
-    out->has_chat_template = model->chat_template_source.empty() ? 0 : 1;
+    out->bos_id = model->tok().bos_id();
+    out->eos_id = model->tok().eos_id();
+    out->n_tokens = model->tok().n_vocab();
+    out->has_chat_template = model->loaded->chat_template.empty() ? 0 : 1;
     return OXI_OK;
   });
 }
@@ -245,10 +197,10 @@ oxi_status oxi_tokenize(const oxi_model* model, const char* text, size_t text_le
   OXI_REQUIRE(ids || cap == 0, "oxi_tokenize: ids is NULL with a non-zero capacity");
   return guarded([&] {
     std::vector<int32_t> v =
-        model->tok->encode(std::string_view(text ? text : "", text_len), add_special != 0, parse_special != 0);
+        model->tok().encode(std::string_view(text ? text : "", text_len), add_special != 0, parse_special != 0);
     // A template that writes the BOS text itself plus the tokenizer's own BOS: keep one (as
     // llama.cpp does).
-    const int32_t bos = model->tok->bos_id();
+    const int32_t bos = model->tok().bos_id();
     if (add_special && bos >= 0 && v.size() >= 2 && v[0] == bos && v[1] == bos) v.erase(v.begin());
     *n_out = v.size();
     if (ids) std::copy_n(v.begin(), std::min(cap, v.size()), ids);
@@ -262,7 +214,7 @@ oxi_status oxi_detokenize(const oxi_model* model, const int32_t* ids, size_t n_i
   OXI_REQUIRE(ids || n_ids == 0, "oxi_detokenize: ids is NULL");
   OXI_REQUIRE(text || cap == 0, "oxi_detokenize: text is NULL with a non-zero capacity");
   return guarded([&] {
-    const std::string s = model->tok->decode(std::vector<int32_t>(ids, ids + n_ids), false);
+    const std::string s = model->tok().decode(std::vector<int32_t>(ids, ids + n_ids), false);
     copy_out(s, text, cap, n_out);
     return OXI_OK;
   });
@@ -271,14 +223,14 @@ oxi_status oxi_detokenize(const oxi_model* model, const int32_t* ids, size_t n_i
 int oxi_token_is_eog(const oxi_model* model, int32_t id) {
   if (!model) return 0;
   try {
-    return model->tok->is_eog(id) ? 1 : 0;
+    return model->tok().is_eog(id) ? 1 : 0;
   } catch (...) {
     return 0;
   }
 }
 
 const char* oxi_model_chat_template(const oxi_model* model) {
-  return model ? model->chat_template_source.c_str() : "";
+  return model ? model->loaded->chat_template.c_str() : "";
 }
 
 oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
@@ -288,12 +240,12 @@ oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
   OXI_REQUIRE(text || cap == 0, "oxi_chat_render: text is NULL with a non-zero capacity");
   return guarded([&] {
     auto* m = const_cast<oxi_model*>(model);
-    if (m->chat_template_source.empty()) {
+    if (m->loaded->chat_template.empty()) {
       return fail(OXI_ERR_UNSUPPORTED, "the model has no chat template (pass one, or use raw prompts)");
     }
     std::call_once(m->tmpl_once, [&] {
       try {
-        m->tmpl = std::make_unique<oxi::ChatTemplate>(m->chat_template_source);
+        m->tmpl = std::make_unique<oxi::ChatTemplate>(m->loaded->chat_template);
       } catch (const oxi::Error& e) {
         m->tmpl_status = static_cast<oxi_status>(e.code());
         m->tmpl_error = e.what();
@@ -312,8 +264,8 @@ oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
     }
     if (!messages.is_array()) return fail(OXI_ERR_INVALID_ARGUMENT, "messages: expected a JSON array");
     oxi::ChatRenderOptions opt;
-    opt.bos_token = m->bos_text;
-    opt.eos_token = m->eos_text;
+    opt.bos_token = m->loaded->bos_text;
+    opt.eos_token = m->loaded->eos_text;
     if (options_json && *options_json) {
       nlohmann::ordered_json o;
       if (oxi::json_too_deep(options_json)) {
@@ -350,7 +302,7 @@ oxi_sampling_params oxi_sampling_default_params(void) { return to_c(oxi::Samplin
 
 oxi_sampling_params oxi_model_sampling_defaults(const oxi_model* model) {
   if (!model) return to_c(oxi::SamplingParams{});
-  return to_c(model->defaults);
+  return to_c(model->loaded->defaults);
 }
 
 oxi_status oxi_context_new(oxi_model* model, int32_t n_ctx, oxi_context** out) {
@@ -358,11 +310,11 @@ oxi_status oxi_context_new(oxi_model* model, int32_t n_ctx, oxi_context** out) {
   OXI_REQUIRE(model && out, "oxi_context_new: model and out must not be NULL");
   return guarded([&] {
     int64_t n = n_ctx;
-    if (n <= 0) n = model->model->info().n_ctx_train;
+    if (n <= 0) n = model->model().info().n_ctx_train;
     if (n <= 0) n = 4096;
     auto c = std::make_unique<oxi_context>();
     c->model = model;
-    c->session = std::make_unique<oxi::Session>(*model->model, *model->text, n);
+    c->session = std::make_unique<oxi::Session>(model->model(), *model->loaded->text, n);
     *out = c.release();
     return OXI_OK;
   });
@@ -420,6 +372,7 @@ oxi_generate_params oxi_generate_default_params(void) {
   p.cancel = nullptr;
   p.ignore_eog = 0;
   p.prefill_chunk = 512;
+  p.json_schema = nullptr;
   return p;
 }
 
@@ -443,11 +396,29 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     o.prefill_chunk = p.prefill_chunk > 0 ? p.prefill_chunk : 512;
     o.cancel = p.cancel;
 
+    // Structured output: the same automaton and mask as the server's response_format.
+    std::optional<oxi::JsonConstraint> constraint;
+    const oxi::LoadedModel& lm = *ctx->model->loaded;
+    if (p.json_schema && *p.json_schema) {
+      OXI_REQUIRE(!p.ignore_eog, "oxi_generate: json_schema cannot be combined with ignore_eog");
+      OXI_REQUIRE(!oxi::json_too_deep(p.json_schema), "json_schema: JSON nested deeper than 512 levels");
+      nlohmann::json schema;
+      try {
+        schema = nlohmann::json::parse(p.json_schema);
+      } catch (const nlohmann::json::exception& e) {
+        return fail(OXI_ERR_INVALID_ARGUMENT, std::string("json_schema: invalid JSON: ") + e.what());
+      }
+      constraint.emplace(schema);
+      o.logit_filter = [&](std::span<float> logits) { oxi::mask_rejected_tokens(*constraint, *lm.text, logits); };
+    }
+
     std::vector<int32_t> top_ids;
     std::vector<float> top_lps;
     oxi::TokenCallback cb;
-    if (on_token) {
+    if (on_token || constraint) {
       cb = [&](const oxi::TokenEvent& e) {
+        if (constraint && !e.eog) constraint->advance(lm.text->piece(e.id));
+        if (!on_token) return true;
         top_ids.clear();
         top_lps.clear();
         for (const auto& t : e.top) {

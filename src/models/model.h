@@ -144,4 +144,8 @@ class Model {
 // architecture X" otherwise.
 std::unique_ptr<Model> load_model(const ModelFiles& files, const LoadOptions& options);
 
+// The implementation family of an architecture name (GGUF general.architecture or HF model_type):
+// "qwen35", "gemma4", or "" when none of ours.
+std::string model_family(const std::string& arch);
+
 }  // namespace oxi

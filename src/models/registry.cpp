@@ -3,7 +3,6 @@
 
 #include "core/error.h"
 #include "models/common/quant_rule.h"
-#include "models/convert.h"
 #include "models/model.h"
 
 namespace oxi {
@@ -11,21 +10,15 @@ namespace oxi {
 // Implemented in models/qwen35/ and models/gemma4/.
 std::unique_ptr<Model> load_qwen35(const ModelFiles& files, const LoadOptions& options);
 std::unique_ptr<Model> load_gemma4(const ModelFiles& files, const LoadOptions& options);
-void convert_qwen35(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
-void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
 
-namespace {
-enum class Family { kQwen35, kGemma4, kUnknown };
-
-Family family_of(const std::string& arch) {
+std::string model_family(const std::string& arch) {
   // GGUF general.architecture values, then HF model_type values.
   if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3_5" || arch == "qwen3_5_moe" ||
       arch == "qwen3_5_text" || arch == "qwen3_5_moe_text")
-    return Family::kQwen35;
-  if (arch == "gemma4" || arch == "gemma4_text") return Family::kGemma4;
-  return Family::kUnknown;
+    return "qwen35";
+  if (arch == "gemma4" || arch == "gemma4_text") return "gemma4";
+  return "";
 }
-}  // namespace
 
 std::unique_ptr<Model> load_model(const ModelFiles& files, const LoadOptions& options) {
   if (!options.quant.empty()) {
@@ -50,23 +43,10 @@ std::unique_ptr<Model> load_model(const ModelFiles& files, const LoadOptions& op
     }
   }
   const std::string arch = files.architecture();
-  switch (family_of(arch)) {
-    case Family::kQwen35: return load_qwen35(files, options);
-    case Family::kGemma4: return load_gemma4(files, options);
-    case Family::kUnknown: break;
-  }
+  const std::string family = model_family(arch);
+  if (family == "qwen35") return load_qwen35(files, options);
+  if (family == "gemma4") return load_gemma4(files, options);
   throw_error(ErrorCode::kUnsupported, files.path + ": unknown architecture '" + arch + "'");
-}
-
-void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path,
-                        const ConvertOptions& options) {
-  std::string arch = hf.config.value("model_type", std::string());
-  switch (family_of(arch)) {
-    case Family::kQwen35: return convert_qwen35(hf, out_path, options);
-    case Family::kGemma4: return convert_gemma4(hf, out_path, options);
-    case Family::kUnknown: break;
-  }
-  throw_error(ErrorCode::kUnsupported, hf.dir + ": cannot convert unknown architecture '" + arch + "'");
 }
 
 }  // namespace oxi

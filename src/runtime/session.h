@@ -4,7 +4,7 @@
 // per slot and uses snapshot()/restore() and reuse_prefix() for prompt caching.
 //
 // The runtime knows the tokenizer only through TokenText (below), so it builds and is tested
-// without a real vocabulary; the C API adapts the tokenizer library to it.
+// without a real vocabulary; loader/loaded_model.h adapts the tokenizer library to it.
 #pragma once
 
 #include <chrono>

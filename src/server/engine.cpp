@@ -11,17 +11,14 @@
 #include <mutex>
 #include <thread>
 
-#include "backend/backend.h"
 #include "chat/jinja.h"
-#include "core/byte_source.h"
 #include "core/error.h"
-#include "format/model_files.h"
-#include "kernels/thread_pool.h"
+#include "loader/loaded_model.h"
 #include "models/model.h"
 #include "runtime/batcher.h"
 #include "runtime/session.h"
 #include "server/engine.h"
-#include "server/json_constraint.h"
+#include "sampling/json_constraint.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,25 +30,6 @@ using nlohmann::ordered_json;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-class TokText final : public TokenText {
- public:
-  explicit TokText(TokenizerPtr tok) : tok_(std::move(tok)) {}
-  int64_t vocab_size() const override { return tok_->n_vocab(); }
-  bool is_eog(int32_t id) const override { return tok_->is_eog(id); }
-  std::unique_ptr<TextStream> new_stream() const override {
-    struct S final : TextStream {
-      explicit S(TokenizerPtr t) : dec(std::move(t), /*skip_special=*/false) {}
-      std::string push(int32_t id) override { return dec.push(id); }
-      std::string flush() override { return dec.flush(); }
-      StreamDecoder dec;
-    };
-    return std::make_unique<S>(tok_);
-  }
-
- private:
-  TokenizerPtr tok_;
-};
 
 struct Slot {
   std::unique_ptr<Session> session;
@@ -121,8 +99,8 @@ class ServerEngine final : public Engine {
     ro.add_generation_prompt = true;
     if (req.enable_thinking) ro.enable_thinking = *req.enable_thinking ? 1 : 0;
     if (!req.tools.empty() && req.tool_choice != "none") ro.tools = ordered_json::parse(req.tools.dump());
-    if (tok_->bos_id() >= 0) ro.bos_token = tok_->token_to_piece(tok_->bos_id());
-    if (tok_->eos_id() >= 0) ro.eos_token = tok_->token_to_piece(tok_->eos_id());
+    ro.bos_token = loaded_->bos_text;
+    ro.eos_token = loaded_->eos_text;
     std::string full = oxi::render_chat(*tmpl_, msgs, ro);
     // The turn boundary (the prompt without the generation prompt) is where the prompt cache
     // checkpoints: the next turn's prompt shares exactly that prefix.
@@ -159,7 +137,7 @@ class ServerEngine final : public Engine {
     go.logprobs = req.logprobs;
     if (constraint) {
       const TextConstraint* c = constraint.get();
-      go.logit_filter = [this, c](std::span<float> logits) { constrain(*c, logits); };
+      go.logit_filter = [this, c](std::span<float> logits) { mask_rejected_tokens(*c, *loaded_->text, logits); };
     }
 
     const size_t boundary = checkpoint_at < prompt.size() ? checkpoint_at : 0;
@@ -232,29 +210,26 @@ class ServerEngine final : public Engine {
 
   void load() {
     try {
-      set_num_threads(opt_.n_threads);
-      backend::init();  // the device (OXI_DEVICE, default auto) before the weights load
-      files_ = std::make_unique<ModelFiles>(open_model_files(opt_.model_path));
-      LoadOptions lo;
-      lo.n_threads = opt_.n_threads;
-      lo.quant = opt_.quant;
-      model_ = load_model(*files_, lo);
-      tok_ = load_tokenizer(*files_);
-      text_ = std::make_unique<TokText>(tok_);
-      std::string src = opt_.chat_template_file.empty() ? tok_->chat_template() : read_text_file(opt_.chat_template_file);
-      if (src.empty() && files_->hf) src = files_->hf->chat_template;
-      if (src.empty()) throw_error(ErrorCode::kFormat, opt_.model_path + ": the model has no chat template (use --chat-template-file)");
-      tmpl_ = std::make_unique<ChatTemplate>(src);
-      const std::string arch = model_->info().arch;
-      format_ = arch.rfind("gemma", 0) == 0 ? ChatFormat::kGemma4
-                : arch.rfind("qwen", 0) == 0 ? ChatFormat::kQwen35
-                                             : detect_chat_format(src);
+      // The device (OXI_DEVICE, default auto; cmd_serve's --device already chose) before the
+      // weights load; streamed text keeps special tokens for the output parsers.
+      LoadRequest req;
+      req.path = opt_.model_path;
+      req.options.n_threads = opt_.n_threads;
+      req.options.quant = opt_.quant;
+      req.chat_template_file = opt_.chat_template_file;
+      req.require_chat_template = true;
+      req.stream_special_tokens = true;
+      loaded_ = load_model_bundle(req);
+      model_ = loaded_->model.get();
+      tok_ = loaded_->tokenizer;
+      tmpl_ = std::make_unique<ChatTemplate>(loaded_->chat_template);
+      format_ = loaded_->format;
       model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
-      defaults_ = model_sampling_defaults(*files_, SamplingParams());
+      defaults_ = loaded_->defaults;
       batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;
-        s.session = std::make_unique<Session>(*model_, *text_, opt_.n_ctx, batcher_.get());
+        s.session = std::make_unique<Session>(*model_, *loaded_->text, opt_.n_ctx, batcher_.get());
         slots_.push_back(std::move(s));
       }
       ready_.store(true);
@@ -284,41 +259,6 @@ class ServerEngine final : public Engine {
       throw RequestError(400, "", e.what());
     }
     return p;
-  }
-
-  // Masks tokens whose bytes the constraint rejects; end-of-generation tokens are allowed only
-  // once the document is complete. Only the best candidates are tested (most of a 150k–260k
-  // vocabulary is never sampled): the top kConstrainTop by logit, best first, until kKeepValid
-  // are accepted; everything else is masked. If none of those is valid the whole vocabulary is
-  // scanned, so a valid token is always found when one exists.
-  void constrain(const TextConstraint& c, std::span<float> logits) const {
-    constexpr size_t kConstrainTop = 1024, kKeepValid = 64;
-    const bool done = c.complete();
-    const size_t n = std::min<size_t>(logits.size(), static_cast<size_t>(tok_->n_vocab()));
-    auto valid = [&](int32_t id) {
-      if (tok_->is_eog(id)) return done;
-      if (done || tok_->is_control(id)) return false;
-      const std::string& piece = tok_->token_to_piece(id);
-      return !piece.empty() && c.accepts(piece);
-    };
-    std::vector<int32_t> order(n);
-    for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
-    const size_t top = std::min(kConstrainTop, n);
-    auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(), by_logit);
-    std::vector<int32_t> keep;
-    for (size_t i = 0; i < top && keep.size() < kKeepValid; ++i) {
-      if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
-    }
-    if (keep.empty()) {
-      for (size_t i = top; i < n; ++i) {
-        if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
-      }
-    }
-    std::vector<float> kept(keep.size());
-    for (size_t i = 0; i < keep.size(); ++i) kept[i] = logits[keep[i]];
-    std::fill(logits.begin(), logits.end(), -INFINITY);
-    for (size_t i = 0; i < keep.size(); ++i) logits[keep[i]] = kept[i];
   }
 
   Slot& acquire(const std::vector<int32_t>& prompt) {
@@ -402,11 +342,10 @@ class ServerEngine final : public Engine {
   const ServerOptions opt_;
   std::thread loader_;
   std::atomic<bool> ready_{false};
-  std::unique_ptr<ModelFiles> files_;
-  std::unique_ptr<Model> model_;
+  std::unique_ptr<LoadedModel> loaded_;  // files, weights, tokenizer, template, defaults
+  const Model* model_ = nullptr;         // loaded_->model
   std::unique_ptr<Batcher> batcher_;
-  TokenizerPtr tok_;
-  std::unique_ptr<TokText> text_;
+  TokenizerPtr tok_;                     // loaded_->tokenizer
   std::unique_ptr<ChatTemplate> tmpl_;
   ChatFormat format_ = ChatFormat::kPlain;
   std::string model_id_;

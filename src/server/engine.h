@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/parser.h"
-#include "server/json_constraint.h"
+#include "sampling/json_constraint.h"
 #include "server/request.h"
 
 namespace oxi::server {

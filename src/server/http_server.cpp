@@ -94,6 +94,15 @@ json logprob_entry(Engine& eng, const TokenOut& t, int n_top) {
 // OpenAI tool_calls entries; `index` only in stream deltas.
 // The automaton for structured output: response_format, or a forced tool call (tool_choice
 // "required" or a named function) in the family's syntax. Null when generation is free.
+// A schema the constraint cannot enforce is the request's fault: 400 naming response_format.
+std::shared_ptr<TextConstraint> framed_json(std::string prefix, const json& schema, std::string suffix) {
+  try {
+    return std::make_shared<FramedJsonConstraint>(std::move(prefix), schema, std::move(suffix));
+  } catch (const Error& e) {
+    throw RequestError(400, "response_format", e.what());
+  }
+}
+
 std::shared_ptr<TextConstraint> make_constraint(const ChatRequest& req, ChatFormat format, bool in_reasoning) {
   const bool force_tool = !req.tools.empty() && req.tool_choice != "auto" && req.tool_choice != "none";
   if (force_tool && format == ChatFormat::kQwen35) {
@@ -113,17 +122,14 @@ std::shared_ptr<TextConstraint> make_constraint(const ChatRequest& req, ChatForm
                    {"properties", {{"name", {{"enum", names}}}, {"arguments", args_schema}}},
                    {"required", {"name", "arguments"}}};
     // Qwen 3.5's JSON tool-call form, which its parser accepts as well as the XML form.
-    return std::make_shared<FramedJsonConstraint>(in_reasoning ? "</think>\n\n<tool_call>\n" : "<tool_call>\n",
-                                                  schema, "</tool_call>");
+    return framed_json(in_reasoning ? "</think>\n\n<tool_call>\n" : "<tool_call>\n", schema, "</tool_call>");
   }
   const json& rf = req.response_format;
   if (rf.is_object()) {
     const std::string t = rf.value("type", "");
     const std::string pre = in_reasoning ? "</think>\n\n" : "";
-    if (t == "json_object") return std::make_shared<FramedJsonConstraint>(pre, nullptr, "");
-    if (t == "json_schema") {
-      return std::make_shared<FramedJsonConstraint>(pre, rf["json_schema"].value("schema", json::object()), "");
-    }
+    if (t == "json_object") return framed_json(pre, nullptr, "");
+    if (t == "json_schema") return framed_json(pre, rf["json_schema"].value("schema", json::object()), "");
   }
   return nullptr;
 }

@@ -20,7 +20,7 @@
 
 #include "format/dtype.h"
 #include "format/model_files.h"
-#include "models/convert.h"
+#include "convert/convert.h"
 #include "models/model.h"
 
 namespace {

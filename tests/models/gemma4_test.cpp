@@ -19,7 +19,7 @@
 #include "format/gguf.h"
 #include "format/model_files.h"
 #include "format/safetensors.h"
-#include "models/convert.h"
+#include "convert/convert.h"
 #include "models/gemma4/gemma4.h"
 #include "models/model.h"
 #include "batch_check.h"

@@ -13,7 +13,7 @@
 #include "format/gguf.h"
 #include "format/model_files.h"
 #include "models/common/quant_rule.h"
-#include "models/convert.h"
+#include "convert/convert.h"
 #include "models/model.h"
 #include "qwen35_test_util.h"
 

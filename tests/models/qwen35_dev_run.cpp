@@ -67,7 +67,7 @@ TEST(Qwen35Dev, Run) {
 
 }  // namespace
 
-#include "models/convert.h"
+#include "convert/convert.h"
 
 namespace {
 // OXI_Q35_CONVERT=HF_DIR OXI_Q35_GGUF=out.gguf [OXI_Q35_TYPE=f32|f16|bf16|q8_0]

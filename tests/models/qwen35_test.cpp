@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "format/gguf.h"
 #include "format/model_files.h"
-#include "models/convert.h"
+#include "convert/convert.h"
 #include "models/model.h"
 #include "models/qwen35/gdn.h"
 #include "qwen35_test_util.h"

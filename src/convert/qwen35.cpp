@@ -21,7 +21,7 @@
 #include "kernels/thread_pool.h"
 #include "models/common/quant_rule.h"
 #include "models/common/weights.h"
-#include "models/convert.h"
+#include "convert/convert.h"
 #include "models/qwen35/config.h"
 #include "tokenizer/gguf_export.h"
 

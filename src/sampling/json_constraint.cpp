@@ -1,10 +1,10 @@
 #include <algorithm>
+#include <cmath>
 
-#include "server/json_constraint.h"
+#include "core/error.h"
+#include "sampling/json_constraint.h"
 
-#include "server/request.h"
-
-namespace oxi::server {
+namespace oxi {
 
 using nlohmann::json;
 
@@ -20,7 +20,7 @@ bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == 
 bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 [[noreturn]] void unsupported(const std::string& what) {
-  throw RequestError(400, "response_format", "json_schema: " + what);
+  throw_error(ErrorCode::kInvalidArgument, "json_schema: " + what);
 }
 }  // namespace
 
@@ -532,4 +532,34 @@ bool FramedJsonConstraint::advance(std::string_view bytes) {
   return true;
 }
 
-}  // namespace oxi::server
+void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab, std::span<float> logits) {
+  constexpr size_t kConstrainTop = 1024, kKeepValid = 64;
+  const bool done = c.complete();
+  const size_t n = std::min<size_t>(logits.size(), static_cast<size_t>(std::max<int64_t>(0, vocab.size())));
+  auto valid = [&](int32_t id) {
+    if (vocab.is_eog(id)) return done;
+    if (done || vocab.is_control(id)) return false;
+    const std::string& piece = vocab.piece(id);
+    return !piece.empty() && c.accepts(piece);
+  };
+  std::vector<int32_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+  const size_t top = std::min(kConstrainTop, n);
+  auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(), by_logit);
+  std::vector<int32_t> keep;
+  for (size_t i = 0; i < top && keep.size() < kKeepValid; ++i) {
+    if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
+  }
+  if (keep.empty()) {
+    for (size_t i = top; i < n; ++i) {
+      if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
+    }
+  }
+  std::vector<float> kept(keep.size());
+  for (size_t i = 0; i < keep.size(); ++i) kept[i] = logits[keep[i]];
+  std::fill(logits.begin(), logits.end(), -INFINITY);
+  for (size_t i = 0; i < keep.size(); ++i) logits[keep[i]] = kept[i];
+}
+
+}  // namespace oxi

@@ -1,5 +1,5 @@
 // `oxinfer convert`: HF checkpoint → GGUF that llama.cpp loads (exact metadata keys, tensor names
-// and value transforms of llama.cpp's converter). Per-architecture code in models/<arch>/convert.cpp.
+// and value transforms of llama.cpp's converter). Per-architecture code in convert/<family>.cpp.
 #pragma once
 
 #include <string>

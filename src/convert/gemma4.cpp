@@ -16,7 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
 #include "models/common/quant_rule.h"
-#include "models/convert.h"
+#include "convert/convert.h"
 #include "models/gemma4/gemma4.h"
 
 namespace oxi {

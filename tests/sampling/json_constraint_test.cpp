@@ -1,10 +1,13 @@
+// The JSON-schema constraint (sampling/json_constraint.h) and the logit mask both the server and
+// the C API apply with it.
 #include <gtest/gtest.h>
 
-#include "server/json_constraint.h"
-#include "server/request.h"
-#include "server/stream_text.h"
+#include <cmath>
 
-namespace oxi::server {
+#include "core/error.h"
+#include "sampling/json_constraint.h"
+
+namespace oxi {
 namespace {
 
 using nlohmann::json;
@@ -81,53 +84,11 @@ TEST(JsonConstraint, WhitespaceRunsAreBounded) {
   EXPECT_FALSE(c.accepts(std::string(100, ' ')));
 }
 
-TEST(JsonConstraint, BadSchemasAre400) {
-  EXPECT_THROW(JsonConstraint(json::parse(R"({"type":"widget"})")), RequestError);
-  EXPECT_THROW(JsonConstraint(json::parse(R"({"$ref":"http://x"})")), RequestError);
-  EXPECT_THROW(JsonConstraint(json::parse(R"({"type":"object","properties":{},"required":["a"]})")), RequestError);
+TEST(JsonConstraint, BadSchemasAreInvalidArguments) {
+  EXPECT_THROW(JsonConstraint(json::parse(R"({"type":"widget"})")), Error);
+  EXPECT_THROW(JsonConstraint(json::parse(R"({"$ref":"http://x"})")), Error);
+  EXPECT_THROW(JsonConstraint(json::parse(R"({"type":"object","properties":{},"required":["a"]})")), Error);
 }
-
-TEST(StopMatcher, HoldsBackPossibleStopPrefixes) {
-  StopMatcher m({"</end>", "STOP"});
-  std::string out;
-  out += m.feed("hello </e");
-  EXPECT_EQ(out, "hello ");
-  out += m.feed("nx ST");
-  EXPECT_EQ(out, "hello </enx ");
-  out += m.feed("OP tail");
-  EXPECT_TRUE(m.stopped());
-  EXPECT_EQ(out, "hello </enx ");
-  EXPECT_EQ(m.flush(), "");
-}
-
-TEST(Request, ValidatesTypesAndRanges) {
-  Limits lim;
-  EXPECT_THROW(parse_body("{not json"), RequestError);
-  EXPECT_THROW(parse_body("[1]"), RequestError);
-  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": "hi"})"), lim), RequestError);
-  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "temperature": "hot"})"), lim), RequestError);
-  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"wizard","content":"x"}]})"), lim), RequestError);
-  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "max_tokens": 100000000})"), lim), RequestError);
-  auto r = parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "max_tokens": 5,
-      "stop": "END", "seed": 7, "stream": true, "stream_options": {"include_usage": true}})"), lim);
-  EXPECT_EQ(r.max_tokens, 5);
-  EXPECT_EQ(r.stop.size(), 1u);
-  EXPECT_EQ(*r.sampling.seed, 7u);
-  EXPECT_TRUE(r.include_usage);
-  try {
-    parse_chat_request(json::parse(R"({"messages": []})"), lim);
-    FAIL();
-  } catch (const RequestError& e) {
-    EXPECT_EQ(e.status(), 400);
-    EXPECT_EQ(e.param(), "messages");
-  }
-}
-
-}  // namespace
-}  // namespace oxi::server
-
-namespace oxi::server {
-namespace {
 
 TEST(JsonConstraint, LengthAndItemLimits) {
   const auto schema = nlohmann::json::parse(
@@ -143,5 +104,32 @@ TEST(JsonConstraint, LengthAndItemLimits) {
   EXPECT_FALSE(JsonConstraint(nullptr).accepts("{\"n\": 1" + std::string(40, '0')));
 }
 
+// A vocabulary of a few pieces; id 4 ends the generation, id 5 is a control token.
+class Vocab final : public ConstraintVocab {
+ public:
+  int64_t size() const override { return static_cast<int64_t>(pieces_.size()); }
+  bool is_eog(int32_t id) const override { return id == 4; }
+  bool is_control(int32_t id) const override { return id == 5; }
+  const std::string& piece(int32_t id) const override { return pieces_[static_cast<size_t>(id)]; }
+
+ private:
+  std::vector<std::string> pieces_ = {"{", "}", "hello", "\"a\":", "<eos>", "<ctl>", " "};
+};
+
+TEST(MaskRejectedTokens, KeepsOnlyAcceptedPiecesAndEndsOnlyWhenComplete) {
+  const Vocab v;
+  JsonConstraint c(nullptr);
+  std::vector<float> logits = {1, 2, 9, 3, 8, 7, 0, 5};  // one more logit than the vocabulary
+  mask_rejected_tokens(c, v, logits);
+  EXPECT_EQ(logits[0], 1.0f);  // "{" starts an object
+  EXPECT_EQ(logits[6], 0.0f);  // leading whitespace is fine
+  for (int id : {1, 2, 3, 4, 5, 7}) EXPECT_EQ(logits[static_cast<size_t>(id)], -INFINITY) << id;
+  ASSERT_TRUE(c.advance("{}"));
+  logits = {1, 2, 9, 3, 8, 7, 0, 5};
+  mask_rejected_tokens(c, v, logits);
+  EXPECT_EQ(logits[4], 8.0f);  // complete: only the end of generation is left
+  for (int id : {0, 1, 2, 3, 5, 6, 7}) EXPECT_EQ(logits[static_cast<size_t>(id)], -INFINITY) << id;
+}
+
 }  // namespace
-}  // namespace oxi::server
+}  // namespace oxi

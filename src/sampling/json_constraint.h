@@ -2,17 +2,20 @@
 // pushdown automaton that accepts exactly the prefixes of JSON documents valid for a schema
 // subset (type incl. unions, properties/required/additionalProperties, items, enum, const,
 // anyOf of simple types). Copyable: the sampler tests a candidate token on a copy.
+// Used by the server (response_format, forced tool calls) and the C API (oxi_generate_params
+// json_schema); mask_rejected_tokens applies a constraint to a step's logits for both.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-namespace oxi::server {
+namespace oxi {
 
 // What constrained sampling needs: test bytes against the current state, consume bytes, and
 // tell whether the output is complete (then only end-of-generation may follow).
@@ -27,7 +30,7 @@ class TextConstraint {
 class JsonConstraint final : public TextConstraint {
  public:
   // schema: a JSON Schema object, or null for "any JSON object" (json_object mode).
-  // Throws RequestError(400) for schemas it cannot enforce.
+  // Throws oxi::Error(kInvalidArgument) "json_schema: …" for schemas it cannot enforce.
   explicit JsonConstraint(const nlohmann::json& schema);
 
   // Would these bytes keep the text a valid prefix? (does not change the state)
@@ -88,4 +91,21 @@ class FramedJsonConstraint final : public TextConstraint {
   size_t pos_ = 0;  // bytes matched in the prefix/suffix
 };
 
-}  // namespace oxi::server
+// What constrained sampling needs from a vocabulary (loader/loaded_model.h adapts the tokenizer).
+class ConstraintVocab {
+ public:
+  virtual ~ConstraintVocab() = default;
+  virtual int64_t size() const = 0;                       // ids [0, size) may be sampled
+  virtual bool is_eog(int32_t id) const = 0;              // end of generation
+  virtual bool is_control(int32_t id) const = 0;          // control tokens never match text
+  virtual const std::string& piece(int32_t id) const = 0;  // the token's bytes
+};
+
+// Masks (sets to -inf) the logits of tokens whose bytes the constraint rejects; end-of-generation
+// tokens are allowed only once the document is complete. Only the best candidates are tested
+// (most of a 150k–260k vocabulary is never sampled): the top 1024 by logit, best first, until 64
+// are accepted; everything else is masked. If none of those is valid the whole vocabulary is
+// scanned, so a valid token is always found when one exists.
+void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab, std::span<float> logits);
+
+}  // namespace oxi

@@ -1,0 +1,21 @@
+// `oxinfer convert` dispatch: the HF checkpoint's model_type picks the family's converter.
+#include "convert/convert.h"
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace oxi {
+
+// Implemented in convert/qwen35.cpp and convert/gemma4.cpp.
+void convert_qwen35(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
+void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
+
+void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& options) {
+  const std::string arch = hf.config.value("model_type", std::string());
+  const std::string family = model_family(arch);
+  if (family == "qwen35") return convert_qwen35(hf, out_path, options);
+  if (family == "gemma4") return convert_gemma4(hf, out_path, options);
+  throw_error(ErrorCode::kUnsupported, hf.dir + ": cannot convert unknown architecture '" + arch + "'");
+}
+
+}  // namespace oxi
