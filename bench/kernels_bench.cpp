@@ -4,6 +4,7 @@
 //   oxi_kernels_bench [--benchmark_filter=...]   env OXI_ISA=scalar|avx2|avx512, OXI_THREADS=n
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "kernels/fused.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
@@ -118,8 +120,95 @@ void BM_gemm(benchmark::State& st, DType t, int64_t rows, int64_t cols, int64_t 
       benchmark::Counter(2.0 * rows * cols * ntok * st.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// Qwen3.5-0.8B attention (8 query heads of 256 over 2 KV heads, rows of 512 values) against a
+// cache of n positions, f32 or f16 storage (f16-valued either way: the same results bit for bit).
+// Decode: one token's 8 heads per iteration, cycling through 6 layers' caches as a decode does;
+// reports GB/s of K/V bytes read. Prefill: all n queries of one layer in blocks of 32 (the
+// model's loop; KT prepared outside), V read as f16 by the kernel or ("f16cvt") converted to an
+// f32 copy first.
+constexpr int64_t kAH = 8, kAHkv = 2, kAHd = 256, kAKW = kAHkv * kAHd;
+struct AttnCache {
+  std::vector<float> k32, v32, q;
+  std::vector<uint16_t> k16, v16;
+  AttnCache(int64_t rows, int64_t queries)
+      : k32(rows * kAKW), v32(k32.size()), q(queries * 2 * kAH * kAHd), k16(k32.size()), v16(k32.size()) {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd;
+    for (size_t i = 0; i < k32.size(); ++i) {
+      k16[i] = f32_to_f16(nd(rng));
+      v16[i] = f32_to_f16(nd(rng));
+      k32[i] = f16_to_f32(k16[i]);
+      v32[i] = f16_to_f32(v16[i]);
+    }
+    for (auto& x : q) x = nd(rng);
+  }
+};
+
+void BM_attn_decode(benchmark::State& st, bool f16, int64_t n) {
+  setup_env();
+  constexpr int64_t kLayers = 6;
+  AttnCache c(kLayers * n, 1);
+  std::vector<float> scores(n), out(kAH * kAHd);
+  const float scale = 0.0625f;
+  int64_t l = 0;
+  for (auto _ : st) {
+    const size_t o = static_cast<size_t>(l * n * kAKW);
+    for (int64_t h = 0; h < kAH; ++h) {
+      const int64_t off = (h / (kAH / kAHkv)) * kAHd;
+      if (f16)
+        attend_one_f16(c.q.data() + h * kAHd, c.k16.data() + o, c.v16.data() + o, kAKW, off, n, kAHd, scale,
+                       scores.data(), out.data() + h * kAHd);
+      else
+        attend_one(c.q.data() + h * kAHd, c.k32.data() + o, c.v32.data() + o, kAKW, off, n, kAHd, scale,
+                   scores.data(), out.data() + h * kAHd, true);
+    }
+    l = (l + 1) % kLayers;
+    benchmark::ClobberMemory();
+  }
+  st.counters["GB/s"] = benchmark::Counter(2.0 * n * kAKW * (f16 ? 2 : 4) * st.iterations() / 1e9,
+                                           benchmark::Counter::kIsRate);
+}
+
+void BM_attn_prefill(benchmark::State& st, int mode, int64_t n) {  // 0 f32, 1 f16, 2 f16cvt
+  setup_env();
+  AttnCache c(n, n);
+  std::vector<float> KT(kAHkv * kAHd * n), vf(mode == 2 ? n * kAKW : 0), out(n * kAH * kAHd);
+  for (int64_t g = 0; g < kAHkv; ++g)
+    for (int64_t p = 0; p < n; ++p)
+      for (int64_t e = 0; e < kAHd; ++e) KT[(g * kAHd + e) * n + p] = c.k32[p * kAKW + g * kAHd + e];
+  const float scale = 0.0625f;
+  const int64_t QW = 2 * kAH * kAHd;
+  for (auto _ : st) {
+    if (mode == 2) f16_to_f32_row(c.v16.data(), vf.data(), n * kAKW);
+    for (int64_t q0 = 0; q0 < n; q0 += 32) {
+      const int64_t nq = std::min<int64_t>(32, n - q0);
+      for (int64_t h = 0; h < kAH; ++h) {
+        const int64_t g = h / (kAH / kAHkv);
+        const float* q = c.q.data() + q0 * QW + h * 2 * kAHd;
+        float* o = out.data() + q0 * kAH * kAHd + h * kAHd;
+        if (mode == 1)
+          attend_causal_f16(q, QW, nq, KT.data() + g * kAHd * n, n, c.v16.data(), kAKW, g * kAHd, q0 + 1, kAHd, scale,
+                            o, kAH * kAHd);
+        else
+          attend_causal(q, QW, nq, KT.data() + g * kAHd * n, n, mode == 2 ? vf.data() : c.v32.data(), kAKW, g * kAHd,
+                        q0 + 1, kAHd, scale, o, kAH * kAHd, true);
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+}
+
 struct Reg {
   Reg() {
+    for (int64_t n : {int64_t{64}, int64_t{512}, int64_t{2048}, int64_t{8192}, int64_t{32768}})
+      for (bool f16 : {false, true})
+        benchmark::RegisterBenchmark(("attn_decode/" + std::string(f16 ? "f16" : "f32") + "/" + std::to_string(n)).c_str(),
+                                     BM_attn_decode, f16, n);
+    for (int64_t n : {int64_t{512}, int64_t{2048}})
+      for (int mode : {0, 1, 2})
+        benchmark::RegisterBenchmark(
+            ("attn_prefill/" + std::string(mode == 0 ? "f32" : mode == 1 ? "f16" : "f16cvt") + "/" + std::to_string(n)).c_str(),
+            BM_attn_prefill, mode, n);
     const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
                            DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
     for (DType t : types) {

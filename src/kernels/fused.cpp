@@ -55,6 +55,18 @@ void attend_causal(const float* q, int64_t q_stride, int64_t nq, const float* KT
                                      out_stride, f16_like);
 }
 
+void attend_one_f16(const float* q, const uint16_t* K, const uint16_t* V, int64_t stride, int64_t kv_off,
+                    int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out) {
+  kern::active_fused().attend_one_f16(q, K, V, stride, kv_off, n_kv_pos, hd, scale, scores, out);
+}
+
+void attend_causal_f16(const float* q, int64_t q_stride, int64_t nq, const float* KT, int64_t kt_stride,
+                       const uint16_t* V, int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale,
+                       float* out, int64_t out_stride) {
+  kern::active_fused().attend_causal_f16(q, q_stride, nq, KT, kt_stride, V, stride, kv_off, n_kv0, hd, scale, out,
+                                         out_stride);
+}
+
 void silu_mul(const float* x, const float* m, float* y, int64_t n) { kern::active_fused().silu_mul(x, m, y, n); }
 
 void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y) {
@@ -63,5 +75,7 @@ void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y) 
 
 void f16_round(const float* x, float* y, int64_t n) { kern::active_fused().f16_round(x, y, n); }
 void softcap(const float* x, float* y, int64_t n, float cap) { kern::active_fused().softcap(x, y, n, cap); }
+void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) { kern::active_fused().f16_to_f32_row(x, y, n); }
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) { kern::active_fused().f32_to_f16_row(x, y, n); }
 
 }  // namespace oxi

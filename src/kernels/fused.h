@@ -52,6 +52,17 @@ void attend_causal(const float* q, int64_t q_stride, int64_t nq, const float* KT
                    int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale, float* out,
                    int64_t out_stride, bool f16_like = false);
 
+// The same two with K and V rows stored as IEEE half (uint16_t), llama.cpp's f16 KV cache:
+// always f16_like (q and the softmax weights rounded to f16). The rows are converted to f32 as
+// they are loaded (exact), so on the same values the results equal attend_one / attend_causal
+// with f16_like bit for bit on every ISA, reading half the bytes. attend_causal_f16 still takes
+// the keys transposed as f32 (KT).
+void attend_one_f16(const float* q, const uint16_t* K, const uint16_t* V, int64_t stride, int64_t kv_off,
+                    int64_t n_kv_pos, int64_t hd, float scale, float* scores, float* out);
+void attend_causal_f16(const float* q, int64_t q_stride, int64_t nq, const float* KT, int64_t kt_stride,
+                       const uint16_t* V, int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale,
+                       float* out, int64_t out_stride);
+
 // y[i] = silu(x[i]) · m[i] = x / (1 + e^−x) · m (y may alias x or m). e^x is a vector
 // polynomial within 2 ulp (llama.cpp's CPU SiLU is a SIMD approximation too), not libm's.
 void silu_mul(const float* x, const float* m, float* y, int64_t n);
@@ -61,6 +72,9 @@ void silu_mul(const float* x, const float* m, float* y, int64_t n);
 void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y);
 // y[i] = x[i] rounded to f16 and back (nearest even; y may alias x).
 void f16_round(const float* x, float* y, int64_t n);
+// IEEE half rows to f32 (exact) and f32 to half (round to nearest even, as f32_to_f16).
+void f16_to_f32_row(const uint16_t* x, float* y, int64_t n);
+void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 // y[i] = cap · tanh(x[i] / cap) (Gemma's final logit soft-capping; y may alias x). tanh is a
 // vector approximation within 2 ulp of the correctly rounded value (llama.cpp's CPU path calls
 // libm tanhf per element; the two differ by an ulp or two).
@@ -75,10 +89,16 @@ struct FusedKernels {
                      float*, bool);
   void (*attend_causal)(const float*, int64_t, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
                         int64_t, int64_t, float, float*, int64_t, bool);
+  void (*attend_one_f16)(const float*, const uint16_t*, const uint16_t*, int64_t, int64_t, int64_t, int64_t, float,
+                         float*, float*);
+  void (*attend_causal_f16)(const float*, int64_t, int64_t, const float*, int64_t, const uint16_t*, int64_t, int64_t,
+                            int64_t, int64_t, float, float*, int64_t);
   void (*silu_mul)(const float*, const float*, float*, int64_t);
   void (*conv_silu)(const float*, const float*, int64_t, int64_t, float*);
   void (*f16_round)(const float*, float*, int64_t);
   void (*softcap)(const float*, float*, int64_t, float);
+  void (*f16_to_f32_row)(const uint16_t*, float*, int64_t);
+  void (*f32_to_f16_row)(const float*, uint16_t*, int64_t);
 };
 // The generic build, and the one matching the active matmul set (generic where none is compiled).
 const FusedKernels& generic_fused();

@@ -196,6 +196,89 @@ TEST(Fused, AttendCausalEveryIsaMatchesAttendOne) {
   }
 }
 
+// f16 KV storage: attend_one_f16 / attend_causal_f16 on IEEE-half rows give exactly (bit for bit)
+// what attend_one / attend_causal with f16_like give on the same values held as floats, on every
+// ISA; lengths with vector tails (hd 7, 40), long rows (hd 256), offsets into wider rows, and
+// values that exercise f16 subnormals, signed zeros and the largest halves.
+TEST(Fused, AttendF16StorageEveryIsaEqualsF32StorageBitForBit) {
+  IsaGuard guard;
+  std::mt19937 rng(21);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const float specials[] = {0.0f, -0.0f, 5.9604645e-8f, -5.9604645e-8f, 6.097555e-5f, 6.1035156e-5f,
+                            -3.0517578e-5f, 65504.0f, -65504.0f, 1e-6f};
+  for (int64_t hd : {256, 128, 40, 7}) {
+    const int64_t npos = 83, stride = 2 * hd + 3, off = hd + 1;
+    std::vector<uint16_t> K16(npos * stride), V16(K16.size());
+    for (size_t i = 0; i < K16.size(); ++i) {
+      K16[i] = f32_to_f16(i % 37 == 5 ? specials[i % 10] * 1e-3f : nd(rng));
+      V16[i] = f32_to_f16(i % 41 == 3 ? specials[(i / 41) % 10] : 3.0f * nd(rng));
+    }
+    std::vector<float> K(K16.size()), V(V16.size()), Q(npos * hd);
+    for (size_t i = 0; i < K16.size(); ++i) K[i] = f16_to_f32(K16[i]), V[i] = f16_to_f32(V16[i]);
+    for (auto& x : Q) x = 2.0f * nd(rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int64_t kts = npos + 1;
+    std::vector<float> KT(hd * kts, NAN);
+    for (int64_t p = 0; p < npos; ++p)
+      for (int64_t e = 0; e < hd; ++e) KT[e * kts + p] = K[p * stride + off + e];
+    for (const auto& isa : available_isas()) {
+      set_isa(isa);
+      // Decode rows: every prefix length up to npos (the 2-accumulator, 1-accumulator and tail
+      // paths of the dot products).
+      for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{31}, npos}) {
+        const float* q = Q.data() + (n - 1) * hd;
+        std::vector<float> s32(npos), s16(npos), o32(hd, 1.0f), o16(hd, 2.0f);
+        attend_one(q, K.data(), V.data(), stride, off, n, hd, scale, s32.data(), o32.data(), true);
+        attend_one_f16(q, K16.data(), V16.data(), stride, off, n, hd, scale, s16.data(), o16.data());
+        ASSERT_EQ(std::memcmp(o32.data(), o16.data(), sizeof(float) * hd), 0) << isa << " hd=" << hd << " n=" << n;
+      }
+      for (int64_t t0 : {0, 13, 50}) {
+        const int64_t nq = std::min<int64_t>(33, npos - t0), ost = hd + 5;
+        std::vector<float> o32(nq * ost, 77.0f), o16(nq * ost, 77.0f);
+        attend_causal(Q.data() + t0 * hd, hd, nq, KT.data(), kts, V.data(), stride, off, t0 + 1, hd, scale,
+                      o32.data(), ost, true);
+        attend_causal_f16(Q.data() + t0 * hd, hd, nq, KT.data(), kts, V16.data(), stride, off, t0 + 1, hd, scale,
+                          o16.data(), ost);
+        ASSERT_EQ(std::memcmp(o32.data(), o16.data(), sizeof(float) * o32.size()), 0)
+            << isa << " hd=" << hd << " t0=" << t0;
+      }
+    }
+  }
+}
+
+// Row conversions against the scalar reference (core/half.h) on every ISA: all 65536 halves to
+// f32 (NaNs stay NaNs with their sign), and f32 → f16 round to nearest even incl. ties,
+// overflow and subnormals.
+TEST(Fused, HalfRowConversionsEveryIsaMatchScalar) {
+  IsaGuard guard;
+  std::vector<uint16_t> h(65536 + 5);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i);
+  std::vector<float> x;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float v : {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e9f, INFINITY, -INFINITY, 2.9802322e-8f,
+                  2.9802326e-8f, 8.940697e-8f, 1.0004883f, 1.0014648f, 6.1e-5f, -6.1e-5f})
+    x.push_back(v);
+  for (int i = 0; i < 4000; ++i) x.push_back(std::ldexp(nd(rng), static_cast<int>(rng() % 40) - 28));
+  for (const auto& isa : available_isas()) {
+    set_isa(isa);
+    std::vector<float> f(h.size());
+    f16_to_f32_row(h.data(), f.data(), static_cast<int64_t>(h.size()));
+    for (size_t i = 0; i < h.size(); ++i) {
+      const float r = f16_to_f32(h[i]);
+      if (std::isnan(r)) {
+        ASSERT_TRUE(std::isnan(f[i])) << isa << " h=" << h[i];
+        ASSERT_EQ(std::signbit(f[i]), std::signbit(r)) << isa << " h=" << h[i];
+      } else {
+        ASSERT_EQ(std::memcmp(&f[i], &r, 4), 0) << isa << " h=" << h[i];
+      }
+    }
+    std::vector<uint16_t> y(x.size());
+    f32_to_f16_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], f32_to_f16(x[i])) << isa << " x=" << x[i];
+  }
+}
+
 // SiLU·m against double, over the whole useful range (including where e^−x overflows or
 // underflows), on every ISA; lengths with vector tails.
 TEST(Fused, SiluMulEveryIsaMatchesF64) {

@@ -91,12 +91,12 @@ int64_t rec_width(const Config& c) { return c.conv_dim() + 2 * c.hv; }
 
 class State final : public SequenceState {
  public:
-  State(const Config& c, bool tiled, int64_t n_ctx, int64_t rollback, int n_gdn, int n_attn)
+  State(const Config& c, bool tiled, bool kv_f16, int64_t n_ctx, int64_t rollback, int n_gdn, int n_attn)
       : c_(c), tiled_(tiled), n_ctx_(n_ctx), rollback_(rollback) {
     for (int i = 0; i < n_gdn; ++i)
       gdn_.emplace_back((c.conv_k - 1) * c.conv_dim(), c.hv * c.dk * c.dv, rec_width(c), c.conv_dim(), rollback);
-    // f32 storage; the model stores f16-rounded values unless LoadOptions::kv_f32 (see kv_f16_).
-    for (int i = 0; i < n_attn; ++i) kv_.emplace_back(c.n_head_kv * c.head_dim, true, 0, n_ctx, 0);
+    // f16 storage unless LoadOptions::kv_f32 (see kv_f16_).
+    for (int i = 0; i < n_attn; ++i) kv_.emplace_back(c.n_head_kv * c.head_dim, /*f32=*/!kv_f16, 0, n_ctx, 0);
   }
   int64_t n_past() const override { return n_past_; }
   int64_t n_ctx() const override { return n_ctx_; }
@@ -227,10 +227,11 @@ class Qwen35Model final : public Model {
   // store the GGUF order (so their bytes equal a converted file's).
   bool tiled_ = false;
   wt::LoadQuant lq_;  // LoadOptions::quant
-  // K and V are kept as f16 values and q / softmax weights rounded to f16 in their products, as
-  // llama.cpp's default CPU attention does (f16 KV cache). LoadOptions::kv_f32 (or OXI_KV_F32=1)
-  // keeps everything f32 (exactness tests). The values live in f32 storage either way until the
-  // attention kernels read f16 rows (docs/design.md, "Left").
+  // K and V are stored as f16 (half the memory of f32 rows) and q / softmax weights rounded to
+  // f16 in their products, as llama.cpp's default CPU attention does (f16 KV cache); the
+  // attention kernels read the f16 rows directly (attend_one_f16 / attend_causal_f16).
+  // LoadOptions::kv_f32 (or OXI_KV_F32=1) stores f32 rows and keeps everything f32 (exactness
+  // tests).
   bool kv_f16_ = true;
   wt::Arena arena_;
   MatrixView embd_, output_;
@@ -473,7 +474,7 @@ std::unique_ptr<SequenceState> Qwen35Model::new_state(int64_t n_ctx, int64_t rol
   if (n_ctx <= 0) n_ctx = std::min<int64_t>(c_.n_ctx_train, 4096);
   if (n_ctx > (int64_t{1} << 24)) throw_error(ErrorCode::kInvalidArgument, "context size " + std::to_string(n_ctx) + " is too large");
   if (rollback < 0 || rollback > 64) throw_error(ErrorCode::kInvalidArgument, "rollback " + std::to_string(rollback) + " is out of range [0, 64]");
-  return std::make_unique<State>(c_, tiled_, n_ctx, rollback, n_gdn_, n_attn_);
+  return std::make_unique<State>(c_, tiled_, kv_f16_, n_ctx, rollback, n_gdn_, n_attn_);
 }
 
 void Qwen35Model::run(std::span<SequenceState* const> states, const Pass& p, const BatchOutput& out) const {
@@ -710,14 +711,11 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
     const Segment& sg = p.segs[static_cast<size_t>(s)];
     nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
     const int64_t pos = sg.pos0 + (t - sg.row0);
-    auto* kc = reinterpret_cast<float*>(kv.k_row(pos));
-    auto* vc = reinterpret_cast<float*>(kv.v_row(pos));
     if (kv_f16) {
-      f16_round(k + t * KW, kc, KW);
-      f16_round(v + t * KW, vc, KW);
+      f32_to_f16_row(k + t * KW, reinterpret_cast<uint16_t*>(kv.k_row(pos)), KW);
+      f32_to_f16_row(v + t * KW, reinterpret_cast<uint16_t*>(kv.v_row(pos)), KW);
     } else {
-      std::copy(k + t * KW, k + (t + 1) * KW, kc);
-      std::copy(v + t * KW, v + (t + 1) * KW, vc);
+      kv.store(pos, k + t * KW, v + t * KW);
     }
   });
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -728,15 +726,16 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
     const Segment& sg = p.segs[static_cast<size_t>(s)];
     if (sg.n < 8) continue;
     const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
-    const float* Kc = kv.k_f32();
-    const float* Vc = kv.v_f32();
     const int64_t pos0 = sg.pos0, m = sg.n, nk = pos0 + m;
     float* KT = buf(kKT, Hkv * hd * nk);
+    // f16 rows are converted exactly while transposing.
     parallel_for(Hkv * ((hd + 31) / 32), [&](int64_t job) {
       const int64_t g = job / ((hd + 31) / 32), e0 = job % ((hd + 31) / 32) * 32, e1 = std::min(hd, e0 + 32);
+      float row[32];
       for (int64_t q = 0; q < nk; ++q) {
-        const float* kr = Kc + q * KW + g * hd;
-        for (int64_t e = e0; e < e1; ++e) KT[(g * hd + e) * nk + q] = kr[e];
+        if (kv_f16) f16_to_f32_row(reinterpret_cast<const uint16_t*>(kv.k_row(q)) + g * hd + e0, row, e1 - e0);
+        const float* kr = kv_f16 ? row : kv.k_f32() + q * KW + g * hd + e0;
+        for (int64_t e = e0; e < e1; ++e) KT[(g * hd + e) * nk + q] = kr[e - e0];
       }
     });
     constexpr int64_t kQB = 32;
@@ -746,7 +745,12 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
       const int64_t t0 = sg.row0 + qb * kQB, nq = std::min(kQB, m - qb * kQB), g = hh / grp;
       float* o = att + t0 * H * hd + hh * hd;
       const float* q = qg + t0 * QW + hh * 2 * hd;
-      attend_causal(q, QW, nq, KT + g * hd * nk, nk, Vc, KW, g * hd, pos0 + qb * kQB + 1, hd, scale, o, H * hd, kv_f16);
+      if (kv_f16)
+        attend_causal_f16(q, QW, nq, KT + g * hd * nk, nk, reinterpret_cast<const uint16_t*>(kv.v_row(0)), KW, g * hd,
+                          pos0 + qb * kQB + 1, hd, scale, o, H * hd);
+      else
+        attend_causal(q, QW, nq, KT + g * hd * nk, nk, kv.v_f32(), KW, g * hd, pos0 + qb * kQB + 1, hd, scale, o,
+                      H * hd, false);
       for (int64_t i = 0; i < nq; ++i) {
         const float* gate = q + i * QW + hd;
         float* oi = o + i * H * hd;
@@ -771,7 +775,11 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
       if (scores.size() < static_cast<size_t>(n_kv)) scores.resize(static_cast<size_t>(n_kv + 64));
       const float* q = qg + t * QW + hh * 2 * hd;
       float* o = att + t * H * hd + hh * hd;
-      ops::attend_one(q, kv.k_f32(), kv.v_f32(), KW, (hh / grp) * hd, n_kv, hd, scale, scores.data(), o, kv_f16);
+      if (kv_f16)
+        attend_one_f16(q, reinterpret_cast<const uint16_t*>(kv.k_row(0)), reinterpret_cast<const uint16_t*>(kv.v_row(0)),
+                       KW, (hh / grp) * hd, n_kv, hd, scale, scores.data(), o);
+      else
+        ops::attend_one(q, kv.k_f32(), kv.v_f32(), KW, (hh / grp) * hd, n_kv, hd, scale, scores.data(), o, false);
       const float* gate = q + hd;
       for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
     });
