@@ -3,7 +3,12 @@
 //   ppN  prefill N fixed pseudo-random token ids (chunks of 512, logits of the last token only)
 //   tgN  N single-token forward passes from an empty state, each fed the argmax of the previous
 //        step's logits (the first gets a fixed pseudo-random id), as llama_bench.mjs does
-// t/s = N / seconds per repetition; reported as mean ± sample standard deviation (n - 1).
+//   tgN xK  with -npl K[,K..] (llama-batched-bench's spelling: number of parallel sequences),
+//        instead of ppN / tgN: K sequences, each first prefilled with its own -p fixed
+//        pseudo-random ids (not timed), then N decode steps in which ONE Model::forward_batch call
+//        carries one token for each of the K sequences, each fed its own previous argmax
+// t/s = N / seconds per repetition (tgN xK: the aggregate K·N / seconds of the decode steps);
+// reported as mean ± sample standard deviation (n - 1).
 // Output: a markdown table (rows printed as each test ends) or a JSON array (README: CLI
 // reference, `oxinfer bench`).
 #include <algorithm>
@@ -39,10 +44,15 @@ namespace {
 
 const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
-    "         [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto] [--quant q8_0|q4_0|q4_k]\n"
+    "         [-npl K[,K..]] [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
+    "         [--quant q8_0|q4_0|q4_k]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
+    "  -npl, --n-parallel K[,K..]\n"
+    "                          aggregate generation with K concurrent greedy sequences, one\n"
+    "                          batched forward per step: tests 'tgN xK' replace ppN / tgN; -p is\n"
+    "                          then the prompt per sequence (one value, default 32)\n"
     "  -t, --threads N         threads (default 0: all hardware threads)\n"
     "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
     "  -o, --output md|json    markdown table (default) or a JSON array, one object per test\n"
@@ -149,7 +159,77 @@ std::vector<int32_t> token_ids(int64_t n, int64_t n_vocab, uint64_t seed) {
 
 struct Test {
   int64_t n_prompt = 0, n_gen = 0;
-  std::string name() const { return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen); }
+  int64_t n_parallel = 0;  // > 0: tgN xK, K sequences decoding together (n_prompt: per sequence)
+  std::string name() const {
+    if (n_parallel > 0) return "tg" + std::to_string(n_gen) + " x" + std::to_string(n_parallel);
+    return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+  }
+};
+
+// tgN xK: K sequences (their own states), prompts prefilled one sequence at a time, then decode
+// steps of one Model::forward_batch call with one token per sequence (entry i = sequence i).
+class ParallelRunner {
+ public:
+  ParallelRunner(const Model& model, int64_t n_parallel, int64_t n_ctx) : model_(model) {
+    const auto k = static_cast<size_t>(n_parallel);
+    for (size_t i = 0; i < k; ++i) {
+      owned_.push_back(model.new_state(n_ctx));
+      states_.push_back(owned_.back().get());
+    }
+    tokens_.resize(k);
+    seq_.resize(k);
+    for (size_t i = 0; i < k; ++i) seq_[i] = static_cast<int32_t>(i);
+    logits_.resize(k * static_cast<size_t>(model.info().n_vocab));
+  }
+
+  // One timed run: prefill (not timed), then `n` decode steps; returns seconds of the steps.
+  double run(int64_t n_prompt, int64_t n) {
+    const int64_t n_vocab = model_.info().n_vocab;
+    const size_t k = states_.size();
+    for (size_t i = 0; i < k; ++i) {
+      states_[i]->clear();
+      const std::vector<int32_t> ids = token_ids(n_prompt, n_vocab, 1000 + i);  // per stream
+      Batch b;  // one sequence (seq: all 0), cache positions, logits of the last entry
+      b.n = static_cast<int64_t>(ids.size());
+      b.token = ids.data();
+      BatchOutput out;
+      out.logits = logits_.data() + i * static_cast<size_t>(n_vocab);
+      SequenceState* one[1] = {states_[i]};
+      forward(std::span<SequenceState* const>(one, 1), b, out);
+    }
+    argmax_all();
+    const auto t0 = Clock::now();
+    for (int64_t step = 0; step < n; ++step) {
+      Batch b;  // entry i: sequence i's next token at its cache position
+      b.n = static_cast<int64_t>(k);
+      b.token = tokens_.data();
+      b.seq = seq_.data();
+      BatchOutput out;
+      out.logits = logits_.data();  // output == nullptr: the last (only) entry of each sequence
+      forward(std::span<SequenceState* const>(states_), b, out);
+      argmax_all();
+    }
+    return seconds_since(t0);
+  }
+
+ private:
+  void forward(std::span<SequenceState* const> states, const Batch& b, const BatchOutput& out) const {
+    model_.forward_batch(states, b, out);
+  }
+
+  void argmax_all() {
+    const auto n_vocab = static_cast<size_t>(model_.info().n_vocab);
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      const float* row = logits_.data() + i * n_vocab;
+      tokens_[i] = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
+    }
+  }
+
+  const Model& model_;
+  std::vector<std::unique_ptr<SequenceState>> owned_;
+  std::vector<SequenceState*> states_;
+  std::vector<int32_t> tokens_, seq_;
+  std::vector<float> logits_;
 };
 
 class Runner {
@@ -217,9 +297,11 @@ int cmd_bench(int argc, char** argv) {
       return 0;
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n",
-                      "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant"});
+                      "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
+                      "-npl", "--n-parallel"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
-    const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, "512"), "-p");
+    const bool parallel = args.has("-npl") || args.has("--n-parallel");
+    const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, parallel ? "32" : "512"), "-p");
     const auto tg = parse_sizes(args.get_or({"-n", "--n-gen"}, "128"), "-n");
     const long long reps = args.get_int({"-r", "--repetitions"}, 5);
     if (reps < 1 || reps > 1000) usage_error("invalid value for -r (1..1000)");
@@ -228,9 +310,21 @@ int cmd_bench(int argc, char** argv) {
     const std::string out = args.get_or({"-o", "--output"}, "md");
     if (out != "md" && out != "json") usage_error("invalid value for -o: '" + out + "' (md or json)");
     std::vector<Test> tests;
-    for (int64_t n : pp) if (n > 0) tests.push_back({n, 0});
-    for (int64_t n : tg) if (n > 0) tests.push_back({0, n});
-    if (tests.empty()) usage_error("nothing to run: every -p and -n size is 0");
+    if (parallel) {
+      const auto npl = parse_sizes(args.get_or({"-npl", "--n-parallel"}, ""), "-npl");
+      if (pp.size() != 1 || pp[0] < 1) usage_error("with -npl, -p is one prompt length per sequence (>= 1)");
+      for (int64_t k : npl) {
+        if (k < 1 || k > 256) usage_error("invalid value for -npl: " + std::to_string(k) + " (1..256)");
+      }
+      for (int64_t n : tg) {
+        if (n > 0) for (int64_t k : npl) tests.push_back({pp[0], n, k});
+      }
+      if (tests.empty()) usage_error("nothing to run: every -n size is 0");
+    } else {
+      for (int64_t n : pp) if (n > 0) tests.push_back({n, 0});
+      for (int64_t n : tg) if (n > 0) tests.push_back({0, n});
+      if (tests.empty()) usage_error("nothing to run: every -p and -n size is 0");
+    }
     const std::string path = resolve_model_path(args);
 
     apply_isa_from_args(args);
@@ -259,7 +353,8 @@ int cmd_bench(int argc, char** argv) {
     const std::string type = info.arch + " " + params_label(info.n_params) + " " + wtype;
     int64_t n_ctx = 0;
     for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen);
-    Runner runner(*model, n_ctx);
+    std::unique_ptr<Runner> runner;  // single-sequence tests; tgN xK build their states per test
+    if (!parallel) runner = std::make_unique<Runner>(*model, n_ctx);
     const std::string isa = isa_name();
     const int n_threads = num_threads();
     std::fprintf(stderr, "bench: %s, load %.0f ms\n", type.c_str(), load_ms);
@@ -275,13 +370,23 @@ int cmd_bench(int argc, char** argv) {
     nlohmann::ordered_json results = nlohmann::ordered_json::array();
     const std::string when = utc_now();
     for (const Test& t : tests) {
-      const int64_t n = t.n_prompt > 0 ? t.n_prompt : t.n_gen;
-      runner.run(t, t.n_prompt > 0 ? n : std::min<int64_t>(n, 8));  // warm-up
       std::vector<double> ts, ns;
-      for (long long r = 0; r < reps; ++r) {
-        const double s = runner.run(t, n);
-        ts.push_back(static_cast<double>(n) / s);
-        ns.push_back(s * 1e9);
+      if (t.n_parallel > 0) {
+        ParallelRunner pr(*model, t.n_parallel, t.n_prompt + t.n_gen + 1);
+        pr.run(t.n_prompt, std::min<int64_t>(t.n_gen, 8));  // warm-up
+        for (long long r = 0; r < reps; ++r) {
+          const double s = pr.run(t.n_prompt, t.n_gen);
+          ts.push_back(static_cast<double>(t.n_parallel * t.n_gen) / s);
+          ns.push_back(s * 1e9);
+        }
+      } else {
+        const int64_t n = t.n_prompt > 0 ? t.n_prompt : t.n_gen;
+        runner->run(t, t.n_prompt > 0 ? n : std::min<int64_t>(n, 8));  // warm-up
+        for (long long r = 0; r < reps; ++r) {
+          const double s = runner->run(t, n);
+          ts.push_back(static_cast<double>(n) / s);
+          ns.push_back(s * 1e9);
+        }
       }
       const Stats st = stats(ts), sn = stats(ns);
       if (out == "md") {
@@ -303,6 +408,7 @@ int cmd_bench(int argc, char** argv) {
       j["n_threads"] = n_threads;
       j["n_prompt"] = t.n_prompt;
       j["n_gen"] = t.n_gen;
+      j["n_parallel"] = t.n_parallel > 0 ? t.n_parallel : 1;
       j["test"] = t.name();
       j["n_reps"] = reps;
       j["avg_ts"] = st.avg;

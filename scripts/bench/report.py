@@ -4,10 +4,15 @@
     report.py bandwidth THREADS membw-*.json   -> median read GB/s at THREADS threads (stdout)
     report.py report RESULTS_DIR [--doc FILE]  -> RESULTS_DIR/summary.json + bench.md, and the
                                                   block between the markers in FILE replaced
+    report.py parallel RESULTS_DIR [--doc FILE] -> RESULTS_DIR/parallel_summary.json + parallel.md
+                                                  (N concurrent streams), and the block between
+                                                  the bench.sh:parallel markers in FILE replaced
 
 RESULTS_DIR holds what bench.sh wrote: run.txt, files.txt, membw-{before,after}-N.json,
 loadavg-{start,end}.txt and per file NAME.oxinfer.json (`oxinfer bench -o json`),
-NAME.llama_bench.json (llama_bench.mjs), NAME.llama_c.json (llama_cbench).
+NAME.llama_bench.json (llama_bench.mjs), NAME.llama_c.json (llama_cbench); for `parallel`:
+parallel_files.txt, NAME.oxinfer_par.json (`oxinfer bench -npl`) and NAME.llama_par.json
+(llama_batched_bench.mjs).
 """
 import json
 import os
@@ -16,6 +21,12 @@ import sys
 
 BEGIN = "<!-- bench.sh:begin -->"
 END = "<!-- bench.sh:end -->"
+PAR_BEGIN = "<!-- bench.sh:parallel:begin -->"
+PAR_END = "<!-- bench.sh:parallel:end -->"
+# the issue's targets for N concurrent streams, at N = PAR_AT: oxinfer's aggregate ÷ its own
+# single-stream (N = 1) aggregate, and ÷ llama.cpp's aggregate at the same N
+PAR_AT = 8
+PAR_TARGETS = {"scaling": 4.0, "vs_llama": 1.3}
 LABEL = {"q08b": "Qwen3.5-0.8B-shaped", "e2b": "Gemma-4-E2B-shaped", "tiny": "tiny Qwen 3.5 (smoke)"}
 TYPE = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_k_m": "Q4_K_M"}
 # the issue's targets: (key, comparison, threshold)
@@ -110,11 +121,7 @@ def yes(ok):
 
 
 def cmd_report(rd, doc):
-    run = {}
-    with open(os.path.join(rd, "run.txt")) as f:
-        for line in f:
-            k, _, v = line.rstrip("\n").partition("=")
-            run[k] = v
+    run = read_run(rd)
     threads = int(run["threads"])
     bw = {}
     for phase in ("before", "after"):
@@ -184,7 +191,7 @@ def cmd_report(rd, doc):
              f"of the repetitions. Read bandwidth (membw.c, {plural(threads, 'thread')}): "
              + ", ".join(f"{x:.1f}" for x in bw["before"]) + " GB/s before, "
              + ", ".join(f"{x:.1f}" for x in bw["after"]) + f" after; the bound uses their median, {bw_gbs:.1f} GB/s. "
-             f"Raw JSON: `{rel}/`.")
+             f"Raw JSON: `{rel}/` (local, not committed).")
     if run.get("note"):
         L.append("")
         L.append(f"Note: {run['note']}")
@@ -239,20 +246,144 @@ def cmd_report(rd, doc):
     sys.stdout.write(block)
 
     if doc:
-        text = open(doc).read() if os.path.exists(doc) else ""
-        nb, ne = text.count(BEGIN), text.count(END)
-        wrapped = f"{BEGIN}\n{block}{END}"
-        if nb == 0 and ne == 0:
-            text = text.rstrip("\n") + ("\n\n" if text else "") + wrapped + "\n"
-        elif nb == 1 and ne == 1 and text.index(BEGIN) < text.index(END):
-            a, b = text.index(BEGIN), text.index(END) + len(END)
-            text = text[:a] + wrapped + text[b:]
-        else:
-            die(f"{doc}: expected one '{BEGIN}' followed by one '{END}' (found {nb} and {ne})")
-        tmp = doc + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, doc)
+        write_block(doc, block, BEGIN, END)
+
+
+def write_block(doc, block, begin, end):
+    """Replaces the text between `begin` and `end` in `doc` with `block` (appends both when absent)."""
+    text = open(doc).read() if os.path.exists(doc) else ""
+    nb, ne = text.count(begin), text.count(end)
+    wrapped = f"{begin}\n{block}{end}"
+    if nb == 0 and ne == 0:
+        text = text.rstrip("\n") + ("\n\n" if text else "") + wrapped + "\n"
+    elif nb == 1 and ne == 1 and text.index(begin) < text.index(end):
+        a, b = text.index(begin), text.index(end) + len(end)
+        text = text[:a] + wrapped + text[b:]
+    else:
+        die(f"{doc}: expected one '{begin}' followed by one '{end}' (found {nb} and {ne})")
+    tmp = doc + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, doc)
+
+
+def read_run(rd):
+    run = {}
+    with open(os.path.join(rd, "run.txt")) as f:
+        for line in f:
+            k, _, v = line.rstrip("\n").partition("=")
+            run[k] = v
+    return run
+
+
+def summarize_parallel(rd, name, path):
+    fam, typ = name.split("-", 1)
+    ox = load(os.path.join(rd, f"{name}.oxinfer_par.json"))
+    ll = load(os.path.join(rd, f"{name}.llama_par.json"))
+    if not isinstance(ox, list) or not ox or any("n_parallel" not in t for t in ox):
+        die(f"{name}.oxinfer_par.json: expected `oxinfer bench -npl` JSON (objects with n_parallel)")
+    if ll.get("ok") is False or not ll.get("tests"):
+        die(f"{name}.llama_par.json: no results ({ll.get('error')})")
+    oxn = {t["n_parallel"]: t for t in ox}
+    lln = {t["n_parallel"]: t for t in ll["tests"]}
+    if sorted(oxn) != sorted(lln):
+        die(f"{name}: oxinfer and llama.cpp ran different stream counts ({sorted(oxn)} vs {sorted(lln)})")
+    rows = []
+    for n in sorted(oxn):
+        o, l = oxn[n], lln[n]
+        if (o["n_gen"], o["n_prompt"]) != (l["n_gen"], l["n_prompt"]):
+            die(f"{name} N={n}: oxinfer and llama.cpp ran different sizes")
+        rows.append({"n_parallel": n, "test": o["test"], "oxinfer": stats(o["samples_ts"]),
+                     "llama_cpp": stats(l["samples_ts"]), "llama_cpp_batches_per_step": l.get("batches_per_step")})
+    base_o = oxn.get(1) and statistics.median(oxn[1]["samples_ts"])
+    base_l = lln.get(1) and statistics.median(lln[1]["samples_ts"])
+    for r in rows:
+        r["ratio"] = r["oxinfer"]["median"] / r["llama_cpp"]["median"]
+        r["oxinfer_scaling"] = r["oxinfer"]["median"] / base_o if base_o else None
+        r["llama_cpp_scaling"] = r["llama_cpp"]["median"] / base_l if base_l else None
+    s = {"name": name, "family": fam, "type": typ, "file": path, "n_gen": ox[0]["n_gen"], "n_prompt": ox[0]["n_prompt"],
+         "oxinfer": {"model_type": ox[0]["model_type"], "isa": ox[0]["isa"], "threads": ox[0]["n_threads"]},
+         "llama_cpp": {"model_type": ll.get("model_type"), "threads": ll.get("threads")}, "rows": rows}
+    at = next((r for r in rows if r["n_parallel"] == PAR_AT), None)
+    if at is not None:
+        s["targets"] = {"n_parallel": PAR_AT, "scaling": at["oxinfer_scaling"], "vs_llama": at["ratio"]}
+        s["pass"] = {k: (s["targets"][k] is not None and s["targets"][k] >= thr) for k, thr in PAR_TARGETS.items()}
+    return s
+
+
+def cmd_parallel(rd, doc):
+    run = read_run(rd)
+    files = []
+    with open(os.path.join(rd, "parallel_files.txt")) as f:
+        for line in f:
+            name, path = line.rstrip("\n").split(" ", 1)
+            files.append(summarize_parallel(rd, name, path))
+
+    def loadavg(which):
+        p = os.path.join(rd, f"loadavg-{which}.txt")
+        return open(p).read().split()[0] if os.path.exists(p) else "?"
+
+    checks = [(s["name"], k, ok) for s in files for k, ok in s.get("pass", {}).items()]
+    summary = {"run": run, "loadavg": {"start": loadavg("par-start"), "end": loadavg("par-end")},
+               "targets": {"at_n_parallel": PAR_AT, **{k: f">= {v}" for k, v in PAR_TARGETS.items()}},
+               "files": files, "targets_met": sum(ok for _, _, ok in checks), "targets_checked": len(checks)}
+    with open(os.path.join(rd, "parallel_summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    rd_abs = os.path.abspath(rd)
+    rel = os.path.relpath(rd_abs, src) if rd_abs.startswith(src + os.sep) else rd_abs
+    mem_gib = int(run.get("mem_total_kib", "0") or 0) / 1048576
+    o0 = files[0]["oxinfer"]
+    L = []
+    L.append(f"## {run['date'][:10]} — aggregate throughput, N concurrent streams (generated by scripts/bench.sh)")
+    L.append("")
+    L.append(f"Machine: {run['cpu']}, {run['logical_cpus']} logical CPUs, {mem_gib:.0f} GiB RAM, Linux {run['kernel']}; "
+             f"load average {loadavg('par-start')} at the start, {loadavg('par-end')} at the end. Commit `{run['commit']}`, {run['date']}.")
+    L.append(f"oxinfer: `oxinfer bench -npl {run['par_npl']} -p {run['par_pp']} -n {run['par_tg']}`, isa {o0['isa']}, "
+             f"{plural(o0['threads'], 'thread')}: N sequences, one `forward_batch` per step carrying one token of each. "
+             f"llama.cpp: node-llama-cpp {run['node_llama_cpp']} (scripts/bench/llama_batched_bench.mjs), one context with "
+             f"N sequences, one batched decode per step, {plural(files[0]['llama_cpp']['threads'] or 0, 'thread')}.")
+    L.append(f"Method: per N, every stream prefills its own {run['par_pp']} pseudo-random ids (not timed), then "
+             f"{run['par_tg']} greedy decode steps; t/s = N × {run['par_tg']} ÷ seconds of the decode steps, median ± "
+             f"sample sd of {plural(run['par_reps'], 'repetition')} after a warm-up. Raw JSON: `{rel}/` (local, not committed).")
+    if run.get("note"):
+        L.append("")
+        L.append(f"Note: {run['note']}")
+    if run.get("smoke") == "1":
+        L.append("")
+        L.append("**Smoke run** (tiny model, tiny sizes): checks that the script works; the numbers mean nothing.")
+    L.append("")
+    L.append("| model | type | N | oxinfer t/s | llama.cpp t/s | oxinfer ÷ llama.cpp | oxinfer ÷ its N=1 | llama.cpp ÷ its N=1 |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    fx = lambda x: "–" if x is None else f"{x:.2f}×"
+    for s in files:
+        m, t = LABEL.get(s["family"], s["family"]), TYPE.get(s["type"], s["type"])
+        for r in s["rows"]:
+            L.append(f"| {m} | {t} | {r['n_parallel']} | {fmt_tps(r['oxinfer'])} | {fmt_tps(r['llama_cpp'])} | "
+                     f"{r['ratio']:.2f}× | {fx(r['oxinfer_scaling'])} | {fx(r['llama_cpp_scaling'])} |")
+    L.append("")
+    if checks:
+        for s in files:
+            if "targets" not in s:
+                continue
+            tg = s["targets"]
+            L.append(f"- {LABEL.get(s['family'], s['family'])} {TYPE.get(s['type'], s['type'])}, N = {PAR_AT}: oxinfer "
+                     f"{fx(tg['scaling'])} its single-stream aggregate (target ≥ {PAR_TARGETS['scaling']:.1f}×: "
+                     f"{yes(s['pass']['scaling'])}), {tg['vs_llama']:.2f}× llama.cpp's aggregate (target ≥ "
+                     f"{PAR_TARGETS['vs_llama']:.1f}×: {yes(s['pass']['vs_llama'])}).")
+        L.append("")
+        L.append(f"Targets met: {summary['targets_met']} of {summary['targets_checked']}.")
+    else:
+        L.append(f"No N = {PAR_AT} in this run, so the targets (N = {PAR_AT}: ≥ {PAR_TARGETS['scaling']:.0f}× oxinfer's "
+                 f"N = 1, ≥ {PAR_TARGETS['vs_llama']}× llama.cpp) were not checked.")
+    block = "\n".join(L) + "\n"
+    with open(os.path.join(rd, "parallel.md"), "w") as f:
+        f.write(block)
+    sys.stdout.write(block)
+    if doc:
+        write_block(doc, block, PAR_BEGIN, PAR_END)
 
 
 def main(argv):
@@ -261,6 +392,8 @@ def main(argv):
         print(f"{statistics.median(membw_read_gbs(p, threads) for p in argv[2:]):.2f}")
     elif len(argv) in (2, 4) and argv[0] == "report" and (len(argv) == 2 or argv[2] == "--doc"):
         cmd_report(argv[1], argv[3] if len(argv) == 4 else None)
+    elif len(argv) in (2, 4) and argv[0] == "parallel" and (len(argv) == 2 or argv[2] == "--doc"):
+        cmd_parallel(argv[1], argv[3] if len(argv) == 4 else None)
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

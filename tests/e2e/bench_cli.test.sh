@@ -89,6 +89,25 @@ for t in pp8 pp16 tg2; do
 done
 check "md: --isa scalar in the start-up line" "grep -q '^oxinfer: isa scalar ' '$WORK/bmd.err'"
 
+# ---- 2b. -npl: N concurrent streams, one batched forward per step ----
+"$OXINFER" bench -m "$M" -npl 1,3 -p 5 -n 3 -r 2 -t 1 -o json > "$WORK/p.json" 2> "$WORK/p.err"
+check "npl json: exit 0" "[ $? -eq 0 ]"
+python3 - "$WORK/p.json" > "$WORK/p.py" 2>&1 <<'EOF'
+import json, sys
+res = json.load(open(sys.argv[1]))
+assert [(o["test"], o["n_parallel"], o["n_prompt"], o["n_gen"]) for o in res] == [("tg3 x1", 1, 5, 3), ("tg3 x3", 3, 5, 3)], res
+for o in res:
+    assert len(o["samples_ts"]) == 2 and len(o["samples_ns"]) == 2
+    # aggregate t/s = N streams x n tokens / seconds of the decode steps
+    for ts, ns in zip(o["samples_ts"], o["samples_ns"]):
+        want = o["n_parallel"] * o["n_gen"] / (ns / 1e9)
+        assert abs(ts - want) <= 1e-3 * want, (ts, want)
+EOF
+check "npl json: tgN xK tests, n_parallel, aggregate t/s" "[ -s '$WORK/p.json' ] && [ ! -s '$WORK/p.py' ]" || cat "$WORK/p.py"
+"$OXINFER" bench -m "$M" -npl 2 -n 2 -r 1 -t 1 > "$WORK/p.md" 2> /dev/null
+check "npl md: row 'tg2 x2'" "grep -Eq '^\| qwen35 .* \| +tg2 x2 \| +[0-9.]+ ± [0-9.]+ \|$' '$WORK/p.md'"
+check "json: pp/tg tests have n_parallel 1" "python3 -c 'import json,sys; assert all(o[\"n_parallel\"] == 1 for o in json.load(open(sys.argv[1])))' '$WORK/b.json'"
+
 # ---- 3. run --isa: start-up line on stderr, stdout stays JSON ----
 "$OXINFER" run -m "$M" --tokens 1,2,3 -n 2 --temp 0 --json --isa scalar > "$WORK/r.out" 2> "$WORK/r.err"
 check "run --isa scalar: exit 0, start-up line on stderr" "[ $? -eq 0 ] && grep -q '^oxinfer: isa scalar ' '$WORK/r.err'"
@@ -115,6 +134,9 @@ expect_fail "-o xml -> 2" 2 bench -m "$M" -o xml
 expect_fail "--isa bogus -> 2" 2 bench -m "$M" --isa bogus
 expect_fail "unknown option -> 2" 2 bench -m "$M" --bogus 1
 expect_fail "no model -> 2" 2 bench -p 8
+expect_fail "-npl 0 -> 2" 2 bench -m "$M" -npl 0
+expect_fail "-npl x -> 2" 2 bench -m "$M" -npl 2,x
+expect_fail "-npl with two -p sizes -> 2" 2 bench -m "$M" -npl 2 -p 8,16
 expect_fail "run --isa bogus -> 2" 2 run -m "$M" --tokens 1 --isa bogus
 
 if [ $fails -gt 0 ]; then echo "FAIL ($fails)"; exit 1; fi

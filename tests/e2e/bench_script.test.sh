@@ -4,7 +4,9 @@
 # tools on both files and writes the block into a copy of a doc. Checks: the raw results exist and
 # are sane, the summary's medians and ratios match a recomputation from the raw JSON here, the
 # hand-written text of the doc survives and the block is replaced (not duplicated) on a re-run,
-# and bad arguments fail. Speeds are not judged (tiny model, shared machine).
+# and bad arguments fail. The smoke run also takes the parallel path (oxinfer bench -npl 1,2 and
+# llama_batched_bench.mjs): its raw results and summary are checked the same way, and its table
+# stays out of the doc. Speeds are not judged (tiny model, shared machine).
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 export OXINFER="${OXINFER:-$SRC/build/release/apps/cli/oxinfer}"
@@ -82,6 +84,27 @@ assert "old generated text" not in text and text.count("bench.sh:begin") == 1
 block = open(os.path.join(rd, "bench.md")).read()
 assert block in text and block == open(out).read()
 assert "| tiny Qwen 3.5 (smoke) | Q4_0 | tg4 |" in block and "**Smoke run**" in block
+# the parallel path: N = 1, 2 streams, prompt 8, 4 tokens each, on both files
+P = json.load(open(os.path.join(rd, "parallel_summary.json")))
+assert [s["name"] for s in P["files"]] == ["tiny-q8_0", "tiny-q4_0"], P["files"]
+for s in P["files"]:
+    n = s["name"]
+    ox = json.load(open(os.path.join(rd, n + ".oxinfer_par.json")))
+    lp = json.load(open(os.path.join(rd, n + ".llama_par.json")))
+    assert [(t["test"], t["n_parallel"], t["n_prompt"], t["n_gen"]) for t in ox] == \
+        [("tg4 x1", 1, 8, 4), ("tg4 x2", 2, 8, 4)], [t["test"] for t in ox]
+    assert [(t["n_parallel"], t["n_prompt"], t["n_gen"]) for t in lp["tests"]] == [(1, 8, 4), (2, 8, 4)]
+    assert lp["model"] == s["file"] and lp["threads"] == 1 and ox[0]["n_threads"] == 1
+    # llama.cpp decoded every step of the N sequences as one batch
+    assert all(b == 1 for t in lp["tests"] for b in t["batches_per_step"]), [t["batches_per_step"] for t in lp["tests"]]
+    close = lambda a, b: abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+    for r, o, l in zip(s["rows"], ox, lp["tests"]):
+        assert all(x > 0 for x in o["samples_ts"] + l["samples_ts"])
+        assert close(r["ratio"], statistics.median(o["samples_ts"]) / statistics.median(l["samples_ts"])), r
+    assert s["rows"][0]["oxinfer_scaling"] == 1.0 and "targets" not in s   # no N = 8 in a smoke run
+pblock = open(os.path.join(rd, "parallel.md")).read()
+assert "| tiny Qwen 3.5 (smoke) | Q4_0 | 2 |" in pblock and "**Smoke run**" in pblock
+assert "bench.sh:parallel" not in text and pblock not in text   # smoke: parallel table not in the doc
 print("checks passed")
 EOF
 if [ $? -eq 0 ]; then ok "results, summary and doc block"; else bad "results, summary and doc block"; cat "$WORK/check.log"; fi
