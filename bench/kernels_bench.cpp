@@ -87,6 +87,27 @@ void BM_gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols) {
   st.counters["GB/s"] = benchmark::Counter(bytes * st.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+// N tokens per call (decode of N sequences at once), from DRAM as BM_gemv: GB/s of weight bytes
+// read per call, and "tok GB/s" = that times N (the rate N single-token calls would need).
+void BM_gemv_n(benchmark::State& st, DType t, int64_t rows, int64_t cols, int64_t ntok) {
+  setup_env();
+  Weights w = make_weights(t, rows, cols, 1024ull << 20);
+  std::vector<float> x(cols * ntok), y(rows * ntok);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  for (const MatrixView& c : w.copies) matmul(c, x.data(), 1, y.data());  // packs, if it does
+  size_t i = 0;
+  for (auto _ : st) {
+    matmul(w.copies[i], x.data(), ntok, y.data());
+    i = (i + 1) % w.copies.size();
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(w.copies[0].row_bytes) * rows;
+  st.counters["GB/s"] = benchmark::Counter(bytes * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+  st.counters["tok GB/s"] = benchmark::Counter(bytes * ntok * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 // The same GEMV on one copy small enough to stay in L2 (Q8_0 512×1024: 544 KiB): the kernel's
 // compute ceiling, to tell a kernel that cannot keep up with DRAM from one that waits on it.
 void BM_gemv_hot(benchmark::State& st, DType t, int64_t rows, int64_t cols) {
@@ -217,6 +238,15 @@ struct Reg {
       benchmark::RegisterBenchmark(("gemv/" + n + "/3584x1024").c_str(), BM_gemv, t, 3584, 1024)->UseRealTime();
       if (t != DType::F32 && t != DType::F16)
         benchmark::RegisterBenchmark(("gemv/" + n + "/248320x1024").c_str(), BM_gemv, t, 248320, 1024)->UseRealTime();
+      if (t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K) {
+        for (int64_t nt : {2, 4, 8, 12, 16}) {
+          const std::string g = "gemv" + std::to_string(nt) + "/" + n;
+          benchmark::RegisterBenchmark((g + "/1024x3584").c_str(), BM_gemv_n, t, 1024, 3584, nt)->UseRealTime();
+          benchmark::RegisterBenchmark((g + "/3584x1024").c_str(), BM_gemv_n, t, 3584, 1024, nt)->UseRealTime();
+          if (t == DType::Q6_K)
+            benchmark::RegisterBenchmark((g + "/248320x1024").c_str(), BM_gemv_n, t, 248320, 1024, nt)->UseRealTime();
+        }
+      }
       benchmark::RegisterBenchmark(("gemv_hot/" + n + "/512x1024").c_str(), BM_gemv_hot, t, 512, 1024)->UseRealTime();
       benchmark::RegisterBenchmark(("gemv_hot/" + n + "/128x1024").c_str(), BM_gemv_hot, t, 128, 1024)->UseRealTime();
       benchmark::RegisterBenchmark(("gemm/" + n + "/3584x1024x512").c_str(), BM_gemm, t, 3584, 1024, 512)->UseRealTime();

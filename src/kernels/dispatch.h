@@ -55,8 +55,9 @@ struct Kernels {
   // Lanes of the F32 tiles when their sums run in llamafile's sgemm order for that vector width
   // (x86: 8 or 16 — the Gemma 4 ggml-order path relies on it); 0: some other order.
   int f32_sgemm_lanes = 0;
-  // Single-token GEMV over a packed copy (nullptr: none for that type), its packer and unpacker
-  // (all three or none per type).
+  // GEMV over a packed copy (nullptr: none for that type) for 1..kPackedGemvMaxTokens tokens
+  // (each token's result the same as its single-token call's), its packer and unpacker (all three
+  // or none per type).
   MMFn mm_packed[kNumWTypes] = {};
   PackFn pack[kNumWTypes] = {};
   UnpackFn unpack[kNumWTypes] = {};

@@ -271,6 +271,17 @@ int64_t gemv_row_chunk(int64_t rows, uint64_t row_bytes, int nth) {
   return std::max<int64_t>(16, (row_chunk + 15) / 16 * 16);
 }
 
+// Most tokens per call for the packed kernels (Kernels::mm_packed) on matrices that have a packed
+// copy; more use the GEMM (or the file-layout GEMV) on rows unpacked per group. Env
+// OXI_PACKED_MT=n (0: single-token only, the earlier routing) for same-binary A/B runs.
+int64_t packed_gemv_max_tokens() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("OXI_PACKED_MT");
+    return e ? std::max<int64_t>(1, std::atoll(e)) : kern::kPackedGemvMaxTokens;
+  }();
+  return n;
+}
+
 // Runs a work unit of a packed matrix with more than one token: each 16-row group of its rows
 // below a.wp_rows is rebuilt in the file's layout in a thread buffer (cheap next to the multi-
 // token product over it) and the ordinary kernel runs on that; rows past it (< 16) read the file.
@@ -314,6 +325,21 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
   if (G && n_tokens < G->min_tokens) G = nullptr;
   const int64_t cols = ws[0].cols;
 
+  // 0. Packed copies (kernels/pack.h). Up to packed_gemv_max_tokens() tokens (decode, also of
+  // several sequences at once) a matrix with a packed kernel is packed now if it is not yet, and
+  // the packed kernel runs all the tokens; more tokens read an existing copy through unpack.
+  std::shared_ptr<const PackedMatrix> packs[16];  // held until the job is done
+  bool multi[16] = {};  // matrix j runs K.mm_packed for all its tokens
+  bool any_multi = false;
+  for (int j = 0; j < n; ++j) {
+    const int wt = wtype_index(ws[j].dtype);
+    if (!K.mm_packed[wt]) continue;
+    const bool small = n_tokens <= packed_gemv_max_tokens();
+    packs[j] = packed_for(ws[j], small);
+    multi[j] = small && packs[j] != nullptr;
+    any_multi = any_multi || multi[j];
+  }
+
   // 1. Activations in each weight type's dot format, per token (one buffer per format), and the
   // GEMM packing of them (one buffer per weight type).
   thread_local std::vector<uint8_t> scratch[kNumATypes];
@@ -344,7 +370,7 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
         xa[at] = buf;
       }
     }
-    if (G && G->run[wt] && !xp[wt]) {
+    if (G && G->run[wt] && !xp[wt] && !multi[j]) {
       std::vector<uint8_t>& pb = packed[wt];
       const size_t need = static_cast<size_t>(gemm_packed_bytes(wt, cols, n_tokens)) + 64;
       if (pb.size() < need) pb.resize(need);
@@ -367,7 +393,6 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
     int64_t rows, row_chunk, n_rc, tok_tile, n_tt, first;  // first: index of the part's first unit
   };
   Part parts[kMaxBatch];
-  std::shared_ptr<const PackedMatrix> packs[kMaxBatch];  // held until the job is done
   const int nth = in_parallel_region() ? 1 : num_threads();
   int order[kMaxBatch];
   for (int j = 0; j < n; ++j) order[j] = j;
@@ -375,7 +400,7 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
     return ws[a].rows * ws[a].row_bytes > ws[b].rows * ws[b].row_bytes;
   });
   static std::atomic<uint64_t> s_x_id{0};
-  const uint64_t x_id = gemv ? s_x_id.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+  const uint64_t x_id = gemv || any_multi ? s_x_id.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
   int64_t total = 0;
   for (int k = 0; k < n; ++k) {
     const MatrixView& w = ws[order[k]];
@@ -387,7 +412,8 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
     p.base.w = w.data;
     p.base.w_stride = w.row_bytes;
     p.base.x_id = x_id;
-    if (xp[wt]) {
+    const bool mt = multi[order[k]];
+    if (xp[wt] && !mt) {
       p.base.x = xp[wt];
       p.base.x_stride = static_cast<uint64_t>(n_tokens);
       p.fn = G->run[wt];
@@ -404,27 +430,28 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
       p.base.x = xa[at];
       p.base.x_stride = at == kAF32 ? static_cast<uint64_t>(cols) * 4 : act_row_bytes(at, cols);
       p.fn = K.mm[wt];
-      p.tok_tile = gemv ? n_tokens : 64;
+      p.tok_tile = gemv || mt ? n_tokens : 64;
     }
-    // The ISA's packed copy where it has one (kernels/pack.h): single-token decode makes it and
-    // runs the packed kernel; more tokens use it once made (the file's pages were released), its
-    // rows rebuilt in file layout per 16-row group for the ordinary kernel.
-    if (K.mm_packed[wt] && (packs[k] = packed_for(w, n_tokens == 1))) {
-      if (n_tokens == 1) {
+    // The ISA's packed copy where it has one (step 0): up to packed_gemv_max_tokens() tokens the
+    // packed kernel runs them all (each 16-row group read once per ≤ 8 tokens); more tokens use
+    // the copy once made (the file's pages were released), its rows rebuilt in file layout per
+    // 16-row group for the ordinary kernel.
+    if (const auto& pk = packs[order[k]]) {
+      if (mt) {
         p.fn = K.mm_packed[wt];
       } else {
         p.unpack = K.unpack[wt];
       }
-      p.base.wp = packs[k]->data;
-      p.base.wp_stride = packs[k]->group_bytes;
-      p.base.wp_rows = packs[k]->rows;
+      p.base.wp = pk->data;
+      p.base.wp_stride = pk->group_bytes;
+      p.base.wp_rows = pk->rows;
     }
     p.base.y = ys[order[k]];
     p.base.ldy = w.rows;
     p.base.cols = cols;
     p.rows = w.rows;
     p.n_tt = (n_tokens + p.tok_tile - 1) / p.tok_tile;
-    if (gemv) {
+    if (gemv || mt) {
       p.row_chunk = gemv_row_chunk(w.rows, w.row_bytes, nth);
     } else if (xp[wt]) {
       // GEMM units are 16-row groups (the kernels' own granularity: smaller units cost nothing

@@ -1,8 +1,9 @@
 // Load-once repacked weight copies for the CPU kernels (the "ISA-friendly layout" of docs/kernels.md,
-// "Packed GEMV"). Single-token decode of a matrix whose type has a packed kernel in the active
-// ISA table (Kernels::mm_packed) reads a row-interleaved copy made on the matrix's first such
-// call; once it exists, multi-token calls rebuild file-layout rows from it per 16-row group
-// (Kernels::unpack) instead of reading the file, whose pages are released. Never written to a file.
+// "Packed GEMV"). Decode (up to kPackedGemvMaxTokens tokens: one per sequence of a batch) of a
+// matrix whose type has a packed kernel in the active ISA table (Kernels::mm_packed) reads a
+// row-interleaved copy made on the matrix's first such call; once it exists, calls with more
+// tokens rebuild file-layout rows from it per 16-row group (Kernels::unpack) instead of reading
+// the file, whose pages are released. Never written to a file.
 //
 // Lifetime: copies exist only while a PackLease is held (every open Model holds one) and are all
 // dropped when the last lease goes. They are found by the matrix's address, dims and a fingerprint
@@ -21,6 +22,9 @@ inline constexpr int kPackRows = 16;
 inline constexpr uint64_t kPackQ4KBlock = 16 * 144;  // one super-block of 16 Q4_K rows
 inline constexpr uint64_t kPackQ6KBlock = 16 * 210;  // one super-block of 16 Q6_K rows
 inline constexpr uint64_t kPackQ40Block = 16 * 18;   // one block of 16 Q4_0 rows
+// Calls of up to this many tokens run the packed kernel (Kernels::mm_packed) for all of them and
+// create the copy if it is missing; more tokens read an existing copy through Kernels::unpack.
+inline constexpr int64_t kPackedGemvMaxTokens = 16;
 
 struct PackedMatrix {
   const uint8_t* data = nullptr;  // 16-row group g at data + g · group_bytes
@@ -54,9 +58,11 @@ struct MMArgs;
 void pack_q4_0_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
 void unpack_q4_0_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
 void mm_q4_0_packed_avx512(const MMArgs& a);
-// The file-layout Q4_0 GEMV's activation for token a.t0, prepared once per call and thread
-// (x86/avx512.cpp; the packed Q4_0 kernel reads the same one).
+// The file-layout Q4_0 GEMV's activation for tokens [a.t0, a.t1) (token t at
+// (t − a.t0) · prepared_q4_0_stride(nb)), prepared once per call and thread while a.t0 == 0 and
+// a.x_id is set (x86/avx512.cpp; the packed Q4_0 kernels read the same one).
 const uint8_t* prepared_q4_0_act(const MMArgs& a, int64_t nb);
+inline uint64_t prepared_q4_0_stride(int64_t nb) { return static_cast<uint64_t>((nb + 3) / 4) * 256; }
 void pack_q4_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
 void unpack_q4_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
 void mm_q4_K_packed_avx512(const MMArgs& a);

@@ -324,7 +324,8 @@ TEST(Matmul, EveryIsaMatchesScalar) {
 // Single-token decode through packed weight copies (kernels/pack.h; held while a lease is), every
 // ISA vs the scalar reference: Q4_0, Q4_K and Q6_K, rows not a multiple of 16 (the tail uses the
 // file layout), a second call from the cache, new contents at the same address (must be packed
-// again, not served stale), multi-token calls reading the copy, every copy dropped with the lease.
+// again, not served stale), 2..16-token calls through the packed kernels (bit-identical per token
+// to single-token calls), more tokens reading the copy, every copy dropped with the lease.
 TEST(Matmul, PackedGemvMatchesScalar) {
   IsaGuard g;
   struct Shape { int64_t rows, cols; };
@@ -356,6 +357,37 @@ TEST(Matmul, PackedGemvMatchesScalar) {
           }
           if (isa == "avx512" && s.rows >= 16) {
             EXPECT_GT(kern::pack_stats().matrices, 0u);
+          }
+          // 2..16 tokens (a decode step of that many sequences): where the ISA has a packed kernel
+          // for the type and the matrix a copy (16+ rows), each token's row equals, bit for bit,
+          // the single-token call on that token (the packed kernels' contract, rows past the copy
+          // included), and every ISA stays within the tolerance of the scalar reference.
+          const bool packed_isa = kern::active_kernels().mm_packed[kern::wtype_index(t)] != nullptr && s.rows >= 16;
+          for (int64_t nt = 2; nt <= 16; ++nt) {
+            auto xm = randn(nt * s.cols, 500 + static_cast<int>(nt) + variant);
+            set_isa("scalar");
+            std::vector<float> mref(nt * s.rows);
+            matmul(w, xm.data(), nt, mref.data());
+            set_isa(isa);
+            for (int nth : {1, 2}) {
+              set_num_threads(nth);
+              std::vector<float> y(nt * s.rows, NAN), y1(s.rows);
+              matmul(w, xm.data(), nt, y.data());
+              for (int64_t tk = 0; tk < nt; ++tk) {
+                if (packed_isa) {
+                  std::fill(y1.begin(), y1.end(), NAN);
+                  matmul(w, xm.data() + tk * s.cols, 1, y1.data());
+                  for (int64_t i = 0; i < s.rows; ++i)
+                    ASSERT_EQ(y[tk * s.rows + i], y1[i]) << isa << " " << dtype_name(t) << " " << s.rows << "x"
+                                                         << s.cols << " tokens " << nt << " token " << tk
+                                                         << " nth " << nth << " i=" << i;
+                }
+                for (int64_t i = 0; i < s.rows; ++i)
+                  ASSERT_NEAR(y[tk * s.rows + i], mref[tk * s.rows + i], 2e-4 * (std::fabs(mref[tk * s.rows + i]) + 1.0) + 1e-4)
+                      << isa << " " << dtype_name(t) << " " << s.rows << "x" << s.cols << " tokens " << nt
+                      << " token " << tk << " i=" << i;
+              }
+            }
           }
           // Multi-token calls after decode packed the matrix read its packed rows from the copy
           // (rebuilt per 16-row group). Shown by changing one file byte of row 17 that the

@@ -414,7 +414,8 @@ inline void gemv_q4_0_rows(const MMArgs& a, const uint8_t* xp, uint64_t xps, int
 }  // namespace
 
 const uint8_t* prepared_q4_0_act(const MMArgs& a, int64_t nb) {
-  return q4_0_act(a, nb, static_cast<uint64_t>((nb + 3) / 4) * kQ4G);
+  static_assert(kQ4G == 256, "pack.h: prepared_q4_0_stride");
+  return q4_0_act(a, nb, prepared_q4_0_stride(nb));
 }
 
 namespace {

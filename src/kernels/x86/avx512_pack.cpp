@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/dispatch.h"
 #include "kernels/pack.h"
@@ -277,6 +278,258 @@ inline void packed_streams(const MMArgs& a, int64_t rp, float* y, Groups&& group
   }
 }
 
+// ---- several tokens (2..16) per call ---------------------------------------------------------
+// Continuous batching hands decode's matmuls one token row per sequence. Each 16-row group is read
+// once per pass and multiplied against up to kMtPass tokens: the per-block weight work (loads,
+// nibble masks, vgf2p8affineqb bit moves, scale vectors, f16 → f32) is shared by the pass's
+// tokens, each token keeps its own accumulators. More tokens: several passes over the group (from
+// L1/L2). A token's result is bit-identical to the single-token kernels above: the integer sums
+// are exact (int32, no overflow, so their association does not matter) and the float tail is the
+// same ops in the same order per super-block (or block).
+constexpr int kMtPass = 8;
+
+// Integer accumulation chains per token: enough independent vpdpbusd chains in flight for small T.
+template <int T>
+constexpr int mt_chains() {
+  return T >= 5 ? 1 : T >= 3 ? 2 : 4;
+}
+template <int NC>
+inline __m512i sum_chains(const __m512i (&c)[NC]) {
+  if constexpr (NC == 1) {
+    return c[0];
+  } else if constexpr (NC == 2) {
+    return _mm512_add_epi32(c[0], c[1]);
+  } else {
+    return _mm512_add_epi32(_mm512_add_epi32(c[0], c[1]), _mm512_add_epi32(c[2], c[3]));
+  }
+}
+
+// Q4_0: one group p (nb blocks) against T tokens; xp + t·xps: token t's prepared activation,
+// cs[t·nb + b]: its −8·Σx of block b (the sum of the 4 lane shares). acc[t] += its y[0..15].
+template <int T>
+inline void q40_group_mt(const uint8_t* p, const uint8_t* xp, uint64_t xps, const int32_t* cs, int64_t nb,
+                         __m512 (&acc)[T]) {
+  constexpr uint64_t pf = kPfBytes40;
+  constexpr int NC = mt_chains<T>() > 2 ? 2 : mt_chains<T>();  // 8 dpbusd per token and block
+  const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
+  for (int64_t b = 0; b < nb; ++b, p += kPackQ40Block) {
+    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
+    __m512i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = _mm512_loadu_si512(p + 32 + 64 * j);
+      lo[j] = _mm512_and_si512(v, m4);
+      hi[j] = _mm512_gf2p8affine_epi64_epi8(v, ghi, 0);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const uint8_t* xb = xp + (b / 4) * 256 + 16 * (b % 4);
+    for (int t = 0; t < T; ++t) {
+      const uint8_t* xt = xb + t * xps;
+      __m512i c[NC];
+      c[0] = _mm512_set1_epi32(cs[t * nb + b]);
+      for (int i = 1; i < NC; ++i) c[i] = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        int32_t xl, xh;
+        std::memcpy(&xl, xt + 4 * j, 4);
+        std::memcpy(&xh, xt + 64 + 4 * j, 4);
+        c[0] = _mm512_dpbusd_epi32(c[0], lo[j], _mm512_set1_epi32(xl));
+        c[NC - 1] = _mm512_dpbusd_epi32(c[NC - 1], hi[j], _mm512_set1_epi32(xh));
+      }
+      float dxs;
+      std::memcpy(&dxs, xt + 192, 4);
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(dxs));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum_chains(c)), d, acc[t]);
+    }
+  }
+}
+
+// Q4_K: one group p against T tokens (Q8_K rows x + t·xs bytes). Sub-block by sub-block (the 8 qs
+// vectors of a sub-block pair are read twice from L1, low then high nibbles), so a token holds one
+// sub-block's chains and its running sum.
+template <int T>
+inline void q4k_group_mt(const uint8_t* p, const uint8_t* x, uint64_t xs, int64_t nb, __m512 (&acc)[T]) {
+  constexpr uint64_t pf = kPfBytes;
+  constexpr int NC = mt_chains<T>();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
+  const __m512i k3f = _mm512_set1_epi8(0x3F), k0f = _mm512_set1_epi8(0x0F), k30 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b, p += kPackQ4KBlock) {
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs) + b;
+    for (int l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
+    const __m512i A = _mm512_loadu_si512(p + 64), B = _mm512_loadu_si512(p + 128), C = _mm512_loadu_si512(p + 192);
+    const __m512i sc_lo = _mm512_and_si512(A, k3f), mn_lo = _mm512_and_si512(B, k3f);
+    const __m512i sc_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(C, k0f), _mm512_srli_epi32(A, 2), k30, 0xF8);
+    const __m512i mn_hi =
+        _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(C, 4), k0f), _mm512_srli_epi32(B, 2), k30, 0xF8);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {  // sub-block s: elements 32s..32s+31, qs vectors 8(s/2) + m
+      const int j = s / 2;
+      const uint8_t* q = p + 256 + j * 512;
+      if (s % 2 == 0) {
+        for (int l = 0; l < 512; l += 64) _mm_prefetch(reinterpret_cast<const char*>(q + pf + l), _MM_HINT_T0);
+      }
+      __m512i c[T][NC];
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < NC; ++i) c[t][i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int m = 0; m < 8; ++m) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * m);
+        const __m512i w = s % 2 == 0 ? _mm512_and_si512(v, m4) : _mm512_gf2p8affine_epi64_epi8(v, ghi, 0);
+        const int off = 64 * j + 32 * (s % 2) + 4 * m;
+        for (int t = 0; t < T; ++t) {
+          int32_t xv;
+          std::memcpy(&xv, xb[t]->qs + off, 4);
+          c[t][m % NC] = _mm512_dpbusd_epi32(c[t][m % NC], w, _mm512_set1_epi32(xv));
+        }
+      }
+      const __m512i sc = _mm512_shuffle_epi8(s < 4 ? sc_lo : sc_hi, ctl_byte(s & 3));
+      for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sum_chains(c[t]), sc));
+    }
+    __m512i msum[T];
+    for (int t = 0; t < T; ++t) msum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m512i mv = _mm512_shuffle_epi8(s < 4 ? mn_lo : mn_hi, ctl_pair(s & 3));
+      for (int t = 0; t < T; ++t) {
+        int32_t bp;
+        std::memcpy(&bp, xb[t]->bsums + 2 * s, 4);
+        msum[t] = _mm512_dpwssd_epi32(msum[t], mv, _mm512_set1_epi32(bp));
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 xd = _mm512_set1_ps(xb[t]->d);
+      const __m512 d = _mm512_mul_ps(dw, xd), dm = _mm512_mul_ps(mw, xd);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), d, acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), dm, acc[t]);
+    }
+  }
+}
+
+// Sign-extended byte i (< 4, a constant once unrolled) of each dword lane.
+inline __m512i sbyte_i(__m512i v, int i) {
+  return _mm512_srai_epi32(_mm512_slli_epi32(v, static_cast<unsigned>(24 - 8 * i)), 24);
+}
+
+// Q6_K: one group p against T tokens (Q8_K rows x + t·xs bytes), sub-block by sub-block: for
+// s = 8h + 2k + mh, the k-th 6-bit vector of columns m = 4mh..4mh+3 of half h. Each token's chain
+// starts at −32·bsums[s] (the single-token kernel subtracts it after the dots: the same integer).
+template <int T>
+inline void q6k_group_mt(const uint8_t* p, const uint8_t* x, uint64_t xs, int64_t nb, __m512 (&acc)[T]) {
+  constexpr uint64_t pf = kPfBytes6;
+  constexpr int NC = mt_chains<T>() > 2 ? 2 : mt_chains<T>();  // 4 dpbusd per token and sub-block
+  const __m512i k0f = _mm512_set1_epi8(0x0F), k30 = _mm512_set1_epi8(0x30), ghi = _mm512_set1_epi64(kGfHi);
+  const __m512i g01 = _mm512_set1_epi64(kGfB01), g23 = _mm512_set1_epi64(kGfB23), g67 = _mm512_set1_epi64(kGfB67);
+  for (int64_t b = 0; b < nb; ++b, p += kPackQ6KBlock) {
+    const BlockQ8_K* xb[T];
+    for (int t = 0; t < T; ++t) xb[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs) + b;
+    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
+    __m512i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 2
+      for (int mh = 0; mh < 2; ++mh) {
+        for (int mm = 0; mm < 4; ++mm) {
+          const uint8_t* q = p + 288 + 192 * (8 * h + 4 * mh + mm);
+          _mm_prefetch(reinterpret_cast<const char*>(q + pf), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(q + pf + 64), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(q + pf + 128), _MM_HINT_T0);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const int s = 8 * h + 2 * k + mh;
+          __m512i c[T][NC];
+          for (int t = 0; t < T; ++t) {
+            c[t][0] = _mm512_set1_epi32(-32 * xb[t]->bsums[s]);
+            for (int i = 1; i < NC; ++i) c[t][i] = _mm512_setzero_si512();
+          }
+#pragma GCC unroll 4
+          for (int mm = 0; mm < 4; ++mm) {
+            const int m = 4 * mh + mm;
+            const uint8_t* q = p + 288 + 192 * (8 * h + m);
+            __m512i w;
+            if (k == 0) {
+              w = _mm512_ternarylogic_epi32(_mm512_loadu_si512(q),
+                                            _mm512_gf2p8affine_epi64_epi8(_mm512_loadu_si512(q + 128), g01, 0), k0f, 0xEC);
+            } else if (k == 1) {
+              w = _mm512_ternarylogic_epi32(_mm512_loadu_si512(q + 64),
+                                            _mm512_gf2p8affine_epi64_epi8(_mm512_loadu_si512(q + 128), g23, 0), k0f, 0xEC);
+            } else if (k == 2) {
+              w = _mm512_ternarylogic_epi32(_mm512_gf2p8affine_epi64_epi8(_mm512_loadu_si512(q), ghi, 0),
+                                            _mm512_loadu_si512(q + 128), k30, 0xF8);
+            } else {
+              w = _mm512_or_si512(_mm512_gf2p8affine_epi64_epi8(_mm512_loadu_si512(q + 64), ghi, 0),
+                                  _mm512_gf2p8affine_epi64_epi8(_mm512_loadu_si512(q + 128), g67, 0));
+            }
+            const int off = 128 * h + 32 * k + 4 * m;
+            for (int t = 0; t < T; ++t) {
+              int32_t xv;
+              std::memcpy(&xv, xb[t]->qs + off, 4);
+              c[t][mm % NC] = _mm512_dpbusd_epi32(c[t][mm % NC], w, _mm512_set1_epi32(xv));
+            }
+          }
+          // scales[s]: vector S[s / 4] (at p + 32 + 64·(s/4)), byte s % 4.
+          const __m512i sc = sbyte_i(_mm512_loadu_si512(p + 32 + 64 * (s / 4)), s % 4);
+          for (int t = 0; t < T; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sum_chains(c[t]), sc));
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xb[t]->d));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), d, acc[t]);
+    }
+  }
+}
+
+// Rows [a.r0, rp) of the packed copy (a.r0 a multiple of 16) for tokens [a.t0, a.t1): per 16-row
+// group, passes of ≤ kMtPass tokens (sizes as even as possible). group(ctag, p, t, acc) adds the
+// outputs of T = ctag's value tokens from t to acc.
+template <class Group>
+inline void packed_multi(const MMArgs& a, int64_t rp, Group&& group) {
+  const int64_t n = a.t1 - a.t0, passes = (n + kMtPass - 1) / kMtPass, per = (n + passes - 1) / passes;
+  auto run = [&](auto tn, const uint8_t* p, int64_t g, int64_t t) {
+    constexpr int T = decltype(tn)::value;
+    __m512 acc[T];
+    for (int i = 0; i < T; ++i) acc[i] = _mm512_setzero_ps();
+    group(tn, p, t, acc);
+    for (int i = 0; i < T; ++i) _mm512_storeu_ps(a.y + (t + i) * a.ldy + 16 * g, acc[i]);
+  };
+  for (int64_t g = a.r0 / 16; g < rp / 16; ++g) {
+    const uint8_t* p = a.wp + static_cast<uint64_t>(g) * a.wp_stride;
+    for (int64_t t = a.t0; t < a.t1;) {
+      const int64_t k = std::min(per, a.t1 - t);
+      switch (k) {
+        case 1: run(std::integral_constant<int, 1>{}, p, g, t); break;
+        case 2: run(std::integral_constant<int, 2>{}, p, g, t); break;
+        case 3: run(std::integral_constant<int, 3>{}, p, g, t); break;
+        case 4: run(std::integral_constant<int, 4>{}, p, g, t); break;
+        case 5: run(std::integral_constant<int, 5>{}, p, g, t); break;
+        case 6: run(std::integral_constant<int, 6>{}, p, g, t); break;
+        case 7: run(std::integral_constant<int, 7>{}, p, g, t); break;
+        default: run(std::integral_constant<int, 8>{}, p, g, t); break;
+      }
+      t += k;
+    }
+  }
+}
+
+// Rows past the packed copy (< 16): the file-layout kernel one token at a time, as the single-
+// token packed kernels run them (so each token's result is theirs).
+inline void file_rows_per_token(MMFn fn, const MMArgs& a, int64_t rp) {
+  if (rp >= a.r1) return;
+  for (int64_t t = a.t0; t < a.t1; ++t) {
+    MMArgs rest = a;
+    rest.r0 = std::max(a.r0, rp);
+    rest.t0 = t;
+    rest.t1 = t + 1;
+    fn(rest);
+  }
+}
+
 // ---- packers ---------------------------------------------------------------------------------
 // Each packed layout above as a list of moves mv(packed offset, offset in the file's block, n):
 // row r's n bytes go to packed offset + n·r of the 16-row block. pack and unpack walk the same
@@ -350,11 +603,31 @@ void unpack_q6_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint6
   unpack_group(q6_K_moves, sizeof(BlockQ6_K), cols / 256, group, rows, row_stride);
 }
 
-// Rows [r0, r1) of one token (t0 + 1 == t1): rows below a.wp_rows from the packed copy (r0 is a
-// multiple of 16: GEMV units are), the rest with the file-layout kernel.
+// Rows [r0, r1) of tokens [t0, t1): rows below a.wp_rows from the packed copy (r0 is a multiple of
+// 16: GEMV units are), the rest with the file-layout kernel. One token: the group kernels above
+// (S streams); several: packed_multi, each token bit-identical to its single-token call.
 void mm_q4_0_packed_avx512(const MMArgs& a) {
   const int64_t nb = a.cols / 32;
-  const uint8_t* x = a.x + a.t0 * a.x_stride;
+  if (a.t1 - a.t0 > 1) {  // several tokens: their prepared activations (one buffer), −8·Σx per block
+    const int64_t rp = std::min(a.r1, a.wp_rows);
+    if (a.r0 + 16 <= rp) {
+      const uint8_t* xp = prepared_q4_0_act(a, nb);
+      const uint64_t xps = prepared_q4_0_stride(nb);
+      const int64_t n = a.t1 - a.t0;
+      auto* cs = static_cast<int32_t*>(thread_scratch(0, static_cast<size_t>(n * nb) * sizeof(int32_t)));
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t b = 0; b < nb; ++b) {
+          int32_t c[4];
+          std::memcpy(c, xp + t * xps + (b / 4) * 256 + 16 * (b % 4) + 128, 16);
+          cs[t * nb + b] = c[0] + c[1] + c[2] + c[3];
+        }
+      }
+      packed_multi(a, rp, [&](auto tn, const uint8_t* p, int64_t t, auto& acc) {
+        q40_group_mt<decltype(tn)::value>(p, xp + (t - a.t0) * xps, xps, cs + (t - a.t0) * nb, nb, acc);
+      });
+    }
+    return file_rows_per_token(kAvx512Kernels.mm[kWQ4_0], a, rp);
+  }
   float* y = a.y + a.t0 * a.ldy;
   const int64_t rp = std::min(a.r1, a.wp_rows);
   if (a.r0 + 16 <= rp) {
@@ -370,6 +643,13 @@ void mm_q4_0_packed_avx512(const MMArgs& a) {
 
 void mm_q6_K_packed_avx512(const MMArgs& a) {
   const int64_t nb = a.cols / 256;
+  if (a.t1 - a.t0 > 1) {
+    const int64_t rp = std::min(a.r1, a.wp_rows);
+    packed_multi(a, rp, [&](auto tn, const uint8_t* p, int64_t t, auto& acc) {
+      q6k_group_mt<decltype(tn)::value>(p, a.x + t * a.x_stride, a.x_stride, nb, acc);
+    });
+    return file_rows_per_token(kAvx512Kernels.mm[kWQ6_K], a, rp);
+  }
   const BlockQ8_K* x = reinterpret_cast<const BlockQ8_K*>(a.x + a.t0 * a.x_stride);
   float* y = a.y + a.t0 * a.ldy;
   const int64_t rp = std::min(a.r1, a.wp_rows);
@@ -385,6 +665,13 @@ void mm_q6_K_packed_avx512(const MMArgs& a) {
 // multiple of 16: GEMV units are), the rest with the file-layout kernel.
 void mm_q4_K_packed_avx512(const MMArgs& a) {
   const int64_t nb = a.cols / 256;
+  if (a.t1 - a.t0 > 1) {
+    const int64_t rp = std::min(a.r1, a.wp_rows);
+    packed_multi(a, rp, [&](auto tn, const uint8_t* p, int64_t t, auto& acc) {
+      q4k_group_mt<decltype(tn)::value>(p, a.x + t * a.x_stride, a.x_stride, nb, acc);
+    });
+    return file_rows_per_token(kAvx512Kernels.mm[kWQ4_K], a, rp);
+  }
   const BlockQ8_K* x = reinterpret_cast<const BlockQ8_K*>(a.x + a.t0 * a.x_stride);
   float* y = a.y + a.t0 * a.ldy;
   const int64_t rp = std::min(a.r1, a.wp_rows);
