@@ -112,6 +112,16 @@ def mib(b):
     return f"{b / 1048576:.0f} MiB"
 
 
+def run_remarks(run):
+    """The run's --note and the smoke-run warning, as lines of the generated block."""
+    out = []
+    if run.get("note"):
+        out += ["", f"Note: {run['note']}"]
+    if run.get("smoke") == "1":
+        out += ["", "**Smoke run** (tiny model, tiny sizes): checks that the script works; the numbers mean nothing."]
+    return out
+
+
 def plural(n, word):
     return f"{n} {word}" + ("" if int(n) == 1 else "s")
 
@@ -192,12 +202,7 @@ def cmd_report(rd, doc):
              + ", ".join(f"{x:.1f}" for x in bw["before"]) + " GB/s before, "
              + ", ".join(f"{x:.1f}" for x in bw["after"]) + f" after; the bound uses their median, {bw_gbs:.1f} GB/s. "
              f"Raw JSON: `{rel}/` (local, not committed).")
-    if run.get("note"):
-        L.append("")
-        L.append(f"Note: {run['note']}")
-    if run.get("smoke") == "1":
-        L.append("")
-        L.append("**Smoke run** (tiny model, tiny sizes): checks that the script works; the numbers mean nothing.")
+    L += run_remarks(run)
     L.append("")
     L.append(f"| model | type | test | oxinfer t/s | llama.cpp t/s | oxinfer ÷ llama.cpp | target | met |")
     L.append("|---|---|---|---:|---:|---:|---:|---|")
@@ -348,12 +353,7 @@ def cmd_parallel(rd, doc):
     L.append(f"Method: per N, every stream prefills its own {run['par_pp']} pseudo-random ids (not timed), then "
              f"{run['par_tg']} greedy decode steps; t/s = N × {run['par_tg']} ÷ seconds of the decode steps, median ± "
              f"sample sd of {plural(run['par_reps'], 'repetition')} after a warm-up. Raw JSON: `{rel}/` (local, not committed).")
-    if run.get("note"):
-        L.append("")
-        L.append(f"Note: {run['note']}")
-    if run.get("smoke") == "1":
-        L.append("")
-        L.append("**Smoke run** (tiny model, tiny sizes): checks that the script works; the numbers mean nothing.")
+    L += run_remarks(run)
     L.append("")
     L.append("| model | type | N | oxinfer t/s | llama.cpp t/s | oxinfer ÷ llama.cpp | oxinfer ÷ its N=1 | llama.cpp ÷ its N=1 |")
     L.append("|---|---|---:|---:|---:|---:|---:|---:|")

@@ -70,6 +70,7 @@ void Model::forward_batch(std::span<SequenceState* const> states, const Batch& b
         p.segs.push_back(g);
       }
       ++p.segs.back().n;
+      p.seg_of.push_back(static_cast<int32_t>(p.segs.size() - 1));
       const bool last_of_seq = e0 + i + 1 == b.n || (b.seq ? b.seq[e0 + i + 1] : 0) != s;
       if (b.output ? b.output[e0 + i] != 0 : last_of_seq) p.out_rows.push_back(i);
     }

@@ -128,6 +128,7 @@ class Model {
     const int32_t* pos = nullptr;    // [n]
     const int32_t* pos3 = nullptr;   // [n, 3] or nullptr
     std::vector<Segment> segs;       // in entry order, one per sequence
+    std::vector<int32_t> seg_of;     // [n] the segment (index into segs) of each entry
     std::vector<int64_t> out_rows;   // entries whose output is wanted, ascending
     int32_t token_at(int64_t i) const { return token ? token[i] : -1; }
   };

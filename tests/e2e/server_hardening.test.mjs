@@ -10,6 +10,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import assert from "node:assert/strict";
+import { freePort, startServer as startOxinfer } from "./lib/server.mjs";
 
 const OXINFER = process.env.OXINFER;
 const OXI_GEN = process.env.OXI_GEN;
@@ -32,35 +33,6 @@ async function check(name, fn) {
   }
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-    s.on("error", reject);
-  });
-}
-
-async function startServer(model, port, extra) {
-  const proc = spawn(OXINFER, ["serve", "-m", model, "--port", String(port), "-c", "2048", "-t", "2", ...extra],
-    { stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  proc.stderr.on("data", (d) => (log += d));
-  const base = `http://127.0.0.1:${port}`;
-  const t0 = Date.now();
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`server exited: ${log}`);
-    try {
-      if ((await fetch(`${base}/health`)).status === 200) break;
-    } catch {}
-    if (Date.now() - t0 > 60000) throw new Error("server did not become ready: " + log);
-    await sleep(100);
-  }
-  return { proc, base, log: () => log };
-}
 
 // One raw HTTP exchange on 127.0.0.1: resolves with the response text (or "RESET: ..." when the
 // connection fails) once the server closes, or after timeoutMs.
@@ -100,7 +72,7 @@ execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64"
   "--chat-template", path.join(SHARED, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
 
 const port = await freePort();
-const srv = await startServer(model, port, ["-np", "2", "--max-body-bytes", "1048576"]);
+const srv = await startOxinfer(OXINFER, model, ["-np", "2", "--max-body-bytes", "1048576"], { port });
 const noThink = { chat_template_kwargs: { enable_thinking: false } };
 const chatUrl = `${srv.base}/v1/chat/completions`;
 

@@ -11,9 +11,9 @@
 import { spawn, execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import assert from "node:assert/strict";
+import { startServer as startOxinfer } from "./lib/server.mjs";
 
 const OXINFER = process.env.OXINFER;
 const OXI_GEN = process.env.OXI_GEN;
@@ -33,40 +33,6 @@ async function check(name, fn) {
     failed++;
     console.log(`FAIL ${name}: ${e.stack ?? e}`);
   }
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-    s.on("error", reject);
-  });
-}
-
-async function startServer(model, extra) {
-  const port = await freePort();
-  const args = ["serve", "-m", model, "--port", String(port), "-c", "2048", "-t", "2", ...extra];
-  const proc = spawn(OXINFER, args, { stdio: ["ignore", "ignore", "pipe"] });
-  let log = "";
-  proc.stderr.on("data", (d) => (log += d));
-  const base = `http://127.0.0.1:${port}`;
-  const t0 = Date.now();
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`server exited: ${log}`);
-    try {
-      const r = await fetch(`${base}/health`);
-      if (r.status === 200) break;
-      assert.equal(r.status, 503);  // only "loading" is allowed before ready
-    } catch (e) {
-      if (e.code === "ERR_ASSERTION") throw e;
-    }
-    if (Date.now() - t0 > 120000) throw new Error("server did not become ready: " + log);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { proc, base, port, log: () => log };
 }
 
 function rssKiB(pid) {
@@ -99,7 +65,7 @@ execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64"
   "--chat-template", path.join(SHARED, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
 
 const API_KEY = "sk-test-123";
-const srv = await startServer(model, ["-np", "4", "--api-key", API_KEY, "--max-body-bytes", "65536"]);
+const srv = await startOxinfer(OXINFER, model, ["-np", "4", "--api-key", API_KEY, "--max-body-bytes", "65536"]);
 const client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: API_KEY, maxRetries: 0, timeout: 120000 });
 const noThink = { chat_template_kwargs: { enable_thinking: false } };
 let turn2 = null, warm2 = null, usage1 = null;
@@ -328,7 +294,7 @@ try {
 
 // A cold server (no prompt cache) answers turn 2 the same.
 if (turn2) {
-  const cold = await startServer(model, ["-np", "1", "--cache-ram", "0"]);
+  const cold = await startOxinfer(OXINFER, model, ["-np", "1", "--cache-ram", "0"]);
   try {
     const c2 = new OpenAI({ baseURL: `${cold.base}/v1`, apiKey: "none", maxRetries: 0 });
     await check("turn 2 from the cache equals a cold run", async () => {

@@ -541,9 +541,6 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
   const Config& c = cfg_;
   const int64_t T = pass.n;
   const int64_t d = c.n_embd, L = c.n_layer, P = c.n_embd_per_layer, H = c.n_head;
-  std::vector<int64_t> seg_of(static_cast<size_t>(T));
-  for (size_t s = 0; s < ns; ++s)
-    for (int64_t i = 0; i < pass.segs[s].n; ++i) seg_of[static_cast<size_t>(pass.segs[s].row0 + i)] = static_cast<int64_t>(s);
 
   // embeddings · sqrt(d); embedding rows as given
   std::vector<float> x(static_cast<size_t>(T * d));
@@ -726,7 +723,7 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
       // One query row (token × head) per work unit; each builds its own row lists.
       parallel_for(static_cast<int64_t>(vec_rows.size()) * H, [&](int64_t u) {
         const int64_t t = vec_rows[static_cast<size_t>(u / H)], h = u % H, kh = h / group;
-        const Segment& g = pass.segs[static_cast<size_t>(seg_of[static_cast<size_t>(t)])];
+        const Segment& g = pass.segs[static_cast<size_t>(pass.seg_of[static_cast<size_t>(t)])];
         const int64_t p = g.pos0 + (t - g.row0);
         const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
         const int64_t n = p - lo + 1;

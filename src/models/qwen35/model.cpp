@@ -566,14 +566,11 @@ void Qwen35Model::gdn_forward(const Layer& L, const Pass& p, State* const* sts, 
         std::copy(xr + g.row0 * C, xr + (g.row0 + g.n) * C, region(s) + (K - 1) * C);
       }
   }
-  std::vector<int64_t> seg_of(static_cast<size_t>(n));
-  for (int64_t s = 0; s < ns; ++s)
-    for (int64_t i = 0; i < p.segs[static_cast<size_t>(s)].n; ++i) seg_of[static_cast<size_t>(p.segs[static_cast<size_t>(s)].row0 + i)] = s;
   // Per token: causal depthwise conv over [state | new rows], then SiLU; q, k: per-head L2 norm
   // (q also scaled); β = sigmoid(b); g = ssm_a · softplus(a + dt_bias).
   const float qscale = 1.0f / std::sqrt(static_cast<float>(dk));
   for_tokens(n, [&](int64_t t) {
-    const int64_t s = seg_of[static_cast<size_t>(t)];
+    const int64_t s = p.seg_of[static_cast<size_t>(t)];
     float* y = cv + t * C;
     conv_silu(region(s) + (t - p.segs[static_cast<size_t>(s)].row0) * C, w.conv.data(), C, K, y);
     for (int64_t j = 0; j < Hk; ++j) {
@@ -673,11 +670,9 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
     float* const ys[3] = {qg, k, v};
     matmul_batch(ws, ys, 3, u, n);
   }
-  std::vector<int64_t> seg_of(static_cast<size_t>(n));
   for (int64_t s = 0; s < ns; ++s) {
     const Segment& g = p.segs[static_cast<size_t>(s)];
     sts[s]->kv_[static_cast<size_t>(L.cache)].reserve(g.pos0 + g.n);
-    for (int64_t i = 0; i < g.n; ++i) seg_of[static_cast<size_t>(g.row0 + i)] = s;
   }
   const bool kv_f16 = kv_f16_;
   // Per token: q/k norms and RoPE (mRoPE: each frequency slot takes the t, h or w position of its
@@ -707,7 +702,7 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
       ops::rms_norm(kk, w.k_norm.data(), kk, hd, c_.eps);
       ops::rope_neox(kk, R, csp);
     }
-    const int64_t s = seg_of[static_cast<size_t>(t)];
+    const int64_t s = p.seg_of[static_cast<size_t>(t)];
     const Segment& sg = p.segs[static_cast<size_t>(s)];
     nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
     const int64_t pos = sg.pos0 + (t - sg.row0);
@@ -767,7 +762,7 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
   if (nsr > 0) {
     parallel_for(nsr * H, [&](int64_t job) {
       const int64_t t = short_rows[static_cast<size_t>(job / H)], hh = job % H;
-      const int64_t s = seg_of[static_cast<size_t>(t)];
+      const int64_t s = p.seg_of[static_cast<size_t>(t)];
       const Segment& sg = p.segs[static_cast<size_t>(s)];
       const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
       const int64_t n_kv = sg.pos0 + (t - sg.row0) + 1;
