@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "kernels/matmul.h"
 
 namespace oxi::backend {
@@ -46,14 +47,8 @@ double rms_scale(const double* x, int64_t n, double eps) {
   return 1.0 / std::sqrt(s / static_cast<double>(n) + eps);
 }
 
-double f16ish(double x, bool on) {
-  if (!on) return x;
-  // nearest f16 (normal range; the values here are O(1)): 11 significant bits
-  if (x == 0.0 || !std::isfinite(x)) return x;
-  int e;
-  const double m = std::frexp(x, &e);
-  return std::ldexp(std::nearbyint(m * 2048.0) / 2048.0, e);
-}
+// x rounded to the nearest f16 (core/half.h), when `on`.
+double f16ish(double x, bool on) { return on ? f16_to_f32(f32_to_f16(static_cast<float>(x))) : x; }
 
 class TestDevice final : public nn::Device {
  public:

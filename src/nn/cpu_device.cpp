@@ -46,11 +46,6 @@ float* ptr(Ref r, int64_t n, const char* what) {
   return static_cast<HostBuffer*>(r.buf)->data() + r.off;
 }
 
-float gelu_tanh(float x) {
-  constexpr float kA = 0.044715f, kS = 0.79788456080286535587989211986876f;
-  return 0.5f * x * (1.0f + std::tanh(kS * x * (1.0f + kA * x * x)));
-}
-
 class CpuDevice final : public Device {
  public:
   std::string name() const override { return "cpu"; }
@@ -142,7 +137,7 @@ class CpuDevice final : public Device {
     const float* bp = ptr(b, n, "gelu_mul");
     float* yp = ptr(y, n, "gelu_mul out");
     parallel_for_chunked(n, 4096, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) yp[i] = gelu_tanh(ap[i]) * bp[i];
+      for (int64_t i = i0; i < i1; ++i) yp[i] = ops::gelu_tanh(ap[i]) * bp[i];
     });
   }
 

@@ -12,6 +12,10 @@ namespace oxi::ops {
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+// GELU, tanh approximation, in f32: 0.5·x·(1 + tanh(sqrt(2/π)·x·(1 + 0.044715·x²))).
+inline float gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+}
 
 // y = x / sqrt(mean(x²) + eps) * w   (w may be null: no scale). y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);

@@ -17,6 +17,7 @@
 #include "kernels/ggml.h"
 #include "kernels/ggml_fa.h"
 #include "nn/kv_cache.h"
+#include "nn/ops.h"
 
 namespace oxi {
 
@@ -26,10 +27,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // numerics
 
-constexpr float kGeluCoefA = 0.044715f;
-constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-
-float gelu_f32(float x) { return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x))); }
+using ops::gelu_tanh;
 
 // y = x / sqrt(mean(x^2) + eps) as ggml: squares rounded to f32, summed in double; then the
 // optional weight.
@@ -176,11 +174,11 @@ class Gemma4Model final : public Model {
   void rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const;
   void ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t n_ff) const;
   void ffn_moe(const Layer& ly, const float* x_norm, const float* x_resid, int64_t T, float* out) const;
-  float gelu(float x) const { return exact_gelu_ ? gelu_f32(x) : gelu_ggml(x); }
+  float gelu(float x) const { return exact_gelu_ ? gelu_tanh(x) : gelu_ggml(x); }
   // g[i] = gelu(g[i]) · u[i] (GeGLU), vectorised for ggml's table.
   void geglu(float* g, const float* u, int64_t n) const {
     if (!exact_gelu_) return ggml_geglu(g, u, n);
-    for (int64_t i = 0; i < n; ++i) g[i] = gelu_f32(g[i]) * u[i];
+    for (int64_t i = 0; i < n; ++i) g[i] = gelu_tanh(g[i]) * u[i];
   }
   // Products with f32 weights in ggml's summation order (ggml_matmul_f32; `id`: an expert
   // product, ggml's mul_mat_id); other weight types through our kernels as they are.
@@ -824,7 +822,7 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
 
 float gelu_ggml(float x) { return ggml_gelu(x); }
 
-float gelu_tanh_exact(float x) { return gelu_f32(x); }
+float gelu_tanh_exact(float x) { return gelu_tanh(x); }
 
 }  // namespace gemma4
 
