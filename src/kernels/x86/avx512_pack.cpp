@@ -50,13 +50,23 @@ inline __m512i ctl_pair(int i) {
 // t/s at 2 blocks against ~26-27 one whole group ahead (14-55 KB) and ~28 at 1, 3 or 4 blocks.
 constexpr uint64_t kPfBytes = 2 * kPackQ4KBlock;
 
+// The 6-bit scales and mins of sub-blocks 0..3 (lo) and 4..7 (hi) of one packed Q4_K super-block
+// of 16 rows (p), one byte each per lane (row).
+inline void q4k_scales_mins(const uint8_t* p, __m512i& sc_lo, __m512i& mn_lo, __m512i& sc_hi, __m512i& mn_hi) {
+  const __m512i k3f = _mm512_set1_epi8(0x3F), k0f = _mm512_set1_epi8(0x0F), k30 = _mm512_set1_epi8(0x30);
+  const __m512i A = _mm512_loadu_si512(p + 64), B = _mm512_loadu_si512(p + 128), C = _mm512_loadu_si512(p + 192);
+  sc_lo = _mm512_and_si512(A, k3f);
+  mn_lo = _mm512_and_si512(B, k3f);
+  sc_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(C, k0f), _mm512_srli_epi32(A, 2), k30, 0xF8);
+  mn_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(C, 4), k0f), _mm512_srli_epi32(B, 2), k30, 0xF8);
+}
+
 // 16-row groups ps[0..NS) against one token (Q8_K row x, nb super-blocks): acc[st] += group st's
 // y[0..15], the groups' super-blocks interleaved (packed_streams).
 template <int NS>
 inline void q4k_groups(const uint8_t* const (&ps)[NS], const BlockQ8_K* x, int64_t nb, __m512 (&acc)[NS]) {
   constexpr uint64_t pf = kPfBytes;
   const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
-  const __m512i k3f = _mm512_set1_epi8(0x3F), k0f = _mm512_set1_epi8(0x0F), k30 = _mm512_set1_epi8(0x30);
   __m512i cb[4], cp[4];
   for (int i = 0; i < 4; ++i) {
     cb[i] = ctl_byte(i);
@@ -67,12 +77,8 @@ inline void q4k_groups(const uint8_t* const (&ps)[NS], const BlockQ8_K* x, int64
       const uint8_t* p = ps[st] + b * kPackQ4KBlock;
       const int8_t* xq = x[b].qs;
       for (int l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
-      const __m512i A = _mm512_loadu_si512(p + 64), B = _mm512_loadu_si512(p + 128), C = _mm512_loadu_si512(p + 192);
-      // The 6-bit scales and mins of sub-blocks 0..3 (lo) and 4..7 (hi), one byte each per lane.
-      const __m512i sc_lo = _mm512_and_si512(A, k3f), mn_lo = _mm512_and_si512(B, k3f);
-      const __m512i sc_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(C, k0f), _mm512_srli_epi32(A, 2), k30, 0xF8);
-      const __m512i mn_hi =
-          _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(C, 4), k0f), _mm512_srli_epi32(B, 2), k30, 0xF8);
+      __m512i sc_lo, mn_lo, sc_hi, mn_hi;
+      q4k_scales_mins(p, sc_lo, mn_lo, sc_hi, mn_hi);
       __m512i isum = _mm512_setzero_si512();
       for (int j = 0; j < 4; ++j) {
         const uint8_t* q = p + 256 + j * 512;
@@ -350,16 +356,12 @@ inline void q4k_group_mt(const uint8_t* p, const uint8_t* x, uint64_t xs, int64_
   constexpr uint64_t pf = kPfBytes;
   constexpr int NC = mt_chains<T>();
   const __m512i m4 = _mm512_set1_epi8(0x0F), ghi = _mm512_set1_epi64(kGfHi);
-  const __m512i k3f = _mm512_set1_epi8(0x3F), k0f = _mm512_set1_epi8(0x0F), k30 = _mm512_set1_epi8(0x30);
   for (int64_t b = 0; b < nb; ++b, p += kPackQ4KBlock) {
     const BlockQ8_K* xb[T];
     for (int t = 0; t < T; ++t) xb[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs) + b;
     for (int l = 0; l < 256; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + pf + l), _MM_HINT_T0);
-    const __m512i A = _mm512_loadu_si512(p + 64), B = _mm512_loadu_si512(p + 128), C = _mm512_loadu_si512(p + 192);
-    const __m512i sc_lo = _mm512_and_si512(A, k3f), mn_lo = _mm512_and_si512(B, k3f);
-    const __m512i sc_hi = _mm512_ternarylogic_epi32(_mm512_and_si512(C, k0f), _mm512_srli_epi32(A, 2), k30, 0xF8);
-    const __m512i mn_hi =
-        _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(C, 4), k0f), _mm512_srli_epi32(B, 2), k30, 0xF8);
+    __m512i sc_lo, mn_lo, sc_hi, mn_hi;
+    q4k_scales_mins(p, sc_lo, mn_lo, sc_hi, mn_hi);
     __m512i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
