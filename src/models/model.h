@@ -57,8 +57,9 @@ class SequenceState {
   // Keeps the first n tokens and forgets the rest, as if only those had been consumed (n ≤
   // n_past). Attention caches go back anywhere; sliding-window rings and recurrent layers go back
   // at most `rollback` tokens (new_state's argument), and recurrent layers only into the tokens of
-  // the most recent forward call that included this sequence. Throws kInvalidArgument otherwise
-  // (the state is unchanged then).
+  // the most recent forward call that included this sequence, when that call fed it two tokens or
+  // more (a speculative verify step; single-token decode keeps no record). Throws
+  // kInvalidArgument otherwise (the state is unchanged then).
   virtual void truncate(int64_t n) = 0;
   // Whole state as bytes, and back; restore(snapshot()) is bit-identical.
   virtual std::vector<uint8_t> snapshot() const = 0;

@@ -23,7 +23,7 @@ RecurrentState::RecurrentState(int64_t conv_size, int64_t ssm_size, int64_t rec_
 
 bool RecurrentState::begin_call(int64_t n) {
   rec_n_ = 0;
-  if (n <= 0 || n > rollback_) return false;
+  if (n <= 1 || n > rollback_) return false;
   std::copy(conv_.begin(), conv_.end(), base_conv_.begin());
   rec_n_ = n;
   return true;

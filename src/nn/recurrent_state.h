@@ -27,9 +27,11 @@ class RecurrentState {
   int64_t conv_size() const { return static_cast<int64_t>(conv_.size()); }
   int64_t ssm_size() const { return static_cast<int64_t>(ssm_.size()); }
 
-  // A call of n tokens begins: with rollback room (0 < n ≤ rollback) the conv state is saved and
+  // A call of n tokens begins: with rollback room (1 < n ≤ rollback) the conv state is saved and
   // the model is asked to keep S's start (base_ssm) and fill rec/raw rows; else the record is
-  // dropped. Returns whether the call is recorded.
+  // dropped. Returns whether the call is recorded. Single-token calls (plain decode) are not:
+  // copying S every step would add a tenth to decode's memory traffic, and speculative decoding
+  // only ever rolls back its multi-token verify calls.
   bool begin_call(int64_t n);
   bool recording() const { return rec_n_ > 0; }
   int64_t recorded() const { return rec_n_; }

@@ -22,12 +22,13 @@ uint64_t Batcher::rows() const {
   return rows_;
 }
 
-void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits) {
+void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) {
   if (tokens.empty()) return;
   Req r;
   r.state = &state;
   r.tokens = tokens;
   r.logits = logits;
+  r.all = all_logits;
   std::unique_lock<std::mutex> lk(mu_);
   pending_.push_back(&r);
   cv_.notify_all();
@@ -61,19 +62,27 @@ void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, flo
 void Batcher::run(std::vector<Req*>& reqs) {
   std::vector<SequenceState*> states;
   std::vector<int32_t> tok, seq;
+  std::vector<uint8_t> want;  // outputs: each submission's last entry, or all of a verify step's
+  std::vector<size_t> n_out;
   for (size_t i = 0; i < reqs.size(); ++i) {
     states.push_back(reqs[i]->state);
-    for (int32_t t : reqs[i]->tokens) {
-      tok.push_back(t);
+    const size_t n = reqs[i]->tokens.size();
+    for (size_t j = 0; j < n; ++j) {
+      tok.push_back(reqs[i]->tokens[j]);
       seq.push_back(static_cast<int32_t>(i));
+      want.push_back(reqs[i]->all || j + 1 == n ? 1 : 0);
     }
+    n_out.push_back(reqs[i]->all ? n : 1);
   }
-  const int64_t V = model_.info().n_vocab;
-  std::vector<float> out(reqs.size() * static_cast<size_t>(V));
+  const size_t V = static_cast<size_t>(model_.info().n_vocab);
+  size_t rows_out = 0;
+  for (size_t n : n_out) rows_out += n;
+  std::vector<float> out(rows_out * V);
   Batch b;
   b.n = static_cast<int64_t>(tok.size());
   b.token = tok.data();
   b.seq = seq.data();
+  b.output = want.data();
   try {
     model_.forward_batch(states, b, BatchOutput{out.data(), nullptr});
   } catch (const Error& e) {
@@ -86,7 +95,7 @@ void Batcher::run(std::vector<Req*>& reqs) {
     }
     for (Req* q : reqs) {
       try {
-        model_.forward(*q->state, q->tokens, q->logits, false);
+        model_.forward(*q->state, q->tokens, q->logits, q->all);
       } catch (...) {
         q->error = std::current_exception();
       }
@@ -96,7 +105,11 @@ void Batcher::run(std::vector<Req*>& reqs) {
     for (Req* q : reqs) q->error = std::current_exception();
     return;
   }
-  for (size_t i = 0; i < reqs.size(); ++i) std::copy_n(out.data() + i * static_cast<size_t>(V), V, reqs[i]->logits);
+  size_t at = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::copy_n(out.data() + at * V, n_out[i] * V, reqs[i]->logits);
+    at += n_out[i];
+  }
 }
 
 }  // namespace oxi

@@ -42,8 +42,9 @@ class Batcher {
   };
 
   // Feeds `tokens` to `state` together with the other pending submissions; writes the last
-  // token's logits (n_vocab floats). Throws what the model throws for this submission's batch.
-  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits);
+  // token's logits (n_vocab floats), or every token's ([tokens.size(), n_vocab]) when all_logits
+  // (a speculative verify step). Throws what the model throws for this submission's batch.
+  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits = false);
 
   // Passes run and sequences served, for tests and /metrics.
   uint64_t passes() const;
@@ -57,6 +58,7 @@ class Batcher {
     SequenceState* state = nullptr;
     std::span<const int32_t> tokens;
     float* logits = nullptr;
+    bool all = false;
     bool done = false;
     std::exception_ptr error;
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "core/error.h"
 #include "runtime/batcher.h"
@@ -73,10 +74,10 @@ const char* stop_reason_name(StopReason r) {
   return "unknown";
 }
 
-Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batcher* batcher)
-    : model_(model), text_(text), batcher_(batcher) {
+Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batcher* batcher, int32_t max_draft)
+    : model_(model), text_(text), batcher_(batcher), max_draft_(std::clamp<int32_t>(max_draft, 0, kMaxDraft)) {
   if (n_ctx <= 0) throw_error(ErrorCode::kInvalidArgument, "context size must be positive");
-  state_ = model_.new_state(n_ctx);
+  state_ = model_.new_state(n_ctx, max_draft_ > 0 ? max_draft_ + 1 : 0);
   if (!state_) throw_error(ErrorCode::kInternal, "the model returned no sequence state");
   logits_.resize(static_cast<size_t>(model_.info().n_vocab));
 }
@@ -127,6 +128,35 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
   logits_valid_ = true;
 }
 
+void Session::forward_step(std::span<const int32_t> tokens, bool all) {
+  const int64_t V = model_.info().n_vocab;
+  float* out = logits_.data();
+  if (all) {
+    verify_logits_.resize(tokens.size() * static_cast<size_t>(V));
+    out = verify_logits_.data();
+  }
+  logits_valid_ = false;
+  const auto t0 = Clock::now();
+  try {
+    if (batcher_) batcher_->forward(*state_, tokens, out, all);
+    else model_.forward(*state_, tokens, out, all);
+  } catch (...) {
+    state_->clear();  // as forward_chunked: never go on from a half-updated state
+    tokens_.clear();
+    checkpoint_.reset();
+    throw;
+  }
+  tuner_.record_pass(static_cast<int32_t>(tokens.size()), seconds_since(t0));
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  logits_valid_ = !all;
+}
+
+void Session::truncate(int64_t n) {
+  state_->truncate(n);
+  tokens_.resize(static_cast<size_t>(n));
+  logits_valid_ = false;
+}
+
 void Session::prefill(std::span<const int32_t> tokens, const GenerateOptions& opt) {
   forward_chunked(tokens, opt.prefill_chunk);
 }
@@ -166,28 +196,19 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   auto cancelled = [&] {
     return (opt.cancel && *opt.cancel) || (opt.should_stop && opt.should_stop());
   };
-  for (;;) {
-    if (opt.max_tokens >= 0 && res.n_generated >= opt.max_tokens) {
-      res.stop = StopReason::kMaxTokens;
-      break;
-    }
-    if (cancelled()) {
-      res.stop = StopReason::kCancelled;
-      break;
-    }
-    const std::span<const float> row(logits_.data(), logits_.size());
-    int32_t id;
-    if (opt.logit_filter) {
-      filtered.assign(logits_.begin(), logits_.end());
-      opt.logit_filter(std::span<float>(filtered.data(), filtered.size()));
-      id = sampler.sample(std::span<const float>(filtered.data(), filtered.size()));
-    } else {
-      id = sampler.sample(row);
-    }
+  // The row a choice is made from, after the constraint.
+  auto constrained = [&](std::span<const float> row) {
+    if (!opt.logit_filter) return row;
+    filtered.assign(row.begin(), row.end());
+    opt.logit_filter(std::span<float>(filtered.data(), filtered.size()));
+    return std::span<const float>(filtered.data(), filtered.size());
+  };
+  // Hands one generated token to the caller. `row`: the raw logits it was chosen from; n_fed: the
+  // tokens the sequence holds before it (its position). Returns the stop reason, if it ends here.
+  auto emit = [&](int32_t id, std::span<const float> row, int64_t n_fed) -> std::optional<StopReason> {
     sampler.accept(id);
     ++res.n_generated;
     res.generated.push_back(id);
-
     TokenEvent ev;
     ev.id = id;
     ev.logprob = std::numeric_limits<float>::quiet_NaN();
@@ -199,7 +220,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
     }
     const bool eog = !opt.ignore_eog && text_.is_eog(id);
     const bool at_max = opt.max_tokens >= 0 && res.n_generated >= opt.max_tokens;
-    const bool full = n_past() >= n_ctx();
+    const bool full = n_fed >= n_ctx();
     std::string piece;
     if (eog) {
       piece = stream->flush();  // a cut-off sequence before the end is shown as U+FFFD
@@ -211,25 +232,101 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
     ev.text = piece;
     res.text += piece;
     const bool go_on = on_token ? on_token(ev) : true;
-    if (eog) {
-      res.stop = StopReason::kEndOfGeneration;
-      break;
-    }
-    if (!go_on) {
-      res.stop = StopReason::kCancelled;
-      break;
-    }
-    if (at_max) {
-      res.stop = StopReason::kMaxTokens;
-      break;
-    }
-    if (full) {
-      res.stop = StopReason::kContextFull;
-      break;
-    }
-    const int32_t one[1] = {id};
-    forward_chunked(std::span<const int32_t>(one, 1), 1);
+    if (eog) return StopReason::kEndOfGeneration;
+    if (!go_on) return StopReason::kCancelled;
+    if (at_max) return StopReason::kMaxTokens;
+    if (full) return StopReason::kContextFull;
+    if (cancelled()) return StopReason::kCancelled;
+    return std::nullopt;
+  };
+
+  // Speculation: a drafter proposes tokens to follow each sampled one; they are fed with it in
+  // one verify step and kept while Sampler::verify accepts them (docs/speculative.md).
+  std::unique_ptr<Drafter> own_drafter;
+  Drafter* drafter = nullptr;
+  SpecOptions spec = opt.spec;
+  spec.draft_max = std::clamp(spec.draft_max, 0, max_draft_);
+  spec.draft_min = std::clamp(spec.draft_min, 0, spec.draft_max);
+  if (spec.mode != SpecMode::kNone && spec.drafter) {
+    drafter = spec.drafter;
+  } else if (spec.mode == SpecMode::kMtp || spec.mode == SpecMode::kDraft) {
+    throw_error(ErrorCode::kUnsupported, std::string("speculation mode '") + spec_mode_name(spec.mode) +
+                                             "' is not available for this model (use auto, ngram or none)");
+  } else if (spec.mode != SpecMode::kNone) {
+    own_drafter = std::make_unique<NgramDrafter>();
+    drafter = own_drafter.get();
   }
+  if (spec.draft_max <= 0) drafter = nullptr;
+  tuner_.start(spec);
+  std::vector<int32_t> draft, feed;
+
+  int32_t pending = -1;  // a token already chosen: the replacement for a rejected draft
+  std::optional<StopReason> stop;
+  while (!stop) {
+    if (opt.max_tokens >= 0 && res.n_generated >= opt.max_tokens) {
+      stop = StopReason::kMaxTokens;
+      break;
+    }
+    if (cancelled()) {
+      stop = StopReason::kCancelled;
+      break;
+    }
+    const std::span<const float> row(logits_.data(), logits_.size());
+    const std::span<const float> prev_row = pending >= 0 ? std::span<const float>(pending_row_) : row;
+    const int32_t id = pending >= 0 ? pending : sampler.sample(constrained(row));
+    pending = -1;
+    stop = emit(id, prev_row, n_past());
+    if (stop) break;
+
+    // Drafts: no more than can still be emitted, and room for all of them in the context.
+    int32_t k = 0;
+    if (drafter) {
+      int64_t cap = std::min<int64_t>(spec.draft_max, n_ctx() - n_past() - 1);
+      if (opt.max_tokens >= 0) cap = std::min<int64_t>(cap, opt.max_tokens - res.n_generated);
+      if (cap > 0) {
+        feed.assign(tokens_.begin(), tokens_.end());
+        feed.push_back(id);
+        drafter->propose(feed, static_cast<int32_t>(cap), draft);
+        k = tuner_.choose(static_cast<int32_t>(draft.size()));
+      }
+    }
+    if (k == 0) {
+      const int32_t one[1] = {id};
+      forward_step(std::span<const int32_t>(one, 1), false);
+      continue;
+    }
+    feed.assign(1, id);
+    feed.insert(feed.end(), draft.begin(), draft.begin() + k);
+    const int64_t base = n_past();  // the sequence before `id`
+    forward_step(feed, true);
+    ++res.n_verify;
+    res.n_drafted += k;
+    const size_t V = logits_.size();
+    int32_t i = 0;
+    for (; i < k; ++i) {
+      const std::span<const float> ri(verify_logits_.data() + static_cast<size_t>(i) * V, V);
+      bool accepted = false;
+      const int32_t y = sampler.verify(constrained(ri), draft[static_cast<size_t>(i)], &accepted);
+      if (!accepted) {
+        pending = y;
+        pending_row_.assign(ri.begin(), ri.end());
+        break;
+      }
+      stop = emit(y, ri, base + 1 + i);
+      if (stop) break;
+    }
+    res.n_accepted += stop ? i + 1 : i;
+    tuner_.record_verify(k, stop ? i + 1 : i);
+    if (stop || pending >= 0) {
+      // Keep `id` and the accepted drafts before position i (the last emitted token is not fed,
+      // as in plain decoding); drop the rest.
+      truncate(base + 1 + i);
+    } else {
+      std::copy_n(verify_logits_.data() + static_cast<size_t>(k) * V, V, logits_.data());
+      logits_valid_ = true;
+    }
+  }
+  res.stop = *stop;
   res.gen_seconds = seconds_since(t1);
   return res;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "runtime/speculative.h"
 #include "sampling/sampler.h"
 
 namespace oxi {
@@ -86,6 +87,10 @@ struct GenerateOptions {
   // sampling; set a token's logit to -inf to forbid it. Reported logprobs stay those of the raw
   // logits.
   std::function<void(std::span<float>)> logit_filter;
+  // Speculative decoding (runtime/speculative.h). Greedy output is the same token for token;
+  // sampled output has the same distribution (not the same draws for a seed). Drafts are capped by
+  // the session's max_draft (its rollback room).
+  SpecOptions spec;
 };
 
 struct GenerateResult {
@@ -96,6 +101,10 @@ struct GenerateResult {
   StopReason stop = StopReason::kEndOfGeneration;
   std::vector<int32_t> generated;  // ids (including a final end-of-generation id)
   std::string text;                // streamed text concatenated (end-of-generation text excluded)
+  // Speculative decoding: verify steps run, drafts verified in them, drafts accepted.
+  int32_t n_verify = 0;
+  int32_t n_drafted = 0;
+  int32_t n_accepted = 0;
 };
 
 // Return false to stop (the result then says kCancelled).
@@ -104,8 +113,10 @@ using TokenCallback = std::function<bool(const TokenEvent&)>;
 class Session {
  public:
   // batcher: when set, every forward step goes through it (continuous batching with the other
-  // sessions that share it; runtime/batcher.h).
-  Session(const Model& model, const TokenText& text, int64_t n_ctx, Batcher* batcher = nullptr);
+  // sessions that share it; runtime/batcher.h). max_draft: the most draft tokens a speculative
+  // verify step may carry (the state keeps room to roll that many back; 0: no speculation).
+  Session(const Model& model, const TokenText& text, int64_t n_ctx, Batcher* batcher = nullptr,
+          int32_t max_draft = 0);
 
   const Model& model() const { return model_; }
   int64_t n_ctx() const;
@@ -149,8 +160,17 @@ class Session {
   std::vector<float> logits_;     // last token's logits
   bool logits_valid_ = false;     // logits_ belong to tokens_.back()
   std::optional<Snapshot> checkpoint_;
+  int32_t max_draft_ = 0;
+  DraftTuner tuner_;                 // measured verify costs persist across requests
+  std::vector<float> verify_logits_;  // [k + 1, n_vocab] of the last verify step
+  std::vector<float> pending_row_;    // raw logits of a rejected draft's position (logprobs)
 
   void forward_chunked(std::span<const int32_t> tokens, int32_t chunk);
+  // One decode or verify step: feeds `tokens`, writes the last token's logits to logits_ (or, with
+  // all, every token's to verify_logits_), and tells the tuner how long it took.
+  void forward_step(std::span<const int32_t> tokens, bool all);
+  // Drops consumed tokens back to n (rejected drafts).
+  void truncate(int64_t n);
 };
 
 // Sampling defaults recommended by the model files: GGUF general.sampling.* keys, HF

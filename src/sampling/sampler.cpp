@@ -309,13 +309,16 @@ std::vector<int32_t> Sampler::history() const {
   return out;
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+bool Sampler::build(std::span<const float> logits, int32_t* pick) {
   if (logits.size() < static_cast<size_t>(n_vocab_)) {
     throw_error(ErrorCode::kInternal, "sampler: logit row shorter than the vocabulary");
   }
   const auto row = logits.first(static_cast<size_t>(n_vocab_));
   const bool penalties = params_.has_penalties();
-  if (params_.is_greedy() && !penalties) return argmax(row);
+  if (params_.is_greedy() && !penalties) {
+    *pick = argmax(row);
+    return false;
+  }
 
   cands_.clear();
   cands_.reserve(row.size());
@@ -329,26 +332,62 @@ int32_t Sampler::sample(std::span<const float> logits) {
                     params_.frequency_penalty);
   }
   if (params_.is_greedy()) {
-    return std::min_element(cands_.begin(), cands_.end(), better)->id;
+    *pick = std::min_element(cands_.begin(), cands_.end(), better)->id;
+    return false;
   }
   apply_top_k(cands_, params_.top_k);
   apply_top_p(cands_, params_.top_p);
   apply_min_p(cands_, params_.min_p);
   apply_temperature(cands_, params_.temperature);
+  probs_ = candidate_probs(cands_);
+  return true;
+}
 
-  const std::vector<double> p = candidate_probs(cands_);
+double Sampler::uniform() {
   // 53 random bits → u in [0, 1).
-  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+  return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int32_t Sampler::draw(double u, int32_t skip) {
   double cum = 0.0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    cum += p[i];
+  for (size_t i = 0; i < probs_.size(); ++i) {
+    if (cands_[i].id == skip) continue;
+    cum += probs_[i];
     if (u < cum) return cands_[i].id;
   }
   // Rounding left u just above the total: the last candidate with any mass.
-  for (size_t i = p.size(); i-- > 0;) {
-    if (p[i] > 0.0) return cands_[i].id;
+  for (size_t i = probs_.size(); i-- > 0;) {
+    if (probs_[i] > 0.0 && cands_[i].id != skip) return cands_[i].id;
   }
   return cands_.front().id;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  int32_t pick = -1;
+  if (!build(logits, &pick)) return pick;
+  return draw(uniform(), -1);
+}
+
+int32_t Sampler::verify(std::span<const float> logits, int32_t draft, bool* accepted) {
+  int32_t pick = -1;
+  if (!build(logits, &pick)) {
+    *accepted = pick == draft;
+    return pick;
+  }
+  double pd = 0.0;
+  for (size_t i = 0; i < probs_.size(); ++i) {
+    if (cands_[i].id == draft) pd = probs_[i];
+  }
+  // The draft is kept with probability p(draft) (a deterministic drafter's q is one-hot, so
+  // min(1, p/q) = p); otherwise the token comes from p without the draft, renormalised — which
+  // is max(0, p − q) normalised. Either way the emitted token has distribution p.
+  if (pd > 0.0 && uniform() < pd) {
+    *accepted = true;
+    return draft;
+  }
+  *accepted = false;
+  if (pd >= 1.0) return draft;  // unreachable (u < 1), kept for rounding safety
+  return draw(uniform() * (1.0 - pd), draft);
 }
 
 }  // namespace oxi

@@ -89,6 +89,12 @@ class Sampler {
 
   // Picks the next id from a logit row (at least n_vocab entries).
   int32_t sample(std::span<const float> logits);
+  // Speculative decoding's acceptance step for a token a deterministic drafter proposed at this
+  // position: returns `draft` with probability p(draft) under this sampler's distribution for the
+  // row (*accepted = true), else a token drawn from that distribution with the draft taken out and
+  // renormalised (*accepted = false). The returned token is distributed exactly as sample()'s.
+  // Greedy: the argmax, accepted when it equals the draft.
+  int32_t verify(std::span<const float> logits, int32_t draft, bool* accepted);
   // Records a token in the penalty window (prompt tokens too, as llama.cpp's server does).
   void accept(int32_t id);
   // Clears the penalty window and reseeds the RNG with the original seed.
@@ -106,8 +112,15 @@ class Sampler {
   size_t window_fill_ = 0;
   std::vector<int32_t> counts_;  // occurrences per id inside the window
   std::vector<Candidate> cands_;
+  std::vector<double> probs_;  // cands_' probabilities after build()
 
   void count(int32_t id, int delta);
+  // Applies the chain to a row. Returns false with *pick set when the choice is deterministic
+  // (greedy); else true with cands_ / probs_ holding the distribution to draw from.
+  bool build(std::span<const float> logits, int32_t* pick);
+  double uniform();
+  // The candidate where the cumulative probability (skipping id `skip`) passes u.
+  int32_t draw(double u, int32_t skip);
 };
 
 }  // namespace oxi

@@ -10,6 +10,7 @@
 #include "format/model_files.h"
 #include "kernels/isa.h"
 #include "qwen35_test_util.h"
+#include "spec_check.h"
 
 namespace {
 
@@ -166,6 +167,26 @@ TEST(Qwen35BatchErrors, BadBatchesLeaveStatesAlone) {
   EXPECT_THROW(l.model->forward_batch(both, bt, oxi::BatchOutput{lg.data(), nullptr}), oxi::Error);  // overflows b
   EXPECT_EQ(a->n_past(), 0);
   EXPECT_EQ(b->n_past(), 0);
+}
+
+// Speculative decoding (runtime/session.cpp) on the real forward: greedy output equals the plain
+// run's with drafts all accepted, all rejected and mixed, for a prompt longer than the chunked-GDN
+// block (64) — every ISA, float and quantised weights.
+TEST_P(Qwen35Batch, SpeculativeGreedyEqualsPlain) {
+  IsaReset reset;
+  q35test::Shape s;
+  s.moe = GetParam();
+  const std::string dir = q35test::tmp_dir(s.moe ? "spec_moe" : "spec_dense");
+  q35test::write_model(dir, s);
+  for (const auto& isa : oxi::available_isas()) {
+    oxi::set_isa(isa);
+    for (const std::string quant : {"", "q8_0", "q4_0", "q4_k"}) {
+      Loaded l = load(dir, quant);
+      std::vector<int32_t> prompt = batchtest::ids(70, l.model->info().n_vocab, 21);
+      prompt.insert(prompt.end(), prompt.begin() + 10, prompt.begin() + 20);  // something to look up
+      EXPECT_EQ(spectest::spec_vs_plain(*l.model, prompt, 24), "") << isa << " " << quant;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseAndMoe, Qwen35Batch, ::testing::Values(false, true));

@@ -23,6 +23,7 @@
 #include "models/gemma4/gemma4.h"
 #include "models/model.h"
 #include "batch_check.h"
+#include "spec_check.h"
 
 namespace {
 
@@ -305,20 +306,26 @@ TEST(Gemma4, PrefillThenDecodeEqualsOnePrefillAcrossTheWindow) {
   check_prefill_decode(moe, "pd_moe");
 }
 
+// Six layers, two of them KV-shared; per-layer embeddings, or the MoE block instead.
+Spec six_layer_spec(bool moe) {
+  Spec s;
+  s.layers = 6;
+  s.kv_shared = 2;
+  s.ple = moe ? 0 : 8;
+  if (moe) {
+    s.experts = 4;
+    s.top_k = 2;
+  }
+  return s;
+}
+
 // The batched interface: several sequences in one call compute what each computes alone (sliding
 // ring wrap, KV-shared layers, per-layer embeddings, the MoE block; tiled attention for the 70-token
 // prompt), with one summation order for every batch size (exact) and with ggml's f32 orders (the
 // model's default, which like ggml picks the order by batch size: within float rounding).
 TEST(Gemma4, SequencesTogetherEqualAlone) {
   for (bool moe : {false, true}) {
-    Spec s;
-    s.layers = 6;
-    s.kv_shared = 2;
-    s.ple = moe ? 0 : 8;
-    if (moe) {
-      s.experts = 4;
-      s.top_k = 2;
-    }
+    const Spec s = six_layer_spec(moe);
     const std::string dir = write_checkpoint(moe ? "batch_moe" : "batch_ple", s);
     const int64_t V = s.vocab;
     const std::vector<std::vector<int32_t>> prompts = {batchtest::ids(70, V, 1), batchtest::ids(5, V, 2), batchtest::ids(1, V, 3),
@@ -359,6 +366,21 @@ TEST(Gemma4, TruncateEqualsNeverFed) {
   EXPECT_THROW(st->truncate(5), oxi::Error);
   EXPECT_EQ(st->n_past(), 11);
   fs::remove_all(dir);
+}
+
+// Speculative decoding on the real forward: greedy output equals the plain run's with drafts all
+// accepted, all rejected and mixed, far past the sliding window (4), with KV-shared layers and
+// per-layer embeddings, and with the MoE block; default numerics and the batch-invariant ones.
+TEST(Gemma4, SpeculativeGreedyEqualsPlain) {
+  for (bool moe : {false, true}) {
+    const Spec s = six_layer_spec(moe);
+    const std::string dir = write_checkpoint(moe ? "spec_moe" : "spec_ple", s);
+    std::vector<int32_t> prompt = batchtest::ids(30, s.vocab, 11);
+    prompt.insert(prompt.end(), prompt.begin() + 5, prompt.begin() + 12);
+    EXPECT_EQ(spectest::spec_vs_plain(*load_batch_invariant(dir), prompt, 24), "") << (moe ? "moe" : "ple");
+    EXPECT_EQ(spectest::spec_vs_plain(*load(dir), prompt, 24), "") << (moe ? "moe" : "ple") << " default numerics";
+    fs::remove_all(dir);
+  }
 }
 
 TEST(Gemma4, SnapshotRestoreIsBitIdentical) {

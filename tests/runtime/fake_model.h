@@ -72,6 +72,10 @@ class FakeModel : public Model {
           float* row = logits;
           logits += info_.n_vocab;
           for (int64_t v = 0; v < info_.n_vocab; ++v) row[v] = 0.0f;
+          if (soft) {
+            soft(st.seq, row);
+            continue;
+          }
           if (flat) continue;
           const int32_t nx = next_(st.seq);
           if (nx >= 0 && nx < info_.n_vocab) row[nx] = 10.0f;
@@ -83,6 +87,8 @@ class FakeModel : public Model {
  public:
   mutable std::vector<size_t> calls;  // sizes of forward() batches
   bool flat = false;                  // all logits equal
+  // When set, writes the whole logit row for a sequence (instead of the one-hot next token).
+  std::function<void(const std::vector<int32_t>&, float*)> soft;
   int64_t fail_after = -1;            // forward() throws once the sequence would pass this length
 
  private:

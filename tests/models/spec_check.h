@@ -1,0 +1,90 @@
+// Speculative decoding on a real model (shared by the family tests): greedy runs with drafts that
+// are all accepted (the plain run's own continuation), all rejected (every draft wrong), mixed
+// (every third wrong), and prompt-lookup drafts, each against the plain greedy run token for token.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "runtime/session.h"
+#include "runtime/speculative.h"
+
+namespace spectest {
+
+// Every id samplable, none ends the generation, no text (ids are compared).
+class IdsOnly : public oxi::TokenText {
+ public:
+  explicit IdsOnly(int64_t n) : n_(n) {}
+  int64_t vocab_size() const override { return n_; }
+  bool is_eog(int32_t) const override { return false; }
+  std::unique_ptr<oxi::TextStream> new_stream() const override {
+    return std::make_unique<oxi::Utf8TextStream>([](int32_t) { return std::string(); });
+  }
+
+ private:
+  int64_t n_;
+};
+
+// Drafts the tokens of `script` that follow the history (history = prompt + generated so far);
+// position j is made wrong when corrupt_every > 0 and j % corrupt_every == 0.
+class Replay : public oxi::Drafter {
+ public:
+  Replay(std::vector<int32_t> script, size_t prompt_len, int corrupt_every, int64_t vocab)
+      : script_(std::move(script)), prompt_len_(prompt_len), corrupt_(corrupt_every), vocab_(vocab) {}
+  const char* name() const override { return "replay"; }
+  void propose(std::span<const int32_t> h, int32_t k, std::vector<int32_t>& out) override {
+    out.clear();
+    for (size_t j = h.size() - prompt_len_; j < script_.size() && out.size() < static_cast<size_t>(k); ++j) {
+      int32_t t = script_[j];
+      if (corrupt_ > 0 && j % static_cast<size_t>(corrupt_) == 0) t = static_cast<int32_t>((t + 1) % vocab_);
+      out.push_back(t);
+    }
+  }
+
+ private:
+  std::vector<int32_t> script_;
+  size_t prompt_len_;
+  int corrupt_;
+  int64_t vocab_;
+};
+
+inline oxi::GenerateResult greedy(const oxi::Model& m, const std::vector<int32_t>& prompt, int n, const oxi::SpecOptions& spec) {
+  IdsOnly text(m.info().n_vocab);
+  oxi::Session s(m, text, 256, nullptr, spec.mode == oxi::SpecMode::kNone ? 0 : 16);
+  oxi::GenerateOptions o;
+  o.max_tokens = n;
+  o.spec = spec;
+  return s.generate(prompt, o, nullptr);
+}
+
+// Returns a description of the first mode whose tokens differ from the plain run ("" if none).
+inline std::string spec_vs_plain(const oxi::Model& m, const std::vector<int32_t>& prompt, int n) {
+  const oxi::GenerateResult plain = greedy(m, prompt, n, {});
+  const int64_t V = m.info().n_vocab;
+  for (int corrupt : {0, 1, 3}) {
+    for (int32_t k : {1, 3, 8}) {
+      Replay d(plain.generated, prompt.size(), corrupt, V);
+      oxi::SpecOptions spec;
+      spec.mode = oxi::SpecMode::kAuto;
+      spec.adaptive = false;
+      spec.draft_max = k;
+      spec.drafter = &d;
+      const oxi::GenerateResult r = greedy(m, prompt, n, spec);
+      const std::string what = "replay corrupt_every " + std::to_string(corrupt) + " k " + std::to_string(k);
+      if (r.generated != plain.generated) return what;
+      if (r.n_drafted == 0) return what + ": nothing drafted";
+      if (corrupt == 0 && r.n_accepted != r.n_drafted) return what + ": correct drafts rejected";
+      if (corrupt == 1 && r.n_accepted != 0) return what + ": wrong drafts accepted";
+    }
+  }
+  oxi::SpecOptions ngram;
+  ngram.mode = oxi::SpecMode::kNgram;
+  ngram.adaptive = false;
+  if (greedy(m, prompt, n, ngram).generated != plain.generated) return "ngram";
+  return "";
+}
+
+}  // namespace spectest
