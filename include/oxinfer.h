@@ -15,8 +15,9 @@ extern "C" {
 #endif
 
 /* Structs are extended only at their end; get them from the _default_params() functions so new
- * fields get their defaults. 2: oxi_generate_params.json_schema. */
-#define OXI_API_VERSION 2
+ * fields get their defaults. 2: oxi_generate_params.json_schema. 3: speculative decoding
+ * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats). */
+#define OXI_API_VERSION 3
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -159,7 +160,17 @@ typedef struct oxi_generate_params {
    * types, local $ref); a schema it cannot enforce is OXI_ERR_INVALID_ARGUMENT "json_schema: ...".
    * Not with ignore_eog. Read during the call only. */
   const char* json_schema;
+  /* Speculative decoding (docs/speculative.md): drafted tokens are verified in one forward pass
+   * and rolled back when rejected. Greedy output is identical to spec_mode 0's; sampled output
+   * has the same distribution (not the same draws for a seed). OXI_SPEC_AUTO (the default) drafts
+   * by prompt lookup and only while it pays on this machine; OXI_SPEC_NGRAM likewise but is
+   * chosen explicitly; OXI_SPEC_MTP / OXI_SPEC_DRAFT are OXI_ERR_UNSUPPORTED until implemented. */
+  int32_t spec_mode;
+  int32_t draft_max; /* most drafts per verify step, 0..16 (contexts keep room to roll back 16) */
+  int32_t draft_min; /* fewest drafts worth verifying; > 0 also forces drafting (default 0) */
 } oxi_generate_params;
+
+enum { OXI_SPEC_NONE = 0, OXI_SPEC_AUTO = 1, OXI_SPEC_NGRAM = 2, OXI_SPEC_MTP = 3, OXI_SPEC_DRAFT = 4 };
 
 oxi_generate_params oxi_generate_default_params(void);
 
@@ -179,6 +190,11 @@ typedef struct oxi_generate_result {
 oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt,
                         const oxi_generate_params* params, oxi_token_callback on_token,
                         void* user_data, oxi_generate_result* result);
+
+/* Speculative decoding in the context's last oxi_generate call: verify steps run, draft tokens
+ * verified, draft tokens accepted (any pointer may be NULL). */
+oxi_status oxi_context_spec_stats(const oxi_context* ctx, int32_t* n_verify, int32_t* n_drafted,
+                                  int32_t* n_accepted);
 
 #ifdef __cplusplus
 }

@@ -215,6 +215,28 @@ oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params p) 
   return p;
 }
 
+const std::vector<std::string> kSpecOptions = {"--spec", "--draft-max", "--draft", "--draft-n", "--draft-min", "--draft-n-min"};
+
+SpecArgs spec_from_args(const Args& args) {
+  SpecArgs s;
+  if (const auto m = args.get({"--spec"})) {
+    static const char* kNames[] = {"none", "auto", "ngram", "mtp", "draft"};
+    int found = -1;
+    for (int i = 0; i < 5; ++i) {
+      if (*m == kNames[i]) found = i;
+    }
+    if (found < 0) usage_error("invalid value for --spec: '" + *m + "' (auto, none, ngram, mtp, draft)");
+    s.mode = found;  // the names are in OXI_SPEC_* order
+  }
+  const long long mx = args.get_int({"--draft-max", "--draft", "--draft-n"}, 16);
+  if (mx < 0 || mx > 16) usage_error("invalid value for --draft-max (0..16)");
+  const long long mn = args.get_int({"--draft-min", "--draft-n-min"}, 0);
+  if (mn < 0 || mn > mx) usage_error("invalid value for --draft-min (0..--draft-max)");
+  s.draft_max = static_cast<int32_t>(mx);
+  s.draft_min = static_cast<int32_t>(mn);
+  return s;
+}
+
 const std::vector<std::string> kModelOptions = {"-m", "--model", "-hf", "--hf-repo", "--hf-token",
                                                 "-t", "--threads", "--chat-template-file", "--isa",
                                                 "--device", "--quant"};

@@ -68,6 +68,17 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& f
 extern const std::vector<std::string> kSamplingOptions;
 oxi_sampling_params sampling_from_args(const Args& args, oxi_sampling_params base);
 
+// Speculative decoding options shared by run / chat / serve (docs/speculative.md):
+//   --spec auto|none|ngram|mtp|draft (default auto)  --draft-max N (0..16, default 16)
+//   --draft-min N (default 0)  — llama.cpp's spellings for the last two.
+extern const std::vector<std::string> kSpecOptions;
+struct SpecArgs {
+  int32_t mode = OXI_SPEC_AUTO;
+  int32_t draft_max = 16;
+  int32_t draft_min = 0;
+};
+SpecArgs spec_from_args(const Args& args);
+
 // Model options shared by the commands that load a model: -m/--model, -hf/--hf-repo,
 // --hf-token, -t/--threads, --chat-template-file, --isa, --device, --quant.
 extern const std::vector<std::string> kModelOptions;

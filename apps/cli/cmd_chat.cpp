@@ -33,14 +33,15 @@ const char* kUsage =
     "         [--system S] [--no-think] [--chat-template-file F] [--temp T] [--seed S]\n"
     "         [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [--repeat-last-n N] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
-    "         [--device none|auto|NAME] [--quant q8_0|q4_0|q4_k]\n"
+    "         [--device none|auto|NAME] [--quant q8_0|q4_0|q4_k] [--spec MODE] [--draft-max N]\n"
+    "         [--draft-min N]\n"
     "       oxinfer chat --template-only ...   (render a conversation; see --template-only --help)\n"
     "\n"
     "Type a message and press Enter (end a line with \\ to continue it on the next).\n"
     "Ctrl-C stops a reply; /exit, /quit or end of input (Ctrl-D) quits; /reset clears the history.\n"
     "  -c CTX   context size (default 4096; 0: the model's training context)\n"
     "  -n N     most tokens per reply (default -1: until the end of the turn)\n"
-    "  (--quant TYPE: see oxinfer run --help)\n";
+    "  (--quant TYPE, --spec MODE: see oxinfer run --help)\n";
 
 volatile int g_cancel = 0;
 volatile sig_atomic_t g_generating = 0;
@@ -179,6 +180,7 @@ int cmd_chat(int argc, char** argv) {
     }
     std::vector<std::string> known = kModelOptions;
     known.insert(known.end(), kSamplingOptions.begin(), kSamplingOptions.end());
+    known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     for (const char* k : {"-n", "--n-predict", "-c", "--ctx-size", "--system", "-sys", "--system-prompt"}) {
       known.emplace_back(k);
     }
@@ -191,6 +193,7 @@ int cmd_chat(int argc, char** argv) {
     const bool no_think = args.flag({"--no-think"});
     const auto system = args.get({"--system", "-sys", "--system-prompt"});
     (void)sampling_from_args(args, oxi_sampling_default_params());
+    const SpecArgs spec = spec_from_args(args);
 
     Handles h;
     h.m = open_model_from_args(args);
@@ -206,6 +209,9 @@ int cmd_chat(int argc, char** argv) {
     oxi_generate_params gp = oxi_generate_default_params();
     gp.max_tokens = static_cast<int32_t>(n_predict);
     gp.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
+    gp.spec_mode = spec.mode;
+    gp.draft_max = spec.draft_max;
+    gp.draft_min = spec.draft_min;
     gp.cancel = &g_cancel;
 
     const bool tty_in = isatty(STDIN_FILENO) != 0;

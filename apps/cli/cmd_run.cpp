@@ -27,7 +27,8 @@ const char* kUsage =
     "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
     "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
     "         [--ignore-eos] [--isa scalar|avx2|avx512|avx512-amx|auto] [--device none|auto|NAME]\n"
-    "         [--quant q8_0|q4_0|q4_k]\n"
+    "         [--quant q8_0|q4_0|q4_k] [--spec auto|none|ngram|mtp|draft] [--draft-max N]\n"
+    "         [--draft-min N]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
@@ -39,11 +40,15 @@ const char* kUsage =
     "                    model (generation_config.json / GGUF general.sampling.*), else llama.cpp's\n"
     "  --json            stdout: one JSON object per generated token\n"
     "                    {\"id\",\"text\",\"logprob\",\"top_logprobs\":[{\"id\",\"logprob\"}]}, then\n"
-    "                    {\"prompt_ids\":[...],\"timings\":{\"prompt_tok_s\",\"gen_tok_s\"}}\n"
+    "                    {\"prompt_ids\":[...],\"timings\":{\"prompt_tok_s\",\"gen_tok_s\"},\n"
+    "                    \"speculative\":{\"verify_steps\",\"drafted\",\"accepted\"}}\n"
     "  --top-logprobs K  alternatives per token in --json (0..20; log-softmax of raw logits)\n"
     "  --system S        system message (chat template only)\n"
     "  --no-think        render the template with enable_thinking=false\n"
     "  --ignore-eos      keep generating past end-of-generation tokens\n"
+    "  --spec MODE       speculative decoding (default auto: prompt-lookup drafts, verified in one\n"
+    "                    pass, used only while they pay; greedy output is unchanged); none: off\n"
+    "  --draft-max N     most drafts per verify step (0..16, default 16); --draft-min N fewest\n"
     "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
     "  --device D        device backend for large matmuls: none, auto (default; env OXI_DEVICE)\n"
     "                    or a name (cpu-ref: the reference test backend)\n";
@@ -109,6 +114,7 @@ int cmd_run(int argc, char** argv) {
     }
     std::vector<std::string> known = kModelOptions;
     known.insert(known.end(), kSamplingOptions.begin(), kSamplingOptions.end());
+    known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     for (const char* k : {"-p", "--prompt", "-f", "--file", "--tokens", "-n", "--n-predict",
                           "-c", "--ctx-size", "--top-logprobs", "--system", "-sys",
                           "--system-prompt"}) {
@@ -141,6 +147,7 @@ int cmd_run(int argc, char** argv) {
     }
     // Validate sampling flags before the (slow) model load.
     (void)sampling_from_args(args, oxi_sampling_default_params());
+    const SpecArgs spec = spec_from_args(args);
 
     ModelHolder h;
     h.m = open_model_from_args(args);
@@ -195,6 +202,9 @@ int cmd_run(int argc, char** argv) {
     gp.max_tokens = static_cast<int32_t>(n_predict);
     gp.n_top_logprobs = static_cast<int32_t>(n_top);
     gp.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
+    gp.spec_mode = spec.mode;
+    gp.draft_max = spec.draft_max;
+    gp.draft_min = spec.draft_min;
     if (gp.sampling.seed == OXI_SEED_RANDOM && gp.sampling.temperature > 0.0f) {
       // Pick the seed here so it can be reported (and the run repeated with --seed).
       std::random_device rd;
@@ -225,6 +235,9 @@ int cmd_run(int argc, char** argv) {
       nlohmann::ordered_json last;
       last["prompt_ids"] = prompt;
       last["timings"] = {{"prompt_tok_s", pp}, {"gen_tok_s", tg}};
+      int32_t nv = 0, nd = 0, na = 0;
+      check_status(oxi_context_spec_stats(h.c, &nv, &nd, &na));
+      last["speculative"] = {{"verify_steps", nv}, {"drafted", nd}, {"accepted", na}};
       const std::string line = last.dump();
       std::fwrite(line.data(), 1, line.size(), stdout);
       std::fputc('\n', stdout);
@@ -236,6 +249,9 @@ int cmd_run(int argc, char** argv) {
     const int sr = res.stop_reason >= 0 && res.stop_reason <= 3 ? res.stop_reason : 0;
     std::fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generated: %d tokens, %.2f tok/s | stop: %s\n",
                  res.n_prompt, pp, res.n_generated, tg, kStop[sr]);
+    int32_t nv = 0, nd = 0, na = 0;
+    check_status(oxi_context_spec_stats(h.c, &nv, &nd, &na));
+    if (nd > 0) std::fprintf(stderr, "speculative: %d of %d drafts accepted in %d verify steps\n", na, nd, nv);
     return s == OXI_ERR_CANCELLED ? 130 : 0;
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -1,6 +1,7 @@
 // oxinfer serve: OpenAI-compatible HTTP server (src/server).
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "args.h"
 #include "commands.h"
@@ -22,6 +23,9 @@ const char* kHelp =
     "  -t, --threads N       CPU threads (default: all)\n"
     "  --api-key K           require 'Authorization: Bearer K' on /v1/* endpoints\n"
     "  --cache-ram MiB       prompt-cache budget (default 2048; 0 disables checkpoints)\n"
+    "  --spec MODE           speculative decoding: auto (default), none, ngram (see run --help);\n"
+    "                        --draft-max N (0..16) / --draft-min N; requests may lower them with\n"
+    "                        speculative.n_max / speculative.n_min\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n"
@@ -37,9 +41,11 @@ int cmd_serve(int argc, char** argv) {
       std::fputs(kHelp, stdout);
       return 0;
     }
-    args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np", "--parallel",
-                      "-c", "--ctx-size", "-t", "--threads", "--api-key", "--cache-ram", "--chat-template-file",
-                      "--alias", "--max-body-bytes", "--isa", "--device", "--quant"});
+    std::vector<std::string> known = {"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np",
+                                      "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--cache-ram",
+                                      "--chat-template-file", "--alias", "--max-body-bytes", "--isa", "--device", "--quant"};
+    known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
+    args.check_known(known);
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
     server::ServerOptions o;
     o.model_path = resolve_model_path(args);
@@ -53,6 +59,10 @@ int cmd_serve(int argc, char** argv) {
     o.chat_template_file = args.get_or({"--chat-template-file"}, "");
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
+    const SpecArgs spec = spec_from_args(args);
+    o.spec_mode = spec.mode;
+    o.draft_max = spec.draft_max;
+    o.draft_min = spec.draft_min;
     o.max_body_bytes = static_cast<size_t>(args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes)));
     if (o.port < 0 || o.port > 65535) throw_error(ErrorCode::kInvalidArgument, "--port must be 0..65535");
     if (o.n_slots < 1 || o.n_slots > 256) throw_error(ErrorCode::kInvalidArgument, "-np must be 1..256");

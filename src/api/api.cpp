@@ -117,7 +117,15 @@ struct oxi_model {
 struct oxi_context {
   oxi_model* model = nullptr;
   std::unique_ptr<oxi::Session> session;
+  int32_t n_verify = 0, n_drafted = 0, n_accepted = 0;  // the last oxi_generate's speculation
 };
+
+static_assert(OXI_SPEC_NONE == static_cast<int>(oxi::SpecMode::kNone) && OXI_SPEC_AUTO == static_cast<int>(oxi::SpecMode::kAuto) &&
+              OXI_SPEC_NGRAM == static_cast<int>(oxi::SpecMode::kNgram) && OXI_SPEC_MTP == static_cast<int>(oxi::SpecMode::kMtp) &&
+              OXI_SPEC_DRAFT == static_cast<int>(oxi::SpecMode::kDraft));
+
+// Rollback room every context keeps: oxi_generate_params.draft_max at most this.
+constexpr int32_t kContextMaxDraft = 16;
 
 namespace oxi {
 
@@ -314,7 +322,7 @@ oxi_status oxi_context_new(oxi_model* model, int32_t n_ctx, oxi_context** out) {
     if (n <= 0) n = 4096;
     auto c = std::make_unique<oxi_context>();
     c->model = model;
-    c->session = std::make_unique<oxi::Session>(model->model(), *model->loaded->text, n);
+    c->session = std::make_unique<oxi::Session>(model->model(), *model->loaded->text, n, nullptr, kContextMaxDraft);
     *out = c.release();
     return OXI_OK;
   });
@@ -373,6 +381,9 @@ oxi_generate_params oxi_generate_default_params(void) {
   p.ignore_eog = 0;
   p.prefill_chunk = 512;
   p.json_schema = nullptr;
+  p.spec_mode = OXI_SPEC_AUTO;
+  p.draft_max = kContextMaxDraft;
+  p.draft_min = 0;
   return p;
 }
 
@@ -395,6 +406,13 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     o.sampling = from_c(p.sampling);
     o.prefill_chunk = p.prefill_chunk > 0 ? p.prefill_chunk : 512;
     o.cancel = p.cancel;
+    OXI_REQUIRE(p.spec_mode >= OXI_SPEC_NONE && p.spec_mode <= OXI_SPEC_DRAFT, "oxi_generate: unknown spec_mode");
+    OXI_REQUIRE(p.draft_max >= 0 && p.draft_max <= kContextMaxDraft, "oxi_generate: draft_max must be between 0 and 16");
+    OXI_REQUIRE(p.draft_min >= 0 && p.draft_min <= p.draft_max, "oxi_generate: draft_min must be between 0 and draft_max");
+    o.spec.mode = static_cast<oxi::SpecMode>(p.spec_mode);
+    o.spec.draft_max = p.draft_max;
+    o.spec.draft_min = p.draft_min;
+    ctx->n_verify = ctx->n_drafted = ctx->n_accepted = 0;
 
     // Structured output: the same automaton and mask as the server's response_format.
     std::optional<oxi::JsonConstraint> constraint;
@@ -446,9 +464,20 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
       result->gen_seconds = r.gen_seconds;
       result->stop_reason = static_cast<int32_t>(r.stop);
     }
+    ctx->n_verify = r.n_verify;
+    ctx->n_drafted = r.n_drafted;
+    ctx->n_accepted = r.n_accepted;
     if (r.stop == oxi::StopReason::kCancelled) return fail(OXI_ERR_CANCELLED, "generation cancelled");
     return OXI_OK;
   });
+}
+
+oxi_status oxi_context_spec_stats(const oxi_context* ctx, int32_t* n_verify, int32_t* n_drafted, int32_t* n_accepted) {
+  OXI_REQUIRE(ctx, "oxi_context_spec_stats: ctx must not be NULL");
+  if (n_verify) *n_verify = ctx->n_verify;
+  if (n_drafted) *n_drafted = ctx->n_drafted;
+  if (n_accepted) *n_accepted = ctx->n_accepted;
+  return OXI_OK;
 }
 
 }  // extern "C"

@@ -135,6 +135,9 @@ class ServerEngine final : public Engine {
     go.max_tokens = req.max_tokens;
     go.n_top_logprobs = req.logprobs ? req.top_logprobs : 0;
     go.logprobs = req.logprobs;
+    go.spec.mode = static_cast<SpecMode>(opt_.spec_mode);
+    go.spec.draft_max = std::min(opt_.draft_max, req.draft_max.value_or(opt_.draft_max));
+    go.spec.draft_min = std::min(go.spec.draft_max, req.draft_min.value_or(opt_.draft_min));
     if (constraint) {
       const TextConstraint* c = constraint.get();
       go.logit_filter = [this, c](std::span<float> logits) { mask_rejected_tokens(*c, *loaded_->text, logits); };
@@ -185,6 +188,8 @@ class ServerEngine final : public Engine {
       out.n_generated = r.n_generated - (r.stop == StopReason::kEndOfGeneration ? 1 : 0);
       out.prompt_ms = pre_ms + r.prompt_seconds * 1000.0;
       out.gen_ms = r.gen_seconds * 1000.0;
+      out.n_drafted = r.n_drafted;
+      out.n_accepted = r.n_accepted;
       out.finish_reason = (r.stop == StopReason::kMaxTokens || r.stop == StopReason::kContextFull) ? "length" : "stop";
       std::lock_guard<std::mutex> lk(mu_);
       slot.last_use = ++clock_;
@@ -229,7 +234,8 @@ class ServerEngine final : public Engine {
       batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;
-        s.session = std::make_unique<Session>(*model_, *loaded_->text, opt_.n_ctx, batcher_.get());
+        s.session = std::make_unique<Session>(*model_, *loaded_->text, opt_.n_ctx, batcher_.get(),
+                                              opt_.spec_mode != 0 ? opt_.draft_max : 0);
         slots_.push_back(std::move(s));
       }
       ready_.store(true);

@@ -30,6 +30,7 @@ struct GenerationResult {
   int n_generated = 0;
   std::string finish_reason = "stop";  // "stop" | "length" | "tool_calls" (set by the caller)
   double prompt_ms = 0, gen_ms = 0;
+  int n_drafted = 0, n_accepted = 0;  // speculative decoding: draft tokens verified / accepted
 };
 
 // Called per generated token; return false to stop (client gone, stop string matched).

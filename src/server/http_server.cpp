@@ -60,6 +60,7 @@ void send_error(httplib::Response& res, int status, const std::string& msg, cons
 // Shared per-request state for building responses (chat or text completion).
 struct Metrics {
   std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, cached_tokens{0}, gen_tokens{0};
+  std::atomic<uint64_t> drafted{0}, accepted{0};
   std::atomic<int> in_flight{0};
 };
 
@@ -74,6 +75,16 @@ json usage_json(const GenerationResult& r) {
               {"completion_tokens", r.n_generated},
               {"total_tokens", r.n_prompt + r.n_generated},
               {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}}};
+}
+
+// llama-server's per-response timings (its field names), with the speculative decoding counts.
+json timings_json(const GenerationResult& r) {
+  auto per_s = [](int n, double ms) { return ms > 0.0 ? n * 1000.0 / ms : 0.0; };
+  return json{{"prompt_n", r.n_prompt - r.n_cached}, {"prompt_ms", r.prompt_ms},
+              {"prompt_per_second", per_s(r.n_prompt - r.n_cached, r.prompt_ms)},
+              {"predicted_n", r.n_generated}, {"predicted_ms", r.gen_ms},
+              {"predicted_per_second", per_s(r.n_generated, r.gen_ms)},
+              {"draft_n", r.n_drafted}, {"draft_n_accepted", r.n_accepted}};
 }
 
 json logprob_entry(Engine& eng, const TokenOut& t, int n_top) {
@@ -280,6 +291,8 @@ class Routes {
     line("prompt_tokens_cached_total", "counter", "Prompt tokens served from the prompt cache",
          double(metrics_.cached_tokens));
     line("tokens_predicted_total", "counter", "Tokens generated", double(metrics_.gen_tokens));
+    line("draft_tokens_total", "counter", "Draft tokens verified (speculative decoding)", double(metrics_.drafted));
+    line("draft_tokens_accepted_total", "counter", "Draft tokens accepted", double(metrics_.accepted));
     line("requests_processing", "gauge", "Requests being processed", double(metrics_.in_flight));
     line("model_ready", "gauge", "1 once the model is loaded", eng_.ready() ? 1.0 : 0.0);
     json st = eng_.ready() ? eng_.stats() : json::object();
@@ -296,6 +309,8 @@ class Routes {
     metrics_.prompt_tokens += r.n_prompt;
     metrics_.cached_tokens += r.n_cached;
     metrics_.gen_tokens += r.n_generated;
+    metrics_.drafted += static_cast<uint64_t>(r.n_drafted);
+    metrics_.accepted += static_cast<uint64_t>(r.n_accepted);
   }
 
   // ---- chat --------------------------------------------------------------------------------
@@ -353,7 +368,7 @@ class Routes {
       return send_json(res, 200,
                        {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
                         {"system_fingerprint", "oxinfer"}, {"choices", json::array({choice})},
-                        {"usage", usage_json(r)}});
+                        {"usage", usage_json(r)}, {"timings", timings_json(r)}});
     }
 
     // Streaming: the generation runs inside the content provider; a failed write (client gone)
@@ -419,7 +434,7 @@ class Routes {
           chunk(json::object(), finish, nullptr);
           if (rq.include_usage) {
             write({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                   {"choices", json::array()}, {"usage", usage_json(r)}});
+                   {"choices", json::array()}, {"usage", usage_json(r)}, {"timings", timings_json(r)}});
           }
           if (alive) sink.write("data: [DONE]\n\n", 14);
           sink.done();
@@ -466,7 +481,7 @@ class Routes {
       json choice = {{"index", 0}, {"text", text}, {"finish_reason", stop.stopped() ? "stop" : r.finish_reason}};
       choice["logprobs"] = req.logprobs ? lp_json(toks) : json(nullptr);
       return send_json(res, 200, {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                                  {"choices", json::array({choice})}, {"usage", usage_json(r)}});
+                                  {"choices", json::array({choice})}, {"usage", usage_json(r)}, {"timings", timings_json(r)}});
     }
     auto shared = std::make_shared<std::pair<CompletionRequest, std::vector<int32_t>>>(std::move(req), std::move(ids));
     res.set_header("Cache-Control", "no-cache");
@@ -502,7 +517,7 @@ class Routes {
       if (alive) alive = chunk("", stop.stopped() ? "stop" : finish, nullptr);
       if (alive && rq.include_usage) {
         json u = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                  {"choices", json::array()}, {"usage", usage_json(r)}};
+                  {"choices", json::array()}, {"usage", usage_json(r)}, {"timings", timings_json(r)}};
         const std::string s = "data: " + u.dump() + "\n\n";
         alive = sink.write(s.data(), s.size());
       }

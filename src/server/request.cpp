@@ -99,6 +99,8 @@ void parse_common(const json& body, const Limits& limits, GenerationRequest& r) 
     if (!seed->is_number_integer()) bad("seed", "'seed' must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : static_cast<uint64_t>(seed->get<int64_t>());
   }
+  if (auto v = integer(body, "speculative.n_max", 0, 16)) r.draft_max = static_cast<int>(*v);
+  if (auto v = integer(body, "speculative.n_min", 0, 16)) r.draft_min = static_cast<int>(*v);
 }
 
 void validate_content(const json& content, const std::string& where) {

@@ -49,6 +49,8 @@ struct GenerationRequest {
   int top_logprobs = 0;              // 0..20
   SamplingRequest sampling;
   int n = 1;
+  // llama-server's per-request draft lengths ("speculative.n_max" / "speculative.n_min").
+  std::optional<int> draft_max, draft_min;
 };
 
 struct ChatRequest : GenerationRequest {

@@ -20,6 +20,11 @@ struct ServerOptions {
   std::string chat_template_file;
   std::string alias;        // --alias: model id reported by /v1/models
   std::string quant;        // --quant: quantise at load ("" keeps the file's types)
+  // --spec / --draft-max / --draft-min: speculative decoding defaults (docs/speculative.md);
+  // requests may lower the draft length with llama-server's speculative.n_max / .n_min.
+  int spec_mode = 1;        // OXI_SPEC_* (1: auto)
+  int draft_max = 16;
+  int draft_min = 0;
 };
 
 // Blocks until the process is asked to stop (SIGINT/SIGTERM). Returns the exit code.

@@ -6,6 +6,7 @@
 //   reuses the first turn's state (cached_tokens > 0) and equals a cold server's answer;
 //   8 concurrent streams share model passes (continuous batching) and equal the request alone;
 //   32 concurrent streaming requests with 0 errors, identical to the request alone, RSS flat;
+//   speculative decoding keeps the greedy text and reports llama-server's timings;
 //   client disconnect cancels; malformed JSON, wrong types, oversized bodies, bad API key → 4xx
 //   with OpenAI error JSON, and the server stays up.
 import { spawn, execFileSync } from "node:child_process";
@@ -281,6 +282,22 @@ try {
     const r = await client.completions.create({ model: "x", prompt: "Once upon a time", max_tokens: 5, temperature: 0 });
     assert.equal(r.object, "text_completion");
     assert.equal(r.usage.completion_tokens, 5);
+  });
+  await check("speculative decoding: greedy text as without it, llama-server timings, bad n_max → 400", async () => {
+    const req = { model: "x", prompt: "one two three four one two three four one two three", max_tokens: 48, temperature: 0 };
+    const plain = await client.completions.create({ ...req, "speculative.n_max": 0 });
+    const spec = await client.completions.create({ ...req, "speculative.n_min": 1 });  // draft whenever there is a proposal
+    assert.equal(spec.choices[0].text, plain.choices[0].text);
+    assert.equal(plain.timings.draft_n, 0);
+    assert.equal(spec.timings.predicted_n, 48);
+    assert.ok(spec.timings.draft_n >= spec.timings.draft_n_accepted, JSON.stringify(spec.timings));
+    console.log(`     speculative timings: ${JSON.stringify(spec.timings)}`);
+    const bad = await fetch(`${srv.base}/v1/completions`, {
+      method: "POST", headers: { "Content-Type": "application/json", Authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ ...req, "speculative.n_max": 99 }) });
+    assert.equal(bad.status, 400);
+    const m = await (await fetch(`${srv.base}/metrics`)).text();
+    assert.match(m, /# TYPE oxinfer_draft_tokens_total counter/);
   });
   await check("/metrics is Prometheus text; server still healthy", async () => {
     const m = await (await fetch(`${srv.base}/metrics`)).text();
