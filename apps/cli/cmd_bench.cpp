@@ -7,7 +7,9 @@
 //        instead of ppN / tgN: K sequences, each first prefilled with its own -p fixed
 //        pseudo-random ids (not timed), then N decode steps in which ONE Model::forward_batch call
 //        carries one token for each of the K sequences, each fed its own previous argmax
-// t/s = N / seconds per repetition (tgN xK: the aggregate K·N / seconds of the decode steps);
+//   vK, tgN MODE  speculative decoding (--verify, --spec): apps/cli/bench_spec.h
+// t/s = N / seconds per repetition (tgN xK: the aggregate K·N / seconds of the decode steps; vK:
+// verify steps per second);
 // reported as mean ± sample standard deviation (n - 1).
 // Output: a markdown table (rows printed as each test ends) or a JSON array (README: CLI
 // reference, `oxinfer bench`).
@@ -29,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "bench_spec.h"
 #include "commands.h"
 #include "core/error.h"
 #include "format/model_files.h"
@@ -45,7 +48,7 @@ namespace {
 const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
     "         [-npl K[,K..]] [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
-    "         [--quant q8_0|q4_0|q4_k]\n"
+    "         [--quant q8_0|q4_0|q4_k] [--verify K[,K..]] [--spec MODE[,MODE..]] [--draft-max N]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
@@ -53,6 +56,11 @@ const char* kUsage =
     "                          aggregate generation with K concurrent greedy sequences, one\n"
     "                          batched forward per step: tests 'tgN xK' replace ppN / tgN; -p is\n"
     "                          then the prompt per sequence (one value, default 32)\n"
+    "  --verify K[,K..]        speculative verify-step cost tests vK: steps of K positions (all\n"
+    "                          logits, then truncate to one), -n steps each; v1 is a decode step\n"
+    "  --spec MODE[,MODE..]    tgN through the runtime with speculation none|ngram|replay (replay:\n"
+    "                          drafts the known greedy continuation, the 100 %-acceptance ceiling);\n"
+    "                          acceptance in the test column and JSON; --draft-max N (1..32, 16)\n"
     "  -t, --threads N         threads (default 0: all hardware threads)\n"
     "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
     "  -o, --output md|json    markdown table (default) or a JSON array, one object per test\n"
@@ -146,21 +154,14 @@ int64_t peak_rss_bytes() {
   return -1;
 }
 
-// Fixed pseudo-random ids in [0, n_vocab) (64-bit LCG, high bits).
-std::vector<int32_t> token_ids(int64_t n, int64_t n_vocab, uint64_t seed) {
-  std::vector<int32_t> ids(static_cast<size_t>(n));
-  uint64_t x = seed;
-  for (auto& id : ids) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    id = static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(n_vocab));
-  }
-  return ids;
-}
-
 struct Test {
   int64_t n_prompt = 0, n_gen = 0;
   int64_t n_parallel = 0;  // > 0: tgN xK, K sequences decoding together (n_prompt: per sequence)
+  int64_t verify = 0;      // > 0: vK (n_gen steps)
+  std::string spec;        // not empty: tgN through the runtime with this speculation mode
   std::string name() const {
+    if (verify > 0) return "v" + std::to_string(verify);
+    if (!spec.empty()) return "tg" + std::to_string(n_gen) + " " + spec;
     if (n_parallel > 0) return "tg" + std::to_string(n_gen) + " x" + std::to_string(n_parallel);
     return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
   }
@@ -298,7 +299,7 @@ int cmd_bench(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
-                      "-npl", "--n-parallel"});
+                      "-npl", "--n-parallel", "--verify", "--spec", "--draft-max"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const bool parallel = args.has("-npl") || args.has("--n-parallel");
     const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, parallel ? "32" : "512"), "-p");
@@ -310,7 +311,31 @@ int cmd_bench(int argc, char** argv) {
     const std::string out = args.get_or({"-o", "--output"}, "md");
     if (out != "md" && out != "json") usage_error("invalid value for -o: '" + out + "' (md or json)");
     std::vector<Test> tests;
-    if (parallel) {
+    const auto verify = parse_sizes(args.get_or({"--verify"}, "0"), "--verify");
+    std::vector<std::string> spec_modes;
+    if (const auto sm = args.get({"--spec"})) {
+      for (size_t i = 0; i <= sm->size();) {
+        const size_t j = std::min(sm->find(',', i), sm->size());
+        const std::string m = sm->substr(i, j - i);
+        if (m != "none" && m != "ngram" && m != "replay" && m != "auto") usage_error("invalid value for --spec: '" + m + "' (none, ngram, replay, auto)");
+        spec_modes.push_back(m);
+        i = j + 1;
+      }
+    }
+    const long long draft_max = args.get_int({"--draft-max"}, 16);
+    if (draft_max < 1 || draft_max > 32) usage_error("invalid value for --draft-max (1..32)");
+    const bool spec_tests = args.has("--verify") || !spec_modes.empty();
+    if (spec_tests) {
+      if (parallel) usage_error("--verify / --spec do not combine with -npl");
+      for (int64_t k : verify) {
+        if (k > 33) usage_error("invalid value for --verify: " + std::to_string(k) + " (1..33)");
+        for (int64_t n : tg) if (k > 0 && n > 0) tests.push_back({0, n, 0, k, ""});
+      }
+      for (const auto& m : spec_modes) {
+        for (int64_t n : tg) if (n > 0) tests.push_back({0, n, 0, 0, m});
+      }
+      if (tests.empty()) usage_error("nothing to run: every -n size is 0");
+    } else if (parallel) {
       const auto npl = parse_sizes(args.get_or({"-npl", "--n-parallel"}, ""), "-npl");
       if (pp.size() != 1 || pp[0] < 1) usage_error("with -npl, -p is one prompt length per sequence (>= 1)");
       for (int64_t k : npl) {
@@ -354,9 +379,15 @@ int cmd_bench(int argc, char** argv) {
     }
     const std::string type = info.arch + " " + params_label(info.n_params) + " " + wtype;
     int64_t n_ctx = 0;
-    for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen);
+    for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen + 64 + t.verify);
     std::unique_ptr<Runner> runner;  // single-sequence tests; tgN xK build their states per test
     if (!parallel) runner = std::make_unique<Runner>(*model, n_ctx);
+    std::unique_ptr<SequenceState> vstate;  // vK: rollback room for K - 1 dropped tokens
+    std::unique_ptr<SpecBench> spec_bench;
+    if (spec_tests) {
+      vstate = model->new_state(n_ctx, 34);
+      spec_bench = std::make_unique<SpecBench>(*model, n_ctx, static_cast<int32_t>(draft_max));
+    }
     const std::string isa = isa_name();
     const int n_threads = num_threads();
     std::fprintf(stderr, "bench: %s, load %.0f ms\n", type.c_str(), load_ms);
@@ -373,7 +404,24 @@ int cmd_bench(int argc, char** argv) {
     const std::string when = utc_now();
     for (const Test& t : tests) {
       std::vector<double> ts, ns;
-      if (t.n_parallel > 0) {
+      SpecRun acc;  // tgN MODE: drafts of the timed runs
+      if (t.verify > 0) {
+        bench_verify_steps(*model, *vstate, t.verify, std::min<int64_t>(t.n_gen, 8));  // warm-up
+        for (long long r = 0; r < reps; ++r) {
+          const double s = bench_verify_steps(*model, *vstate, t.verify, t.n_gen);
+          ts.push_back(static_cast<double>(t.n_gen) / s);
+          ns.push_back(s * 1e9);
+        }
+      } else if (!t.spec.empty()) {
+        spec_bench->run(t.spec, std::min<int64_t>(t.n_gen, 8));  // warm-up
+        for (long long r = 0; r < reps; ++r) {
+          const SpecRun sr = spec_bench->run(t.spec, t.n_gen);
+          ts.push_back(static_cast<double>(t.n_gen) / sr.seconds);
+          ns.push_back(sr.seconds * 1e9);
+          acc.drafted += sr.drafted;
+          acc.accepted += sr.accepted;
+        }
+      } else if (t.n_parallel > 0) {
         ParallelRunner pr(*model, t.n_parallel, t.n_prompt + t.n_gen + 1);
         pr.run(t.n_prompt, std::min<int64_t>(t.n_gen, 8));  // warm-up
         for (long long r = 0; r < reps; ++r) {
@@ -398,6 +446,10 @@ int cmd_bench(int argc, char** argv) {
         const std::string cell = std::string(std::max<int>(0, 21 - static_cast<int>(std::strlen(tps))), ' ') + tps;
         std::printf("| %-30s | %6.2f GiB | %6.2f B | %-10s | %7d | %10s | %s |\n", type.c_str(),
                     size / 1073741824.0, info.n_params / 1e9, isa.c_str(), n_threads, t.name().c_str(), cell.c_str());
+        if (acc.drafted > 0) {
+          std::fprintf(stderr, "bench: %s: %d of %d drafts accepted (%.1f %%)\n", t.name().c_str(), acc.accepted,
+                       acc.drafted, 100.0 * acc.accepted / acc.drafted);
+        }
         std::fflush(stdout);
       }
       nlohmann::ordered_json j;
@@ -412,6 +464,12 @@ int cmd_bench(int argc, char** argv) {
       j["n_gen"] = t.n_gen;
       j["n_parallel"] = t.n_parallel > 0 ? t.n_parallel : 1;
       j["test"] = t.name();
+      if (t.verify > 0) j["n_verify"] = t.verify;
+      if (!t.spec.empty()) {
+        j["spec"] = t.spec;
+        j["n_drafted"] = acc.drafted;
+        j["n_accepted"] = acc.accepted;
+      }
       j["n_reps"] = reps;
       j["avg_ts"] = st.avg;
       j["stddev_ts"] = st.sd;

@@ -40,8 +40,7 @@ const char* kUsage =
     "                    model (generation_config.json / GGUF general.sampling.*), else llama.cpp's\n"
     "  --json            stdout: one JSON object per generated token\n"
     "                    {\"id\",\"text\",\"logprob\",\"top_logprobs\":[{\"id\",\"logprob\"}]}, then\n"
-    "                    {\"prompt_ids\":[...],\"timings\":{\"prompt_tok_s\",\"gen_tok_s\"},\n"
-    "                    \"speculative\":{\"verify_steps\",\"drafted\",\"accepted\"}}\n"
+    "                    {\"prompt_ids\":[...],\"timings\":{\"prompt_tok_s\",\"gen_tok_s\"}}\n"
     "  --top-logprobs K  alternatives per token in --json (0..20; log-softmax of raw logits)\n"
     "  --system S        system message (chat template only)\n"
     "  --no-think        render the template with enable_thinking=false\n"
@@ -235,9 +234,6 @@ int cmd_run(int argc, char** argv) {
       nlohmann::ordered_json last;
       last["prompt_ids"] = prompt;
       last["timings"] = {{"prompt_tok_s", pp}, {"gen_tok_s", tg}};
-      int32_t nv = 0, nd = 0, na = 0;
-      check_status(oxi_context_spec_stats(h.c, &nv, &nd, &na));
-      last["speculative"] = {{"verify_steps", nv}, {"drafted", nd}, {"accepted", na}};
       const std::string line = last.dump();
       std::fwrite(line.data(), 1, line.size(), stdout);
       std::fputc('\n', stdout);

@@ -482,6 +482,12 @@ void matmul_native(const MatrixView* ws, float* const* ys, int n, const float* x
 
 }  // namespace
 
+int64_t matmul_exact_tokens(DType t) {
+  const int wt = kern::wtype_index(t);
+  if (wt >= 0 && kern::active_kernels().mm_packed[wt]) return std::max<int64_t>(4, packed_gemv_max_tokens());
+  return 4;
+}
+
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   using namespace kern;
   const int wt = wtype_index(w.dtype);

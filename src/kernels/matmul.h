@@ -45,6 +45,12 @@ void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x,
 // Dequantise one row (cols elements) to f32: embedding lookups and tests.
 void dequantize_row(const MatrixView& w, int64_t row, float* out);
 
+// The most tokens one `matmul` call on weights of type t takes while giving every token's row bit
+// for bit what a one-token call gives (under the kernel set now active): up to 4 tokens every type
+// runs the GEMV kernels; types with a packed multi-token kernel (kernels/pack.h) keep it up to its
+// limit; the GEMM beyond sums in another order. Speculative verify steps stay within it.
+int64_t matmul_exact_tokens(DType t);
+
 // Whether `matmul` can compute this dtype.
 bool matmul_supports(DType t);
 

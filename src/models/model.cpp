@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/matmul.h"
 
 namespace oxi {
 
@@ -87,6 +88,12 @@ void Model::forward_batch(std::span<SequenceState* const> states, const Batch& b
     if (o.logits) o.logits += n_out * mi.n_vocab;
     if (o.hidden) o.hidden += n_out * mi.n_embd;
   }
+}
+
+int64_t Model::exact_batch_tokens() const {
+  int64_t n = kMaxUbatch;
+  for (DType t : weight_types_) n = std::min(n, matmul_exact_tokens(t));
+  return std::max<int64_t>(1, n);
 }
 
 void Model::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const {

@@ -113,6 +113,12 @@ class Model {
   // n_vocab]) or only the last one ([n_vocab]).
   void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const;
 
+  // The most entries of one sequence (in a state with rollback room for them) that one call can
+  // carry with each entry's logits equal, bit for bit, to feeding the entries one call each, under
+  // the kernel set now active. Speculative verify steps stay within it, so that greedy output with
+  // speculation is exactly greedy output without. At least 1.
+  virtual int64_t exact_batch_tokens() const;
+
  protected:
   // A run of one sequence's entries inside a pass.
   struct Segment {
@@ -140,6 +146,9 @@ class Model {
  private:
   // While any model is open, single-token decode may use packed weight copies (kernels/pack.h).
   kern::PackLease pack_lease_;
+  // Types of the weight matrices (set by load_model), for exact_batch_tokens().
+  std::vector<DType> weight_types_;
+  friend std::unique_ptr<Model> load_model(const ModelFiles& files, const LoadOptions& options);
 };
 
 // Picks the implementation for files.architecture(); oxi::Error(kUnsupported) "unknown

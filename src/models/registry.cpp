@@ -44,8 +44,23 @@ std::unique_ptr<Model> load_model(const ModelFiles& files, const LoadOptions& op
   }
   const std::string arch = files.architecture();
   const std::string family = model_family(arch);
-  if (family == "qwen35") return load_qwen35(files, options);
-  if (family == "gemma4") return load_gemma4(files, options);
+  std::unique_ptr<Model> m;
+  if (family == "qwen35") m = load_qwen35(files, options);
+  if (family == "gemma4") m = load_gemma4(files, options);
+  if (m) {
+    // Matrices (2+ dims) as stored, and what --quant turns float ones into (4-bit recipes give
+    // tied embeddings / output Q6_K): a superset of the types the forward multiplies by.
+    std::set<DType> types;
+    for (const auto& [name, t] : files.tensors().all()) {
+      if (t.shape.size() >= 2) types.insert(t.dtype);
+    }
+    if (!options.quant.empty()) {
+      types.insert(parse_quant_type(options.quant));
+      types.insert(DType::Q6_K);
+    }
+    m->weight_types_.assign(types.begin(), types.end());
+    return m;
+  }
   throw_error(ErrorCode::kUnsupported, files.path + ": unknown architecture '" + arch + "'");
 }
 

@@ -245,7 +245,9 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   std::unique_ptr<Drafter> own_drafter;
   Drafter* drafter = nullptr;
   SpecOptions spec = opt.spec;
-  spec.draft_max = std::clamp(spec.draft_max, 0, max_draft_);
+  // Verify steps of at most exact_batch_tokens() positions score each exactly as decoding does.
+  const int32_t exact = static_cast<int32_t>(std::min<int64_t>(model_.exact_batch_tokens(), kMaxDraft + 1));
+  spec.draft_max = std::clamp(spec.draft_max, 0, std::min(max_draft_, exact - 1));
   spec.draft_min = std::clamp(spec.draft_min, 0, spec.draft_max);
   if (spec.mode != SpecMode::kNone && spec.drafter) {
     drafter = spec.drafter;

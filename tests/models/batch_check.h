@@ -110,4 +110,17 @@ inline double truncate_vs_fresh(const oxi::Model& m, const std::vector<int32_t>&
   return max_abs_diff(a.data(), b.data(), static_cast<size_t>(V));
 }
 
+// Max |Δlogit| between feeding `toks` in one call (all logits, to a state with rollback room for
+// them, as a speculative verify step) and one call per token, after the same prefix.
+inline double multi_vs_single(const oxi::Model& m, const std::vector<int32_t>& prefix, const std::vector<int32_t>& toks) {
+  const int64_t V = m.info().n_vocab, K = static_cast<int64_t>(toks.size());
+  auto a = m.new_state(256, K + 1), b = m.new_state(256);
+  std::vector<float> la(static_cast<size_t>(V * K)), lb(la.size()), tmp(static_cast<size_t>(V));
+  m.forward(*a, prefix, tmp.data(), false);
+  m.forward(*b, prefix, tmp.data(), false);
+  m.forward(*a, toks, la.data(), true);
+  for (int64_t i = 0; i < K; ++i) m.forward(*b, std::vector<int32_t>{toks[static_cast<size_t>(i)]}, lb.data() + i * V, false);
+  return max_abs_diff(la.data(), lb.data(), la.size());
+}
+
 }  // namespace batchtest

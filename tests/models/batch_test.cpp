@@ -169,6 +169,26 @@ TEST(Qwen35BatchErrors, BadBatchesLeaveStatesAlone) {
   EXPECT_EQ(b->n_past(), 0);
 }
 
+// Model::exact_batch_tokens(): that many tokens of one sequence in one call (a verify step) give
+// the logits of one call per token bit for bit, every ISA, float and quantised weights.
+TEST_P(Qwen35Batch, ExactBatchTokensAreExact) {
+  IsaReset reset;
+  q35test::Shape s;
+  s.moe = GetParam();
+  const std::string dir = q35test::tmp_dir(s.moe ? "exact_moe" : "exact_dense");
+  q35test::write_model(dir, s);
+  for (const auto& isa : oxi::available_isas()) {
+    oxi::set_isa(isa);
+    for (const std::string quant : {"", "q8_0", "q4_0", "q4_k"}) {
+      Loaded l = load(dir, quant);
+      const int64_t V = l.model->info().n_vocab, K = std::min<int64_t>(l.model->exact_batch_tokens(), 17);
+      EXPECT_GE(K, 4) << isa << " " << quant;
+      EXPECT_EQ(batchtest::multi_vs_single(*l.model, batchtest::ids(70, V, 31), batchtest::ids(K, V, 32)), 0.0)
+          << isa << " " << quant << " K " << K;
+    }
+  }
+}
+
 // Speculative decoding (runtime/session.cpp) on the real forward: greedy output equals the plain
 // run's with drafts all accepted, all rejected and mixed, for a prompt longer than the chunked-GDN
 // block (64) — every ISA, float and quantised weights.

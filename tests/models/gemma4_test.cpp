@@ -368,6 +368,24 @@ TEST(Gemma4, TruncateEqualsNeverFed) {
   fs::remove_all(dir);
 }
 
+// Model::exact_batch_tokens(): that many tokens in one call give the logits of one call per token
+// bit for bit (default numerics, which pick ggml's orders by batch size, and batch-invariant ones).
+TEST(Gemma4, ExactBatchTokensAreExact) {
+  for (bool moe : {false, true}) {
+    const Spec s = six_layer_spec(moe);
+    const std::string dir = write_checkpoint(moe ? "exact_moe" : "exact_ple", s);
+    for (bool invariant : {false, true}) {
+      auto m = invariant ? load_batch_invariant(dir) : load(dir);
+      const int64_t K = std::min<int64_t>(m->exact_batch_tokens(), 17);
+      std::printf("gemma4 %s %s: exact_batch_tokens %lld\n", moe ? "moe" : "ple", invariant ? "invariant" : "default",
+                  static_cast<long long>(m->exact_batch_tokens()));
+      EXPECT_EQ(batchtest::multi_vs_single(*m, batchtest::ids(30, s.vocab, 31), batchtest::ids(K, s.vocab, 32)), 0.0)
+          << (moe ? "moe" : "ple") << (invariant ? " invariant" : " default") << " K " << K;
+    }
+    fs::remove_all(dir);
+  }
+}
+
 // Speculative decoding on the real forward: greedy output equals the plain run's with drafts all
 // accepted, all rejected and mixed, far past the sliding window (4), with KV-shared layers and
 // per-layer embeddings, and with the MoE block; default numerics and the batch-invariant ones.
@@ -378,7 +396,15 @@ TEST(Gemma4, SpeculativeGreedyEqualsPlain) {
     std::vector<int32_t> prompt = batchtest::ids(30, s.vocab, 11);
     prompt.insert(prompt.end(), prompt.begin() + 5, prompt.begin() + 12);
     EXPECT_EQ(spectest::spec_vs_plain(*load_batch_invariant(dir), prompt, 24), "") << (moe ? "moe" : "ple");
+    // Default numerics: f32 weights in ggml's orders (no exact verify steps: plain decoding), also
+    // after quantising at load (these small matrices and the router stay f32).
     EXPECT_EQ(spectest::spec_vs_plain(*load(dir), prompt, 24), "") << (moe ? "moe" : "ple") << " default numerics";
+    for (const char* q : {"q8_0", "q4_k"}) {
+      oxi::LoadOptions lo;
+      lo.quant = q;
+      auto m = oxi::load_model(oxi::open_model_files(dir), lo);
+      EXPECT_EQ(spectest::spec_vs_plain(*m, prompt, 24), "") << (moe ? "moe " : "ple ") << q;
+    }
     fs::remove_all(dir);
   }
 }

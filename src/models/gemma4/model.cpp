@@ -154,6 +154,11 @@ class Gemma4Model final : public Model {
  public:
   Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
+  // ggml multiplies f32 weights in one summation order for one token and another for several
+  // (mm()): with those emulated, only single-token calls score like decoding.
+  int64_t exact_batch_tokens() const override {
+    return ggml_mm_ && f32_mm_ ? 1 : Model::exact_batch_tokens();
+  }
   std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback) const override {
     if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
       throw_error(ErrorCode::kInvalidArgument, "gemma4: bad context size " + std::to_string(n_ctx));
@@ -223,6 +228,7 @@ class Gemma4Model final : public Model {
   int lanes_ = 16;
   int ggml_threads_ = 0;  // OXI_GEMMA4_GGML_THREADS: llama.cpp's thread count (0: ours)
   bool ggml_mm_ = true;
+  bool f32_mm_ = false;  // some product has f32 weights (ggml_matmul_f32 when ggml_mm_)
   bool kv_f32_ = false;
   int attn_mode_ = 0;  // 0: as llama.cpp's flash attention (vector kernel under 64 tokens, tiled from 64)
 };
@@ -253,7 +259,9 @@ MatrixView Gemma4Model::matrix(const std::string& g, int64_t rows, int64_t cols)
   auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
   if (!rb || *rb * static_cast<uint64_t>(rows) != t.nbytes)
     format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
-  return lq_.matrix(t, rows, cols, g, 2, arena_);
+  const MatrixView m = lq_.matrix(t, rows, cols, g, 2, arena_);
+  f32_mm_ = f32_mm_ || m.dtype == DType::F32;
+  return m;
 }
 
 std::vector<float> Gemma4Model::vec(const std::string& g, int64_t n) const {
@@ -288,6 +296,7 @@ Expert3D Gemma4Model::experts(const std::string& g, int64_t e, int64_t rows, int
   if (!rb || *rb * static_cast<uint64_t>(rows) * static_cast<uint64_t>(e) != t.nbytes)
     format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
   const MatrixView m = lq_.matrix(t, e * rows, cols, g, 3, arena_);
+  f32_mm_ = f32_mm_ || m.dtype == DType::F32;
   Expert3D x;
   x.dtype = m.dtype;
   x.rows = rows;
@@ -349,6 +358,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
     if (t.shape.size() != 2 || t.shape[0] != c.n_vocab || t.shape[1] != d || !rb || !matmul_supports(t.dtype))
       format_error(files_.path, "tensor lm_head.weight has shape " + t.shape_string() + " or an unsupported type");
     output_ = lq_.matrix(t, c.n_vocab, d, "output.weight", 2, arena_);
+    f32_mm_ = f32_mm_ || output_.dtype == DType::F32;
   }
   output_norm_ = vec("output_norm.weight", d);
 

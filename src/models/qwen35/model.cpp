@@ -715,11 +715,18 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
   });
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t grp = H / Hkv;
+  // Per-token attention (a decode step's numerics) for short segments and for every call a state
+  // may roll back (a speculative verify step, which must score each position exactly as decoding
+  // would); blocked attention otherwise.
+  auto per_token = [&](int64_t s) {
+    const Segment& sg = p.segs[static_cast<size_t>(s)];
+    return sg.n < 8 || sg.n <= sts[s]->rollback_;
+  };
   // Sequences with 8+ entries (prefill): blocks of 32 queries per head against the keys
   // transposed once per KV head.
   for (int64_t s = 0; s < ns; ++s) {
     const Segment& sg = p.segs[static_cast<size_t>(s)];
-    if (sg.n < 8) continue;
+    if (per_token(s)) continue;
     const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
     const int64_t pos0 = sg.pos0, m = sg.n, nk = pos0 + m;
     float* KT = buf(kKT, Hkv * hd * nk);
@@ -755,8 +762,8 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
   }
   // Sequences with fewer entries (decode, short verifies): one (token, head) per job.
   std::vector<int64_t> short_rows;
-  for (const Segment& sg : p.segs)
-    if (sg.n < 8)
+  for (int64_t s = 0; s < ns; ++s)
+    if (const Segment& sg = p.segs[static_cast<size_t>(s)]; per_token(s))
       for (int64_t i = 0; i < sg.n; ++i) short_rows.push_back(sg.row0 + i);
   const int64_t nsr = static_cast<int64_t>(short_rows.size());
   if (nsr > 0) {
