@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "runtime/session.h"
@@ -64,7 +65,7 @@ double bench_verify_steps(const Model& model, SequenceState& state, int64_t k, i
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < n; ++i) {
     model.forward(state, toks, logits.data(), true);
-    if (k > 1) state.truncate(state.n_past() - (k - 1));
+    if (k > 1 && !std::getenv("OXI_BENCH_KEEP")) state.truncate(state.n_past() - (k - 1));
   }
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }

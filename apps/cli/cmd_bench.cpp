@@ -379,7 +379,7 @@ int cmd_bench(int argc, char** argv) {
     }
     const std::string type = info.arch + " " + params_label(info.n_params) + " " + wtype;
     int64_t n_ctx = 0;
-    for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen + 64 + t.verify);
+    for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen * std::max<int64_t>(1, t.verify) + 64);
     std::unique_ptr<Runner> runner;  // single-sequence tests; tgN xK build their states per test
     if (!parallel) runner = std::make_unique<Runner>(*model, n_ctx);
     std::unique_ptr<SequenceState> vstate;  // vK: rollback room for K - 1 dropped tokens
