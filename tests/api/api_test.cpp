@@ -245,6 +245,52 @@ TEST_F(ApiModel, GenerateStreamsUntilEndOfGeneration) {
   oxi_context_free(c);
 }
 
+// Speculative decoding (API v3): the same tokens with and without it, the counts reported, bad
+// settings refused.
+TEST_F(ApiModel, SpeculativeDecodingThroughTheApi) {
+  EXPECT_EQ(oxi_generate_default_params().spec_mode, OXI_SPEC_AUTO);
+  oxi_context* c = nullptr;
+  ASSERT_EQ(oxi_context_new(model_, 64, &c), OXI_OK);
+  oxi_generate_params p = oxi_generate_default_params();
+  p.max_tokens = 20;
+  p.ignore_eog = 1;  // Hello world <end> Hello world <end> …: prompt lookup finds the loop
+  const int32_t prompt[1] = {0};
+  std::vector<int32_t> ids[2];
+  for (int spec = 0; spec < 2; ++spec) {
+    p.spec_mode = spec ? OXI_SPEC_NGRAM : OXI_SPEC_NONE;
+    p.draft_min = spec;  // draft whenever there is a proposal
+    Collected col;
+    ASSERT_EQ(oxi_context_reset(c), OXI_OK);
+    ASSERT_EQ(oxi_generate(c, prompt, 1, &p, collect, &col, nullptr), OXI_OK) << oxi_last_error();
+    ids[spec] = col.ids;
+    int32_t nv = -1, nd = -1, na = -1;
+    ASSERT_EQ(oxi_context_spec_stats(c, &nv, &nd, &na), OXI_OK);
+    if (spec) {
+      EXPECT_GT(nd, 0);
+      EXPECT_EQ(na, nd);
+      EXPECT_GT(nv, 0);
+    } else {
+      EXPECT_EQ(nd, 0);
+    }
+  }
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_EQ(ids[0].size(), 20u);
+  p.spec_mode = 9;
+  EXPECT_EQ(oxi_generate(c, prompt, 1, &p, nullptr, nullptr, nullptr), OXI_ERR_INVALID_ARGUMENT);
+  p.spec_mode = OXI_SPEC_AUTO;
+  p.draft_max = 17;
+  EXPECT_EQ(oxi_generate(c, prompt, 1, &p, nullptr, nullptr, nullptr), OXI_ERR_INVALID_ARGUMENT);
+  p.draft_max = 4;
+  p.draft_min = 5;
+  EXPECT_EQ(oxi_generate(c, prompt, 1, &p, nullptr, nullptr, nullptr), OXI_ERR_INVALID_ARGUMENT);
+  p.draft_min = 0;
+  p.spec_mode = OXI_SPEC_MTP;
+  EXPECT_EQ(oxi_generate(c, prompt, 1, &p, nullptr, nullptr, nullptr), OXI_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(oxi_last_error()).find("mtp"), std::string::npos) << oxi_last_error();
+  EXPECT_EQ(oxi_context_spec_stats(nullptr, nullptr, nullptr, nullptr), OXI_ERR_INVALID_ARGUMENT);
+  oxi_context_free(c);
+}
+
 TEST_F(ApiModel, CallbackCancellation) {
   oxi_context* c = nullptr;
   ASSERT_EQ(oxi_context_new(model_, 64, &c), OXI_OK);
