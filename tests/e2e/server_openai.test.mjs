@@ -141,6 +141,25 @@ try {
     assert.equal(r.choices[0].finish_reason, "stop");
   });
 
+  await check("json_schema strings: whole UTF-8 characters, maxLength in characters", async () => {
+    // Issue 31, bug 2: byte-level tokens that split characters gave U+FFFD runs and long strings.
+    const schema = { type: "object", properties: { name: { type: "string", maxLength: 5 } }, required: ["name"],
+      additionalProperties: false };
+    let nonAscii = 0;
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const r = await client.chat.completions.create({ ...base, max_tokens: 60, temperature: 1.0, top_k: 0, top_p: 1,
+        min_p: 0, seed, messages: [{ role: "user", content: "用中文写一个名字。" }],
+        response_format: { type: "json_schema", json_schema: { name: "n", schema } } });
+      const c = r.choices[0].message.content;
+      assert.ok(!c.includes("\uFFFD"), `seed ${seed}: U+FFFD in ${JSON.stringify(c)}`);
+      if (r.choices[0].finish_reason !== "stop") continue;  // cut by max_tokens (whitespace runs)
+      const name = JSON.parse(c).name;
+      assert.ok([...name].length <= 5, `seed ${seed}: ${JSON.stringify(name)} has ${[...name].length} characters`);
+      nonAscii += /[^\x00-\x7f]/.test(name) ? 1 : 0;
+    }
+    assert.ok(nonAscii > 0, "no non-ASCII name generated: the check did not exercise multi-byte characters");
+  });
+
   await check("json_object output parses", async () => {
     const r = await client.chat.completions.create({ ...base, max_tokens: 400, response_format: { type: "json_object" },
       temperature: 0.7, seed: 3 });
