@@ -101,8 +101,9 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 }
 
 // Fields that change what is generated must be honoured or refused, never dropped: every field
-// of a request is either one we implement (`known`), one that cannot change the output
-// (kHarmless: bookkeeping for the caller or for llama-server's cache), or a 400 naming it.
+// of a request is either one we implement (kCommonFields and the endpoint's own), one that cannot
+// change the output (kHarmless: bookkeeping for the caller or for llama-server's cache), or a 400
+// naming it (docs/server.md, "Request fields").
 const char* const kCommonFields[] = {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
                                      "n", "logit_bias", "temperature", "top_p", "min_p", "presence_penalty",
                                      "frequency_penalty", "repeat_penalty", "top_k", "seed"};
