@@ -77,5 +77,11 @@ void f16_round(const float* x, float* y, int64_t n) { kern::active_fused().f16_r
 void softcap(const float* x, float* y, int64_t n, float cap) { kern::active_fused().softcap(x, y, n, cap); }
 void f16_to_f32_row(const uint16_t* x, float* y, int64_t n) { kern::active_fused().f16_to_f32_row(x, y, n); }
 void f32_to_f16_row(const float* x, uint16_t* y, int64_t n) { kern::active_fused().f32_to_f16_row(x, y, n); }
+void fma_chains(const float* x, const float* y, int64_t n, int64_t w, float* acc) {
+  kern::active_fused().fma_chains_f32(x, y, n, w, acc);
+}
+void fma_chains(const uint16_t* x, const float* y, int64_t n, int64_t w, float* acc) {
+  kern::active_fused().fma_chains_f16(x, y, n, w, acc);
+}
 
 }  // namespace oxi

@@ -79,6 +79,12 @@ void f32_to_f16_row(const float* x, uint16_t* y, int64_t n);
 // vector approximation within 2 ulp of the correctly rounded value (llama.cpp's CPU path calls
 // libm tanhf per element; the two differ by an ulp or two).
 void softcap(const float* x, float* y, int64_t n, float cap);
+// acc[o] = fma(x[i + o], y[i + o], acc[o]) (exact fused multiply-add) for o < w, over each block i
+// of w values in [0, n): w independent accumulator chains, as one vector-register FMA per block
+// builds them. n is a multiple of w; w ∈ {8, 16, 32, 64}. The same bits on every ISA (the order is
+// fixed by w, not by the set's vector width): ggml's summation orders (kernels/ggml.h) run on it.
+void fma_chains(const float* x, const float* y, int64_t n, int64_t w, float* acc);
+void fma_chains(const uint16_t* x, const float* y, int64_t n, int64_t w, float* acc);  // x IEEE half
 
 namespace kern {
 // Per-ISA table of the above (internal; the functions above dispatch through the active one).
@@ -99,6 +105,8 @@ struct FusedKernels {
   void (*softcap)(const float*, float*, int64_t, float);
   void (*f16_to_f32_row)(const uint16_t*, float*, int64_t);
   void (*f32_to_f16_row)(const float*, uint16_t*, int64_t);
+  void (*fma_chains_f32)(const float*, const float*, int64_t, int64_t, float*);
+  void (*fma_chains_f16)(const uint16_t*, const float*, int64_t, int64_t, float*);
 };
 // The generic build, and the one matching the active matmul set (generic where none is compiled).
 const FusedKernels& generic_fused();

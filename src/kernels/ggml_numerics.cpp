@@ -5,8 +5,9 @@
 // Checked against node-llama-cpp's libggml-cpu by tests/models/gemma4_ggml_test.cpp.
 //
 // `lanes` is ggml's f32 vector width: 16 for its AVX-512 builds, 8 for AVX2 (+FMA). The helpers
-// are scalar C++ (no ISA code here): the SIMD accumulators are arrays, fused multiply-adds are
-// std::fma, and additions happen in ggml's order.
+// are portable C++ (no ISA code here): the SIMD accumulators are arrays, fused multiply-adds are
+// std::fma, and additions happen in ggml's order. The products' FMA chains — the hot loop of f32
+// weights — run on the active set's vector kernel (fma_chains, kernels/fused.h), exact like std::fma.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "kernels/fused.h"
 #include "kernels/isa.h"
 #include "kernels/thread_pool.h"
 #include "kernels/ggml.h"
@@ -49,31 +51,38 @@ float reduce_lanes_movehl(const float* a, int lanes) {
   return (t0[0] + t0[2]) + (t0[1] + t0[3]);
 }
 
-// GGML_F32_VEC_REDUCE over ggml's 4 accumulators: 0 += 2, 1 += 3, 0 += 1, then the lane sum.
-float reduce_accumulators(float (&acc)[4][16], int lanes) {
+// GGML_F32_VEC_REDUCE over ggml's 4 accumulators (acc[j·lanes + l]): 0 += 2, 1 += 3, 0 += 1,
+// then the lane sum.
+float reduce_accumulators(float* acc, int lanes) {
+  float* a[4] = {acc, acc + lanes, acc + 2 * lanes, acc + 3 * lanes};
   for (int l = 0; l < lanes; ++l) {
-    acc[0][l] += acc[2][l];
-    acc[1][l] += acc[3][l];
+    a[0][l] += a[2][l];
+    a[1][l] += a[3][l];
   }
-  for (int l = 0; l < lanes; ++l) acc[0][l] += acc[1][l];
-  return reduce_lanes(acc[0], lanes);
+  for (int l = 0; l < lanes; ++l) a[0][l] += a[1][l];
+  return reduce_lanes(a[0], lanes);
 }
 
 inline float as_f32(float v) { return v; }
 inline float as_f32(uint16_t h) { return f16_to_f32(h); }
 
 // The SIMD part of ggml_vec_dot_{f16,f32} over np (a multiple of 4·lanes) elements: 4
-// accumulators of `lanes` FMA chains, block after block, then GGML_F32_VEC_REDUCE.
+// accumulators of `lanes` FMA chains, block after block (one flat array of 4·lanes chains, run
+// by the active set's vector kernel), then GGML_F32_VEC_REDUCE.
 template <class X>
 float dot_blocks(const X* x, const float* y, int64_t np, int lanes) {
-  float acc[4][16] = {};
-  for (int64_t i = 0; i < np; i += 4 * lanes)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < lanes; ++l) {
-        const int64_t k = i + j * lanes + l;
-        acc[j][l] = std::fma(as_f32(x[k]), y[k], acc[j][l]);
-      }
+  float acc[64] = {};
+  fma_chains(x, y, np, 4 * lanes, acc);
   return reduce_accumulators(acc, lanes);
+}
+
+// llamafile's tinyBLAS product of two rows: one FMA chain per lane over the n (a multiple of
+// lanes) columns, then hsum.
+template <class X>
+float sgemm_dot(const X* x, const float* y, int64_t n, int lanes) {
+  float acc[16] = {};
+  fma_chains(x, y, n, lanes, acc);
+  return reduce_lanes_movehl(acc, lanes);
 }
 
 // ggml's table entry: its gelu formula as GCC compiles it for the FMA builds (1 + a·x·x contracted
@@ -432,13 +441,8 @@ void ggml_attn_row_noflash(const float* q, int64_t hd, const void* const* k, con
       s = kv_f16 ? ggml_dot_f16(static_cast<const uint16_t*>(k[c]), qf.data(), hd, lanes)
                  : ggml_dot_f32(static_cast<const float*>(k[c]), qf.data(), hd, lanes);
     } else {
-      float acc[16] = {};
-      for (int64_t i = 0; i < hd; i += lanes)
-        for (int l = 0; l < lanes; ++l) {
-          const float kv = kv_f16 ? f16_to_f32(static_cast<const uint16_t*>(k[c])[i + l]) : static_cast<const float*>(k[c])[i + l];
-          acc[l] = std::fma(kv, qf[static_cast<size_t>(i + l)], acc[l]);
-        }
-      s = reduce_lanes_movehl(acc, lanes);
+      s = kv_f16 ? sgemm_dot(static_cast<const uint16_t*>(k[c]), qf.data(), hd, lanes)
+                 : sgemm_dot(static_cast<const float*>(k[c]), qf.data(), hd, lanes);
     }
     p[static_cast<size_t>(c0 + c - a0)] = s;  // · scale 1, + mask 0
     mx = s > mx ? s : mx;
@@ -455,14 +459,7 @@ void ggml_attn_row_noflash(const float* q, int64_t hd, const void* const* k, con
     for (int64_t c = 0; c < n; ++c)
       col[static_cast<size_t>(c0 + c - a0)] =
           kv_f16 ? f16_to_f32(static_cast<const uint16_t*>(v[c])[i]) : static_cast<const float*>(v[c])[i];
-    if (batch) {
-      float acc[16] = {};
-      for (int64_t j = 0; j < m; j += lanes)
-        for (int l = 0; l < lanes; ++l) acc[l] = std::fma(col[static_cast<size_t>(j + l)], p[static_cast<size_t>(j + l)], acc[l]);
-      out[i] = reduce_lanes_movehl(acc, lanes);
-    } else {
-      out[i] = dot_blocks(col.data(), p.data(), m, lanes);
-    }
+    out[i] = batch ? sgemm_dot(col.data(), p.data(), m, lanes) : dot_blocks(col.data(), p.data(), m, lanes);
   }
 }
 
@@ -478,14 +475,7 @@ void ggml_matmul_f32(const MatrixView& w, const float* x, int64_t T, float* y, i
       for (int64_t t = 0; t < T; ++t) {
         const float* xt = x + t * w.cols;
         float& out = y[t * w.rows + r];
-        if (!sgemm) {
-          out = ggml_dot_f32(wr, xt, w.cols, lanes);
-          continue;
-        }
-        float acc[16] = {};  // tinyBLAS: one FMA chain per lane over the columns, then hsum
-        for (int64_t c = 0; c < w.cols; c += lanes)
-          for (int l = 0; l < lanes; ++l) acc[l] = std::fma(wr[c + l], xt[c + l], acc[l]);
-        out = reduce_lanes_movehl(acc, lanes);
+        out = sgemm ? sgemm_dot(wr, xt, w.cols, lanes) : ggml_dot_f32(wr, xt, w.cols, lanes);
       }
     }
   });

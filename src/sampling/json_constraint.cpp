@@ -19,6 +19,22 @@ const std::vector<std::string> kKeywords = {"true", "false", "null"};
 bool is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+// The first byte of a multi-byte UTF-8 character: how many continuation bytes follow and the
+// range of the first of them (Unicode's table of well-formed sequences: no overlong forms, no
+// surrogates, nothing above U+10FFFF). False for bytes that cannot start a character.
+bool utf8_lead(unsigned char c, uint8_t& need, uint8_t& lo, uint8_t& hi) {
+  lo = 0x80;
+  hi = 0xbf;
+  if (c >= 0xc2 && c <= 0xdf) need = 1;
+  else if (c >= 0xe0 && c <= 0xef) need = 2;
+  else if (c >= 0xf0 && c <= 0xf4) need = 3;
+  else return false;
+  if (c == 0xe0) lo = 0xa0;
+  if (c == 0xed) hi = 0x9f;
+  if (c == 0xf0) lo = 0x90;
+  if (c == 0xf4) hi = 0x8f;
+  return true;
+}
 [[noreturn]] void unsupported(const std::string& what) {
   throw_error(ErrorCode::kInvalidArgument, "json_schema: " + what);
 }
@@ -31,6 +47,7 @@ struct JsonConstraint::Node {
   std::vector<const Node*> props;
   uint64_t required = 0;               // bit i: keys[i] required
   uint32_t max_length = 0xffffffffu;   // strings: maxLength (code points)
+  uint32_t min_length = 0;             // strings: minLength (code points)
   uint32_t max_items = 0xffffffffu;    // arrays: maxItems
   uint32_t min_items = 0;              // arrays: minItems
   bool restricted = false;             // only `keys` allowed
@@ -169,6 +186,7 @@ struct Compiler {
       dst = static_cast<uint32_t>(std::min<uint64_t>(s[k].get<uint64_t>(), 0xfffffffeu));
     };
     count_field("maxLength", n->max_length);
+    count_field("minLength", n->min_length);
     count_field("maxItems", n->max_items);
     count_field("minItems", n->min_items);
     return n;
@@ -315,28 +333,59 @@ bool JsonConstraint::step(std::vector<Frame>& st, unsigned char c, int& ws) cons
     }
     case Kind::kString: {
       if (f.sub == 0) {
+        // Whole characters only: inside a multi-byte one, nothing but its next continuation byte
+        // (so a token may end mid-character only where some continuation completes it).
+        if (f.u8_need > 0) {
+          if (c < f.u8_lo || c > f.u8_hi) return false;
+          f.u8_lo = 0x80;
+          f.u8_hi = 0xbf;
+          --f.u8_need;
+          return true;
+        }
+        if (f.low_due) {  // after a high-surrogate escape: its low half (same character)
+          if (c != '\\') return false;
+          f.sub = 1;
+          return true;
+        }
         if (c == '"') {
+          if (f.count < f.node->min_length && !f.is_key) return false;
           st.pop_back();
           return close_value(st);
         }
         if (c == '\\') f.sub = 1;
         else if (c < 0x20) return false;
-        if ((c & 0xc0) != 0x80 && ++f.count > f.node->max_length && !f.is_key) return false;
+        else if (c >= 0x80 && !utf8_lead(c, f.u8_need, f.u8_lo, f.u8_hi)) return false;
+        // counted at its first byte: maxLength / minLength are in characters (code points)
+        if (++f.count > f.node->max_length && !f.is_key) return false;
         return true;
       }
       if (f.sub == 1) {
         if (c == 'u') {
           f.sub = 2;
+          f.esc = 0;
           return true;
         }
+        if (f.low_due) return false;
         if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
           f.sub = 0;
           return true;
         }
         return false;
       }
+      // \uXXXX, checked digit by digit so that every accepted prefix can be completed: a UTF-16
+      // surrogate only as a high half directly followed by a low half (one character), since a
+      // lone one decodes to U+FFFD or to ill-formed UTF-8.
       if (!is_hex(c)) return false;
-      f.sub = f.sub == 5 ? 0 : f.sub + 1;
+      const uint16_t h = static_cast<uint16_t>(is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10);
+      if (f.sub == 2 && f.low_due && h != 0xd) return false;
+      if (f.sub == 3 && f.esc == 0xd && (f.low_due ? h < 0xc : h >= 0xc)) return false;
+      f.esc = static_cast<uint16_t>(f.esc << 4 | h);
+      if (f.sub < 5) {
+        ++f.sub;
+        return true;
+      }
+      f.sub = 0;
+      f.low_due = !f.low_due && f.esc >= 0xd800 && f.esc <= 0xdbff;
       return true;
     }
     case Kind::kNumber: {

@@ -1,7 +1,8 @@
 // Grammar-constrained generation for response_format json_object / json_schema: a byte-level
 // pushdown automaton that accepts exactly the prefixes of JSON documents valid for a schema
 // subset (type incl. unions, properties/required/additionalProperties, items, enum, const,
-// anyOf of simple types). Copyable: the sampler tests a candidate token on a copy.
+// anyOf of simple types). Strings are well-formed UTF-8, whole characters at a time, and
+// maxLength / minLength count characters. Copyable: the sampler tests a candidate token on a copy.
 // Used by the server (response_format, forced tool calls) and the C API (oxi_generate_params
 // json_schema); mask_rejected_tokens applies a constraint to a step's logits for both.
 #pragma once
@@ -57,6 +58,10 @@ class JsonConstraint final : public TextConstraint {
     uint64_t alts = 0;       // literal: alternatives still alive (bit i: (*lit)[i])
     const std::vector<std::string>* lit = nullptr;  // literal: the alternatives
     bool is_key = false;     // string/literal frame is an object key
+    uint8_t u8_need = 0;     // string: continuation bytes still due for the current character
+    uint8_t u8_lo = 0x80, u8_hi = 0xbf;  // string: the range of the next continuation byte
+    bool low_due = false;    // string: a \u escape of a high surrogate wants its low half next
+    uint16_t esc = 0;        // string: the hex digits of the current \u escape so far
   };
   bool step(std::vector<Frame>& st, unsigned char c, int& ws_run) const;
   bool start_value(std::vector<Frame>& st, const Node* n, unsigned char c, int& ws_run) const;

@@ -348,16 +348,15 @@ double Sampler::uniform() {
   return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
 }
 
-int32_t Sampler::draw(double u, int32_t skip) {
+int32_t Sampler::draw(double u) {
   double cum = 0.0;
   for (size_t i = 0; i < probs_.size(); ++i) {
-    if (cands_[i].id == skip) continue;
     cum += probs_[i];
     if (u < cum) return cands_[i].id;
   }
   // Rounding left u just above the total: the last candidate with any mass.
   for (size_t i = probs_.size(); i-- > 0;) {
-    if (probs_[i] > 0.0 && cands_[i].id != skip) return cands_[i].id;
+    if (probs_[i] > 0.0) return cands_[i].id;
   }
   return cands_.front().id;
 }
@@ -365,29 +364,18 @@ int32_t Sampler::draw(double u, int32_t skip) {
 int32_t Sampler::sample(std::span<const float> logits) {
   int32_t pick = -1;
   if (!build(logits, &pick)) return pick;
-  return draw(uniform(), -1);
+  return draw(uniform());
 }
 
 int32_t Sampler::verify(std::span<const float> logits, int32_t draft, bool* accepted) {
-  int32_t pick = -1;
-  if (!build(logits, &pick)) {
-    *accepted = pick == draft;
-    return pick;
-  }
-  double pd = 0.0;
-  for (size_t i = 0; i < probs_.size(); ++i) {
-    if (cands_[i].id == draft) pd = probs_[i];
-  }
-  // The draft is kept with probability p(draft) (a deterministic drafter's q is one-hot, so
-  // min(1, p/q) = p); otherwise the token comes from p without the draft, renormalised — which
-  // is max(0, p − q) normalised. Either way the emitted token has distribution p.
-  if (pd > 0.0 && uniform() < pd) {
-    *accepted = true;
-    return draft;
-  }
-  *accepted = false;
-  if (pd >= 1.0) return draft;  // unreachable (u < 1), kept for rounding safety
-  return draw(uniform() * (1.0 - pd), draft);
+  // Sample as plain decoding would, then compare. The emitted token is distributed as p; the
+  // draft is kept with probability p(draft), the most any rule can for a one-hot draft (the
+  // standard min(1, p/q) rule with q one-hot keeps it with the same probability); and each
+  // position takes the same one draw from the generator as in plain decoding, so a seeded run
+  // gives the same tokens with and without speculation.
+  const int32_t y = sample(logits);
+  *accepted = y == draft;
+  return y;
 }
 
 }  // namespace oxi

@@ -90,10 +90,10 @@ class Sampler {
   // Picks the next id from a logit row (at least n_vocab entries).
   int32_t sample(std::span<const float> logits);
   // Speculative decoding's acceptance step for a token a deterministic drafter proposed at this
-  // position: returns `draft` with probability p(draft) under this sampler's distribution for the
-  // row (*accepted = true), else a token drawn from that distribution with the draft taken out and
-  // renormalised (*accepted = false). The returned token is distributed exactly as sample()'s.
-  // Greedy: the argmax, accepted when it equals the draft.
+  // position: the token sample() picks (same draw), and whether it is the draft. For a one-hot
+  // draft this is the standard acceptance rule (kept with probability p(draft), else a token from
+  // p without it, renormalised), and a seeded run emits the same tokens with speculation as
+  // without. (A drafter that samples its drafts would need the general min(1, p/q) rule.)
   int32_t verify(std::span<const float> logits, int32_t draft, bool* accepted);
   // Records a token in the penalty window (prompt tokens too, as llama.cpp's server does).
   void accept(int32_t id);
@@ -119,8 +119,8 @@ class Sampler {
   // (greedy); else true with cands_ / probs_ holding the distribution to draw from.
   bool build(std::span<const float> logits, int32_t* pick);
   double uniform();
-  // The candidate where the cumulative probability (skipping id `skip`) passes u.
-  int32_t draw(double u, int32_t skip);
+  // The candidate where the cumulative probability passes u.
+  int32_t draw(double u);
 };
 
 }  // namespace oxi

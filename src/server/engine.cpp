@@ -138,9 +138,19 @@ class ServerEngine final : public Engine {
     go.spec.mode = static_cast<SpecMode>(opt_.spec_mode);
     go.spec.draft_max = std::min(opt_.draft_max, req.draft_max.value_or(opt_.draft_max));
     go.spec.draft_min = std::min(go.spec.draft_max, req.draft_min.value_or(opt_.draft_min));
-    if (constraint) {
+    for (const auto& [id, bias] : req.logit_bias) {
+      if (id >= tok_->n_vocab()) {
+        throw RequestError(400, "logit_bias", "logit_bias: token id " + std::to_string(id) + " is out of range");
+      }
+    }
+    if (constraint || !req.logit_bias.empty()) {
+      // The bias first (llama.cpp's chain starts with it), so the constraint ranks biased logits.
       const TextConstraint* c = constraint.get();
-      go.logit_filter = [this, c](std::span<float> logits) { mask_rejected_tokens(*c, *loaded_->text, logits); };
+      const auto* bias = &req.logit_bias;
+      go.logit_filter = [this, c, bias](std::span<float> logits) {
+        for (const auto& [id, b] : *bias) logits[static_cast<size_t>(id)] += b;
+        if (c) mask_rejected_tokens(*c, *loaded_->text, logits);
+      };
     }
 
     const size_t boundary = checkpoint_at < prompt.size() ? checkpoint_at : 0;

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "server/engine.h"
@@ -87,6 +89,67 @@ json timings_json(const GenerationResult& r) {
               {"draft_n", r.n_drafted}, {"draft_n_accepted", r.n_accepted}};
 }
 
+// Timings of a request's choices: the prompt once, the generated and drafted tokens summed, the
+// generation time of the longest choice (they run at once).
+json timings_json(const std::vector<GenerationResult>& rs) {
+  GenerationResult u = rs.front();
+  for (size_t i = 1; i < rs.size(); ++i) {
+    u.n_generated += rs[i].n_generated;
+    u.n_drafted += rs[i].n_drafted;
+    u.n_accepted += rs[i].n_accepted;
+    u.gen_ms = std::max(u.gen_ms, rs[i].gen_ms);
+  }
+  return timings_json(u);
+}
+
+// usage of a request's choices: the prompt once (as OpenAI counts it), the completions summed.
+json usage_json(const std::vector<GenerationResult>& rs) {
+  GenerationResult u = rs.front();
+  for (size_t i = 1; i < rs.size(); ++i) {
+    u.n_generated += rs[i].n_generated;
+    u.n_cached = std::min(u.n_cached, rs[i].n_cached);
+  }
+  return usage_json(u);
+}
+
+// The request as choice i runs it: a given seed becomes seed + i, so that the choices differ
+// and each is reproducible (a random seed differs per choice anyway). Only the generation
+// fields are copied.
+GenerationRequest choice_request(const GenerationRequest& req, int i) {
+  GenerationRequest r = req;
+  if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + static_cast<uint64_t>(i);
+  return r;
+}
+
+// Runs fn(i) for the n choices of a request. A single choice runs on this thread; several run at
+// once on threads of their own (each takes a slot, and the batcher merges their decode steps)
+// while this thread watches the connection — client_disconnected() answers only on the request's
+// thread — and sets `gone` once the client has left. Rethrows the first failure after all ended.
+template <class F>
+void run_choices(int n, std::atomic<bool>& gone, F&& fn) {
+  if (n == 1) return fn(0);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::atomic<int> running{n};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        fn(i);
+      } catch (...) {
+        errors[static_cast<size_t>(i)] = std::current_exception();
+      }
+      running--;
+    });
+  }
+  while (running.load() > 0) {
+    if (client_disconnected()) gone = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 json logprob_entry(Engine& eng, const TokenOut& t, int n_top) {
   auto bytes_of = [](const std::string& s) {
     json b = json::array();
@@ -101,6 +164,26 @@ json logprob_entry(Engine& eng, const TokenOut& t, int n_top) {
   }
   return json{{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
 }
+
+// Server-sent events of one response, written by the threads of its choices: each event whole,
+// and nothing more once a write has failed (the client is gone).
+struct SseWriter {
+  explicit SseWriter(httplib::DataSink& s) : sink(s) {}
+  httplib::DataSink& sink;
+  std::mutex mu;
+  std::atomic<bool> alive{true};
+  bool write(const json& j) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!alive) return false;
+    const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+    if (!sink.write(s.data(), s.size())) alive = false;
+    return alive;
+  }
+  void done() {
+    if (alive) sink.write("data: [DONE]\n\n", 14);
+    sink.done();
+  }
+};
 
 // OpenAI tool_calls entries; `index` only in stream deltas.
 // The automaton for structured output: response_format, or a forced tool call (tool_choice
@@ -314,6 +397,37 @@ class Routes {
   }
 
   // ---- chat --------------------------------------------------------------------------------
+  // Generates choice i of a non-streaming chat request; returns its `choices` entry.
+  json chat_choice(const ChatRequest& req, int i, const std::vector<int32_t>& ids, size_t checkpoint_at, ChatFormat format,
+                   const ParserOptions& popt, std::shared_ptr<TextConstraint> constraint, GenerationResult& r,
+                   const std::atomic<bool>& gone) {
+    auto parser = make_output_parser(format, popt);
+    StopMatcher stop(req.stop);
+    json lp = json::array();
+    r = eng_.generate(ids, checkpoint_at, choice_request(req, i), std::move(constraint), [&](const TokenOut& t) {
+      if (req.logprobs) lp.push_back(logprob_entry(eng_, t, req.top_logprobs));
+      parser->feed(stop.feed(t.text));
+      // The client left (closed or reset its connection): stop, nobody reads the answer.
+      return !stop.stopped() && !parser->ended() && !gone && !client_disconnected();
+    });
+    parser->feed(stop.flush());
+    parser->finish();
+    const ChatMessage& msg = parser->message();
+    std::string finish = stop.stopped() ? "stop" : r.finish_reason;
+    json message = {{"role", "assistant"}, {"content", msg.content}};
+    if (!msg.reasoning_content.empty()) message["reasoning_content"] = msg.reasoning_content;
+    if (!msg.tool_calls.empty()) {
+      json calls = json::array();
+      for (const auto& c : msg.tool_calls) calls.push_back(tool_call_json(c, random_id("call_"), -1));
+      message["tool_calls"] = calls;
+      if (msg.content.empty()) message["content"] = nullptr;
+      finish = "tool_calls";
+    }
+    json choice = {{"index", i}, {"message", message}, {"finish_reason", finish}};
+    choice["logprobs"] = req.logprobs ? json{{"content", lp}} : json(nullptr);
+    return choice;
+  }
+
   void chat(const std::string& text, httplib::Response& res) {
     ChatRequest req = parse_chat_request(parse_body(text), limits_);
     std::string turn_prefix;
@@ -336,39 +450,20 @@ class Routes {
     const std::string model = req.model.empty() ? eng_.model_id() : req.model;
 
     if (!req.stream) {
-      auto parser = make_output_parser(format, popt);
-      StopMatcher stop(req.stop);
-      json lp = json::array();
-      GenerationResult r;
+      std::vector<json> choices(static_cast<size_t>(req.n));
+      std::vector<GenerationResult> results(static_cast<size_t>(req.n));
+      std::atomic<bool> gone{false};
       {
         InFlight guard(metrics_);
-        r = eng_.generate(ids, checkpoint_at, req, constraint, [&](const TokenOut& t) {
-          if (req.logprobs) lp.push_back(logprob_entry(eng_, t, req.top_logprobs));
-          parser->feed(stop.feed(t.text));
-          // The client left (closed or reset its connection): stop, nobody reads the answer.
-          return !stop.stopped() && !parser->ended() && !client_disconnected();
+        run_choices(req.n, gone, [&](int i) {
+          auto c = i == 0 ? constraint : make_constraint(req, format, popt.start_in_reasoning);
+          choices[static_cast<size_t>(i)] = chat_choice(req, i, ids, checkpoint_at, format, popt, c, results[static_cast<size_t>(i)], gone);
         });
       }
-      parser->feed(stop.flush());
-      parser->finish();
-      account(r);
-      const ChatMessage& msg = parser->message();
-      std::string finish = stop.stopped() ? "stop" : r.finish_reason;
-      json message = {{"role", "assistant"}, {"content", msg.content}};
-      if (!msg.reasoning_content.empty()) message["reasoning_content"] = msg.reasoning_content;
-      if (!msg.tool_calls.empty()) {
-        json calls = json::array();
-        for (const auto& c : msg.tool_calls) calls.push_back(tool_call_json(c, random_id("call_"), -1));
-        message["tool_calls"] = calls;
-        if (msg.content.empty()) message["content"] = nullptr;
-        finish = "tool_calls";
-      }
-      json choice = {{"index", 0}, {"message", message}, {"finish_reason", finish}};
-      choice["logprobs"] = req.logprobs ? json{{"content", lp}} : json(nullptr);
+      for (const auto& r : results) account(r);
       return send_json(res, 200,
                        {{"id", id}, {"object", "chat.completion"}, {"created", created}, {"model", model},
-                        {"system_fingerprint", "oxinfer"}, {"choices", json::array({choice})},
-                        {"usage", usage_json(r)}, {"timings", timings_json(r)}});
+                        {"system_fingerprint", "oxinfer"}, {"choices", choices}, {"usage", usage_json(results)}, {"timings", timings_json(results)}});
     }
 
     // Streaming: the generation runs inside the content provider; a failed write (client gone)
@@ -384,60 +479,62 @@ class Routes {
         "text/event-stream",
         [this, job, id, created, model, format, checkpoint_at, constraint](size_t, httplib::DataSink& sink) {
           const ChatRequest& rq = job->req;
-          bool alive = true;
-          auto write = [&](const json& j) {
-            if (!alive) return false;
-            const std::string s = "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-            alive = sink.write(s.data(), s.size());
-            return alive;
-          };
-          auto chunk = [&](json delta, json finish, json logprobs) {
+          SseWriter out(sink);
+          std::atomic<bool> gone{false};
+          auto write = [&](const json& j) { return out.write(j); };
+          auto chunk = [&](int i, json delta, json finish, json logprobs) {
             return write({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
                           {"system_fingerprint", "oxinfer"},
-                          {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", logprobs},
+                          {"choices", json::array({{{"index", i}, {"delta", delta}, {"logprobs", logprobs},
                                                     {"finish_reason", finish}}})}});
           };
-          chunk({{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
-          auto parser = make_output_parser(format, job->popt);
-          StopMatcher stop(rq.stop);
-          size_t n_calls = 0;
-          auto emit = [&](const ChatDelta& d, json lp) {
-            if (!d.reasoning_content.empty()) chunk({{"reasoning_content", d.reasoning_content}}, nullptr, nullptr);
-            if (!d.content.empty()) chunk({{"content", d.content}}, nullptr, lp);
-            else if (!lp.is_null()) chunk({{"content", ""}}, nullptr, lp);
-            for (const auto& [index, call] : d.tool_calls) {
-              chunk({{"tool_calls", json::array({tool_call_json(call, random_id("call_"), static_cast<long>(index))})}},
-                    nullptr, nullptr);
-              ++n_calls;
+          for (int i = 0; i < rq.n; ++i) chunk(i, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr);
+          std::vector<GenerationResult> results(static_cast<size_t>(rq.n));
+          auto one = [&](int i) {
+            auto parser = make_output_parser(format, job->popt);
+            StopMatcher stop(rq.stop);
+            size_t n_calls = 0;
+            auto emit = [&](const ChatDelta& d, json lp) {
+              if (!d.reasoning_content.empty()) chunk(i, {{"reasoning_content", d.reasoning_content}}, nullptr, nullptr);
+              if (!d.content.empty()) chunk(i, {{"content", d.content}}, nullptr, lp);
+              else if (!lp.is_null()) chunk(i, {{"content", ""}}, nullptr, lp);
+              for (const auto& [index, call] : d.tool_calls) {
+                chunk(i, {{"tool_calls", json::array({tool_call_json(call, random_id("call_"), static_cast<long>(index))})}},
+                      nullptr, nullptr);
+                ++n_calls;
+              }
+            };
+            GenerationResult& r = results[static_cast<size_t>(i)];
+            std::string finish = "stop";
+            try {
+              auto c = i == 0 ? constraint : make_constraint(rq, format, job->popt.start_in_reasoning);
+              r = eng_.generate(job->ids, checkpoint_at, choice_request(rq, i), c, [&](const TokenOut& t) {
+                json lp = rq.logprobs ? json{{"content", json::array({logprob_entry(eng_, t, rq.top_logprobs)})}}
+                                      : json(nullptr);
+                emit(parser->feed(stop.feed(t.text)), lp);
+                return out.alive && !gone && !stop.stopped() && !parser->ended();
+              });
+              finish = r.finish_reason;
+            } catch (const std::exception& e) {
+              // Never a 500 mid-stream: report in-band and end the stream cleanly.
+              write(error_body(e.what(), "server_error", "", 500));
             }
+            emit(parser->feed(stop.flush()), nullptr);
+            emit(parser->finish(), nullptr);
+            account(r);
+            if (stop.stopped()) finish = "stop";
+            if (n_calls > 0) finish = "tool_calls";
+            chunk(i, json::object(), finish, nullptr);
           };
-          GenerationResult r;
-          std::string finish = "stop";
-          try {
+          {
             InFlight guard(metrics_);
-            r = eng_.generate(job->ids, checkpoint_at, rq, constraint, [&](const TokenOut& t) {
-              json lp = rq.logprobs ? json{{"content", json::array({logprob_entry(eng_, t, rq.top_logprobs)})}}
-                                    : json(nullptr);
-              emit(parser->feed(stop.feed(t.text)), lp);
-              return alive && !stop.stopped() && !parser->ended();
-            });
-            finish = r.finish_reason;
-          } catch (const std::exception& e) {
-            // Never a 500 mid-stream: report in-band and end the stream cleanly.
-            write(error_body(e.what(), "server_error", "", 500));
+            run_choices(rq.n, gone, one);  // `one` reports its failures in-band
           }
-          emit(parser->feed(stop.flush()), nullptr);
-          emit(parser->finish(), nullptr);
-          account(r);
-          if (stop.stopped()) finish = "stop";
-          if (n_calls > 0) finish = "tool_calls";
-          chunk(json::object(), finish, nullptr);
           if (rq.include_usage) {
             write({{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-                   {"choices", json::array()}, {"usage", usage_json(r)}, {"timings", timings_json(r)}});
+                   {"choices", json::array()}, {"usage", usage_json(results)}, {"timings", timings_json(results)}});
           }
-          if (alive) sink.write("data: [DONE]\n\n", 14);
-          sink.done();
+          out.done();
           return true;
         });
   }
@@ -450,81 +547,90 @@ class Routes {
     const std::string id = random_id("cmpl-");
     const int64_t created = now_s();
     const std::string model = req.model.empty() ? eng_.model_id() : req.model;
-    auto lp_json = [&](const std::vector<TokenOut>& toks) {
-      json tokens = json::array(), lps = json::array(), tops = json::array();
-      for (const auto& t : toks) {
-        tokens.push_back(eng_.token_piece(t.id));
-        lps.push_back(t.logprob);
-        json top = json::object();
-        for (int i = 0; i < req.top_logprobs && i < static_cast<int>(t.top.size()); ++i) {
-          top[eng_.token_piece(t.top[i].first)] = t.top[i].second;
-        }
-        tops.push_back(top);
-      }
-      return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
-    };
     if (!req.stream) {
-      StopMatcher stop(req.stop);
-      std::string text = req.echo ? req.prompt : "";
-      std::vector<TokenOut> toks;
-      GenerationResult r;
+      std::vector<json> choices(static_cast<size_t>(req.n));
+      std::vector<GenerationResult> results(static_cast<size_t>(req.n));
+      std::atomic<bool> gone{false};
       {
         InFlight guard(metrics_);
-        r = eng_.generate(ids, 0, req, {}, [&](const TokenOut& t) {
-          if (req.logprobs) toks.push_back(t);
-          text += stop.feed(t.text);
-          return !stop.stopped() && !client_disconnected();
+        run_choices(req.n, gone, [&](int i) {
+          StopMatcher stop(req.stop);
+          std::string out = req.echo ? req.prompt : "";
+          std::vector<TokenOut> toks;
+          GenerationResult& r = results[static_cast<size_t>(i)];
+          r = eng_.generate(ids, 0, choice_request(req, i), {}, [&](const TokenOut& t) {
+            if (req.logprobs) toks.push_back(t);
+            out += stop.feed(t.text);
+            return !stop.stopped() && !gone && !client_disconnected();
+          });
+          out += stop.flush();
+          json& choice = choices[static_cast<size_t>(i)];
+          choice = {{"index", i}, {"text", out}, {"finish_reason", stop.stopped() ? "stop" : r.finish_reason}};
+          choice["logprobs"] = req.logprobs ? completion_logprobs(toks, req.top_logprobs) : json(nullptr);
         });
       }
-      text += stop.flush();
-      account(r);
-      json choice = {{"index", 0}, {"text", text}, {"finish_reason", stop.stopped() ? "stop" : r.finish_reason}};
-      choice["logprobs"] = req.logprobs ? lp_json(toks) : json(nullptr);
+      for (const auto& r : results) account(r);
       return send_json(res, 200, {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                                  {"choices", json::array({choice})}, {"usage", usage_json(r)}, {"timings", timings_json(r)}});
+                                  {"choices", choices}, {"usage", usage_json(results)}, {"timings", timings_json(results)}});
     }
     auto shared = std::make_shared<std::pair<CompletionRequest, std::vector<int32_t>>>(std::move(req), std::move(ids));
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, shared, id, created, model, lp_json](
-                                                              size_t, httplib::DataSink& sink) {
+    res.set_chunked_content_provider("text/event-stream", [this, shared, id, created, model](size_t, httplib::DataSink& sink) {
       const CompletionRequest& rq = shared->first;
-      auto chunk = [&](const std::string& text, json finish, json lp) {
-        json c = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                  {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}};
-        const std::string s = "data: " + c.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-        return sink.write(s.data(), s.size());
+      SseWriter out(sink);
+      std::atomic<bool> gone{false};
+      auto write = [&](const json& j) { return out.write(j); };
+      auto chunk = [&](int i, const std::string& text, json finish, json lp) {
+        return write({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+                      {"choices", json::array({{{"index", i}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}});
       };
-      bool alive = true;
-      StopMatcher stop(rq.stop);
-      GenerationResult r;
-      std::string finish = "stop";
-      try {
+      std::vector<GenerationResult> results(static_cast<size_t>(rq.n));
+      auto one = [&](int i) {
+        StopMatcher stop(rq.stop);
+        GenerationResult& r = results[static_cast<size_t>(i)];
+        std::string finish = "stop";
+        try {
+          r = eng_.generate(shared->second, 0, choice_request(rq, i), {}, [&](const TokenOut& t) {
+            const std::string piece = stop.feed(t.text);
+            json lp = rq.logprobs ? completion_logprobs({t}, rq.top_logprobs) : json(nullptr);
+            if (!piece.empty() || !lp.is_null()) chunk(i, piece, nullptr, lp);
+            return out.alive && !gone && !stop.stopped();
+          });
+          finish = r.finish_reason;
+        } catch (const std::exception& e) {
+          write(error_body(e.what(), "server_error", "", 500));
+        }
+        account(r);
+        const std::string rest = stop.flush();
+        if (!rest.empty()) chunk(i, rest, nullptr, nullptr);
+        chunk(i, "", stop.stopped() ? "stop" : finish, nullptr);
+      };
+      {
         InFlight guard(metrics_);
-        r = eng_.generate(shared->second, 0, rq, {}, [&](const TokenOut& t) {
-          const std::string piece = stop.feed(t.text);
-          json lp = rq.logprobs ? lp_json({t}) : json(nullptr);
-          if (!piece.empty() || !lp.is_null()) alive = alive && chunk(piece, nullptr, lp);
-          return alive && !stop.stopped();
-        });
-        finish = r.finish_reason;
-      } catch (const std::exception& e) {
-        const std::string s = "data: " + error_body(e.what(), "server_error", "", 500).dump() + "\n\n";
-        alive = alive && sink.write(s.data(), s.size());
+        run_choices(rq.n, gone, one);  // `one` reports its failures in-band
       }
-      account(r);
-      const std::string rest = stop.flush();
-      if (alive && !rest.empty()) alive = chunk(rest, nullptr, nullptr);
-      if (alive) alive = chunk("", stop.stopped() ? "stop" : finish, nullptr);
-      if (alive && rq.include_usage) {
-        json u = {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
-                  {"choices", json::array()}, {"usage", usage_json(r)}, {"timings", timings_json(r)}};
-        const std::string s = "data: " + u.dump() + "\n\n";
-        alive = sink.write(s.data(), s.size());
+      if (rq.include_usage) {
+        write({{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", model},
+               {"choices", json::array()}, {"usage", usage_json(results)}, {"timings", timings_json(results)}});
       }
-      if (alive) sink.write("data: [DONE]\n\n", 14);
-      sink.done();
+      out.done();
       return true;
     });
+  }
+
+  // The legacy completions logprobs object of some tokens.
+  json completion_logprobs(const std::vector<TokenOut>& toks, int n_top) {
+    json tokens = json::array(), lps = json::array(), tops = json::array();
+    for (const auto& t : toks) {
+      tokens.push_back(eng_.token_piece(t.id));
+      lps.push_back(t.logprob);
+      json top = json::object();
+      for (int i = 0; i < n_top && i < static_cast<int>(t.top.size()); ++i) {
+        top[eng_.token_piece(t.top[i].first)] = t.top[i].second;
+      }
+      tops.push_back(top);
+    }
+    return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
   }
 
   const ServerOptions& opt_;

@@ -1,5 +1,10 @@
 #include "server/request.h"
 
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <iterator>
+
 #include "core/json_limits.h"
 
 namespace oxi::server {
@@ -56,6 +61,69 @@ std::optional<bool> boolean(const json& body, const char* key) {
   return v->get<bool>();
 }
 
+// One bias: a number in [-100, 100] (OpenAI's range), or false (llama-server: never this token).
+float bias_value(const json& v) {
+  if (v.is_boolean() && !v.get<bool>()) return -INFINITY;
+  if (!v.is_number() || !(v.get<double>() >= -100.0 && v.get<double>() <= 100.0)) {
+    bad("logit_bias", "each logit_bias value must be a number between -100 and 100, or false");
+  }
+  return v.get<float>();
+}
+
+int32_t bias_token(const json& v) {
+  if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > INT32_MAX) {
+    bad("logit_bias", "logit_bias keys must be token ids (non-negative integers)");
+  }
+  return v.get<int32_t>();
+}
+
+// OpenAI's {"<token id>": bias, …} or llama-server's [[id, bias], …].
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
+  std::vector<std::pair<int32_t, float>> out;
+  if (lb.is_object()) {
+    for (auto it = lb.begin(); it != lb.end(); ++it) {
+      const std::string& k = it.key();
+      if (k.empty() || k.size() > 10 || k.find_first_not_of("0123456789") != std::string::npos) {
+        bad("logit_bias", "logit_bias keys must be token ids, got '" + k + "'");
+      }
+      out.emplace_back(bias_token(json(std::stoll(k))), bias_value(it.value()));
+    }
+  } else if (lb.is_array()) {
+    for (const auto& e : lb) {
+      if (!e.is_array() || e.size() != 2) bad("logit_bias", "logit_bias entries must be [token id, bias] pairs");
+      if (e[0].is_string()) bad("logit_bias", "logit_bias by token text is not supported; give token ids");
+      out.emplace_back(bias_token(e[0]), bias_value(e[1]));
+    }
+  } else {
+    bad("logit_bias", "'logit_bias' must be an object {\"token id\": bias} or an array of [token id, bias]");
+  }
+  return out;
+}
+
+// Fields that change what is generated must be honoured or refused, never dropped: every field
+// of a request is either one we implement (kCommonFields and the endpoint's own), one that cannot
+// change the output (kHarmless: bookkeeping for the caller or for llama-server's cache), or a 400
+// naming it (docs/server.md, "Request fields").
+const char* const kCommonFields[] = {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
+                                     "n", "logit_bias", "temperature", "top_p", "min_p", "presence_penalty",
+                                     "frequency_penalty", "repeat_penalty", "top_k", "seed"};
+const char* const kHarmless[] = {"user", "metadata", "store", "service_tier", "cache_prompt", "id_slot",
+                                 "prompt_cache_key", "safety_identifier", "timings_per_token"};
+
+void reject_unknown_fields(const json& body, std::initializer_list<const char*> endpoint_fields) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& k = it.key();
+    if (it->is_null()) continue;  // null is the same as absent, for every field
+    auto is = [&](const char* name) { return k == name; };
+    auto in = [&](const auto& list) { return std::any_of(std::begin(list), std::end(list), is); };
+    if (in(kCommonFields) || in(endpoint_fields) || in(kHarmless)) continue;
+    if (k == "grammar") bad(k, "'grammar' (GBNF) is not supported yet; use response_format with a json_schema");
+    if (k == "suffix") bad(k, "'suffix' (fill-in-the-middle) is not supported");
+    if (k == "parallel_tool_calls" && it->is_boolean() && it->get<bool>()) continue;  // the default
+    bad(k, "unsupported field '" + k + "': it could change the output, so it is refused rather than ignored");
+  }
+}
+
 void parse_common(const json& body, const Limits& limits, GenerationRequest& r) {
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) bad("model", "'model' must be a string");
@@ -86,7 +154,8 @@ void parse_common(const json& body, const Limits& limits, GenerationRequest& r) 
       if (s2.empty()) bad("stop", "stop sequences must not be empty");
     }
   }
-  if (auto n = integer(body, "n", 1, 1)) r.n = static_cast<int>(*n);
+  if (auto n = integer(body, "n", 1, limits.max_choices)) r.n = static_cast<int>(*n);
+  if (const json* lb = field(body, "logit_bias")) r.logit_bias = parse_logit_bias(*lb);
   auto& s = r.sampling;
   if (auto v = number(body, "temperature", 0.0, 2.0)) s.temperature = static_cast<float>(*v);
   if (auto v = number(body, "top_p", 0.0, 1.0)) s.top_p = static_cast<float>(*v);
@@ -133,6 +202,8 @@ json parse_body(const std::string& text) {
 }
 
 ChatRequest parse_chat_request(const json& body, const Limits& limits) {
+  reject_unknown_fields(body, {"messages", "tools", "tool_choice", "response_format", "logprobs", "top_logprobs",
+                               "chat_template_kwargs", "reasoning_effort"});
   ChatRequest r;
   parse_common(body, limits, r);
   const json* msgs = field(body, "messages");
@@ -220,6 +291,7 @@ ChatRequest parse_chat_request(const json& body, const Limits& limits) {
 }
 
 CompletionRequest parse_completion_request(const json& body, const Limits& limits) {
+  reject_unknown_fields(body, {"prompt", "logprobs", "echo"});
   CompletionRequest r;
   parse_common(body, limits, r);
   const json* p = field(body, "prompt");

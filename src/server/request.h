@@ -48,7 +48,10 @@ struct GenerationRequest {
   bool logprobs = false;
   int top_logprobs = 0;              // 0..20
   SamplingRequest sampling;
-  int n = 1;
+  int n = 1;                         // choices; choice i samples with seed + i
+  // logit_bias: (token id, bias added to its logit; -inf for `false`), ids not yet checked
+  // against the vocabulary.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   // llama-server's per-request draft lengths ("speculative.n_max" / "speculative.n_min").
   std::optional<int> draft_max, draft_min;
 };
@@ -71,6 +74,7 @@ struct Limits {
   int max_tokens_cap = 32768;   // requests above are rejected with 400
   size_t max_messages = 4096;
   size_t max_stop = 4;
+  int max_choices = 16;         // n
 };
 
 ChatRequest parse_chat_request(const nlohmann::json& body, const Limits& limits);

@@ -8,7 +8,10 @@
 //   32 concurrent streaming requests with 0 errors, identical to the request alone, RSS flat;
 //   speculative decoding keeps the greedy text and reports llama-server's timings;
 //   client disconnect cancels; malformed JSON, wrong types, oversized bodies, bad API key → 4xx
-//   with OpenAI error JSON, and the server stays up.
+//   with OpenAI error JSON, and the server stays up; n > 1 (each choice as the single request
+//   with seed + i, streamed by choice index), logit_bias (object and llama-server array forms:
+//   +100 forces a token, -100 / false bans the greedy one), and unknown fields that would change
+//   the output (grammar, suffix, …) refused with 400 while harmless ones (user, metadata) pass.
 import { spawn, execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
@@ -54,6 +57,19 @@ async function collectStream(stream) {
     }
   }
   return { content, reasoning, usage, finish, calls };
+}
+
+// Content and finish reason per choice index of a chat stream.
+async function collectChoices(stream) {
+  const by = [];
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      by[c.index] ??= { content: "", finish: null };
+      if (c.delta?.content) by[c.index].content += c.delta.content;
+      if (c.finish_reason) by[c.index].finish = c.finish_reason;
+    }
+  }
+  return by;
 }
 
 // ---- model ------------------------------------------------------------------------------------
@@ -124,6 +140,25 @@ try {
     assert.ok(Number.isInteger(v.n));
     assert.ok(Array.isArray(v.tags) && v.tags.length <= 3);
     assert.equal(r.choices[0].finish_reason, "stop");
+  });
+
+  await check("json_schema strings: whole UTF-8 characters, maxLength in characters", async () => {
+    // Issue 31, bug 2: byte-level tokens that split characters gave U+FFFD runs and long strings.
+    const schema = { type: "object", properties: { name: { type: "string", maxLength: 5 } }, required: ["name"],
+      additionalProperties: false };
+    let nonAscii = 0;
+    for (const seed of [1, 2, 3, 4, 5, 6]) {
+      const r = await client.chat.completions.create({ ...base, max_tokens: 60, temperature: 1.0, top_k: 0, top_p: 1,
+        min_p: 0, seed, messages: [{ role: "user", content: "用中文写一个名字。" }],
+        response_format: { type: "json_schema", json_schema: { name: "n", schema } } });
+      const c = r.choices[0].message.content;
+      assert.ok(!c.includes("\uFFFD"), `seed ${seed}: U+FFFD in ${JSON.stringify(c)}`);
+      if (r.choices[0].finish_reason !== "stop") continue;  // cut by max_tokens (whitespace runs)
+      const name = JSON.parse(c).name;
+      assert.ok([...name].length <= 5, `seed ${seed}: ${JSON.stringify(name)} has ${[...name].length} characters`);
+      nonAscii += /[^\x00-\x7f]/.test(name) ? 1 : 0;
+    }
+    assert.ok(nonAscii > 0, "no non-ASCII name generated: the check did not exercise multi-byte characters");
   });
 
   await check("json_object output parses", async () => {
@@ -299,6 +334,81 @@ try {
     const m = await (await fetch(`${srv.base}/metrics`)).text();
     assert.match(m, /# TYPE oxinfer_draft_tokens_total counter/);
   });
+  // ---- n > 1, logit_bias, unknown fields (issue 31, bug 4) ----
+  const sampled = { ...base, max_tokens: 8, temperature: 1.0, top_k: 0, top_p: 1, min_p: 0 };
+  let two = null;
+  await check("n=2: two choices, choice i is the request alone with seed + i", async () => {
+    const r = await client.chat.completions.create({ ...sampled, n: 2, seed: 11 });
+    assert.equal(r.choices.length, 2);
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+    assert.equal(r.usage.completion_tokens, 16);
+    for (const i of [0, 1]) {
+      const one = await client.chat.completions.create({ ...sampled, seed: 11 + i });
+      assert.equal(r.choices[i].message.content, one.choices[0].message.content, `choice ${i}`);
+    }
+    assert.notEqual(r.choices[0].message.content, r.choices[1].message.content);
+    two = r.choices.map((c) => c.message.content);
+  });
+  await check("n=2 streamed: chunks carry the choice index, same texts", async () => {
+    const s = await client.chat.completions.create({ ...sampled, n: 2, seed: 11, stream: true });
+    const got = await collectChoices(s);
+    assert.deepEqual(got.map((c) => c.content), two);
+    assert.deepEqual(got.map((c) => c.finish), ["length", "length"]);
+  });
+  await check("/v1/completions n=3, non-stream and stream", async () => {
+    const req = { model: "x", prompt: "Once upon a time", max_tokens: 6, temperature: 1.0, top_k: 0, seed: 5 };
+    const r = await client.completions.create({ ...req, n: 3 });
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+    const alone = await client.completions.create({ ...req, seed: 7 });
+    assert.equal(r.choices[2].text, alone.choices[0].text);
+    const s = await client.completions.create({ ...req, n: 3, stream: true });
+    const texts = ["", "", ""];
+    for await (const chunk of s) for (const c of chunk.choices) texts[c.index] += c.text;
+    assert.deepEqual(texts, r.choices.map((c) => c.text));
+  });
+  await check("n above 16 → 400 naming n", async () => {
+    await assert.rejects(client.chat.completions.create({ ...base, n: 17 }), (e) => e.status === 400 && e.param === "n");
+  });
+
+  const tokenize = async (content) => (await (await fetch(`${srv.base}/tokenize`, { method: "POST",
+    headers: { Authorization: `Bearer ${API_KEY}` }, body: JSON.stringify({ content }) })).json()).tokens;
+  const detokenize = async (tokens) => (await (await fetch(`${srv.base}/detokenize`, { method: "POST",
+    headers: { Authorization: `Bearer ${API_KEY}` }, body: JSON.stringify({ tokens }) })).json()).content;
+  const greedy = { model: "x", prompt: "Once upon a time", max_tokens: 3, temperature: 0 };
+  await check("logit_bias +100 forces a token (chat and completions)", async () => {
+    const [forced] = await tokenize("banana");
+    const want = await detokenize([forced, forced, forced]);
+    const r = await client.completions.create({ ...greedy, logit_bias: { [forced]: 100 } });
+    assert.equal(r.choices[0].text, want);
+    const c = await client.chat.completions.create({ ...base, max_tokens: 3, logit_bias: { [forced]: 100 } });
+    assert.equal(c.choices[0].message.content, want);
+  });
+  await check("logit_bias -100 and llama-server's [[id, false]] ban the greedy token", async () => {
+    const plain = await client.completions.create({ ...greedy, max_tokens: 1 });
+    const ids = await tokenize(plain.choices[0].text);
+    assert.equal(ids.length, 1, `greedy token ${JSON.stringify(plain.choices[0].text)} re-tokenizes as ${ids}`);
+    for (const logit_bias of [{ [ids[0]]: -100 }, [[ids[0], false]]]) {
+      const r = await client.completions.create({ ...greedy, max_tokens: 1, logit_bias });
+      assert.notEqual(r.choices[0].text, plain.choices[0].text, JSON.stringify(logit_bias));
+    }
+  });
+  await check("bad logit_bias → 400", async () => {
+    for (const logit_bias of [{ abc: 1 }, { 5: 101 }, [[5]], { 99999999: 1 }]) {
+      await assert.rejects(client.chat.completions.create({ ...base, logit_bias }),
+        (e) => e.status === 400 && e.param === "logit_bias", JSON.stringify(logit_bias));
+    }
+  });
+  await check("grammar, suffix and unknown fields → 400; user and metadata accepted", async () => {
+    await assert.rejects(client.chat.completions.create({ ...base, grammar: 'root ::= "yes"' }),
+      (e) => e.status === 400 && e.param === "grammar" && /GBNF/.test(e.message));
+    await assert.rejects(client.completions.create({ ...greedy, suffix: " The end." }),
+      (e) => e.status === 400 && e.param === "suffix");
+    await assert.rejects(client.chat.completions.create({ ...base, mirostat: 2 }),
+      (e) => e.status === 400 && e.param === "mirostat");
+    const r = await client.chat.completions.create({ ...base, user: "u-1", metadata: { run: "e2e" }, suffix: null });
+    assert.equal(r.choices[0].message.content, alone);
+  });
+
   await check("/metrics is Prometheus text; server still healthy", async () => {
     const m = await (await fetch(`${srv.base}/metrics`)).text();
     assert.match(m, /# TYPE oxinfer_requests_total counter/);

@@ -279,6 +279,39 @@ TEST(Fused, HalfRowConversionsEveryIsaMatchScalar) {
   }
 }
 
+// fma_chains: w accumulator chains of exact fused multiply-adds, so the same bits as std::fma in
+// order on every ISA and width (the chains of ggml's dot products), f32 and f16 x; values spread
+// over many binades so that any reassociation or unfused rounding would show.
+TEST(Fused, FmaChainsEveryIsaEqualStdFmaInOrder) {
+  IsaGuard guard;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n = 64 * 37;
+  std::vector<float> x(n), y(n);
+  std::vector<uint16_t> xh(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::ldexp(nd(rng), static_cast<int>(rng() % 24) - 12);
+    y[i] = std::ldexp(nd(rng), static_cast<int>(rng() % 24) - 12);
+    xh[i] = f32_to_f16(x[i]);
+  }
+  for (const int64_t w : {8, 16, 32, 64}) {
+    std::vector<float> want(w, 0.5f), want_h(w, 0.5f);
+    for (int64_t i = 0; i < n; i += w)
+      for (int64_t o = 0; o < w; ++o) {
+        want[o] = std::fma(x[i + o], y[i + o], want[o]);
+        want_h[o] = std::fma(f16_to_f32(xh[i + o]), y[i + o], want_h[o]);
+      }
+    for (const auto& isa : available_isas()) {
+      set_isa(isa);
+      std::vector<float> got(w, 0.5f), got_h(w, 0.5f);
+      fma_chains(x.data(), y.data(), n, w, got.data());
+      fma_chains(xh.data(), y.data(), n, w, got_h.data());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), 4 * w), 0) << isa << " w " << w;
+      EXPECT_EQ(std::memcmp(got_h.data(), want_h.data(), 4 * w), 0) << isa << " w " << w << " (f16 x)";
+    }
+  }
+}
+
 // SiLU·m against double, over the whole useful range (including where e^−x overflows or
 // underflows), on every ISA; lengths with vector tails.
 TEST(Fused, SiluMulEveryIsaMatchesF64) {

@@ -1,10 +1,12 @@
 // The Gemma 4 reproduction of ggml's CPU arithmetic (src/models/gemma4/ggml_numerics.cpp) against
 // llama.cpp's own results: tests/models/data/gemma4_ggml_vectors.bin, made by
 // gen_gemma4_ggml_vectors.py from node-llama-cpp's libggml-cpu, both x86 builds (AVX-512: 16 lanes,
-// AVX2: 8 lanes), so both widths are checked on any host. Every value must be bit-identical.
+// AVX2: 8 lanes), so both widths are checked on any host. Every value must be bit-identical, on
+// every kernel set the host runs (the products' FMA chains run on the set's vector kernel).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +15,8 @@
 #include <vector>
 
 #include "core/half.h"
+#include "kernels/fused.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/ggml_fa.h"
 #include "kernels/ggml.h"
@@ -114,23 +118,40 @@ class Gemma4Ggml : public ::testing::Test {
 };
 std::vector<Rec> Gemma4Ggml::recs_;
 
+// Runs fn once per kernel set the host has (scalar, avx2, avx512, …), then restores "auto".
+template <class F>
+void every_isa(F&& fn) {
+  struct Restore {
+    ~Restore() { oxi::set_isa("auto"); }
+  } restore;
+  for (const auto& isa : oxi::available_isas()) {
+    SCOPED_TRACE("isa " + isa);
+    oxi::set_isa(isa);
+    fn();
+  }
+}
+
 TEST_F(Gemma4Ggml, VecDotF32) {
-  each(1, [](Reader& r, int lanes) {
-    const uint32_t n = r.u32();
-    auto x = r.arr<float>(n), y = r.arr<float>(n);
-    const float want = r.f32();
-    EXPECT_EQ(bits(oxi::ggml_dot_f32(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+  every_isa([&] {
+    each(1, [](Reader& r, int lanes) {
+      const uint32_t n = r.u32();
+      auto x = r.arr<float>(n), y = r.arr<float>(n);
+      const float want = r.f32();
+      EXPECT_EQ(bits(oxi::ggml_dot_f32(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+    });
   });
 }
 
 TEST_F(Gemma4Ggml, VecDotF16) {
-  each(2, [](Reader& r, int lanes) {
-    const uint32_t n = r.u32();
-    auto x = r.arr<uint16_t>(n), yh = r.arr<uint16_t>(n);
-    const float want = r.f32();
-    std::vector<float> y(n);
-    for (uint32_t i = 0; i < n; ++i) y[i] = oxi::f16_to_f32(yh[i]);
-    EXPECT_EQ(bits(oxi::ggml_dot_f16(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+  every_isa([&] {
+    each(2, [](Reader& r, int lanes) {
+      const uint32_t n = r.u32();
+      auto x = r.arr<uint16_t>(n), yh = r.arr<uint16_t>(n);
+      const float want = r.f32();
+      std::vector<float> y(n);
+      for (uint32_t i = 0; i < n; ++i) y[i] = oxi::f16_to_f32(yh[i]);
+      EXPECT_EQ(bits(oxi::ggml_dot_f16(x.data(), y.data(), n, lanes)), bits(want)) << "n " << n << " lanes " << lanes;
+    });
   });
 }
 
@@ -147,19 +168,53 @@ TEST_F(Gemma4Ggml, SoftMax) {
 }
 
 TEST_F(Gemma4Ggml, MulMatOrder) {
-  each(4, [](Reader& r, int lanes) {
-    const uint32_t rows = r.u32(), cols = r.u32(), T = r.u32();
-    auto w = r.arr<float>(static_cast<size_t>(rows) * cols), x = r.arr<float>(static_cast<size_t>(T) * cols);
-    auto want = r.arr<float>(static_cast<size_t>(T) * rows);
-    oxi::MatrixView m;
-    m.dtype = oxi::DType::F32;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = reinterpret_cast<const uint8_t*>(w.data());
-    m.row_bytes = cols * 4ull;
-    std::vector<float> y(want.size());
-    oxi::ggml_matmul_f32(m, x.data(), T, y.data(), lanes, false);
-    EXPECT_EQ(mismatches(y.data(), want.data(), y.size()), 0) << rows << "x" << cols << " T " << T << " lanes " << lanes;
+  every_isa([&] {
+    each(4, [](Reader& r, int lanes) {
+      const uint32_t rows = r.u32(), cols = r.u32(), T = r.u32();
+      auto w = r.arr<float>(static_cast<size_t>(rows) * cols), x = r.arr<float>(static_cast<size_t>(T) * cols);
+      auto want = r.arr<float>(static_cast<size_t>(T) * rows);
+      oxi::MatrixView m;
+      m.dtype = oxi::DType::F32;
+      m.rows = rows;
+      m.cols = cols;
+      m.data = reinterpret_cast<const uint8_t*>(w.data());
+      m.row_bytes = cols * 4ull;
+      std::vector<float> y(want.size());
+      oxi::ggml_matmul_f32(m, x.data(), T, y.data(), lanes, false);
+      EXPECT_EQ(mismatches(y.data(), want.data(), y.size()), 0) << rows << "x" << cols << " T " << T << " lanes " << lanes;
+    });
+  });
+}
+
+// Issue 31, bug 6: Gemma 4's f32 weights (every product in ggml's order) ran one scalar fma call
+// per element, ~20× slower than the same kernel set's f32 matmul. One token through a 1024×1024
+// f32 matrix must now take at most 3× as long as matmul() (the best of 20 runs each), on every
+// set the host runs that has a vector build of the fused kernels (x86).
+TEST(Gemma4GgmlSpeed, F32ProductsRunAtVectorSpeed) {
+  const int64_t n = 1024;
+  std::vector<float> w(static_cast<size_t>(n * n)), x(static_cast<size_t>(n)), y(x.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+  oxi::MatrixView m;
+  m.dtype = oxi::DType::F32;
+  m.rows = m.cols = n;
+  m.data = reinterpret_cast<const uint8_t*>(w.data());
+  m.row_bytes = static_cast<uint64_t>(n) * 4;
+  auto best_of = [](auto&& run) {
+    double best = 1e30;
+    for (int rep = 0; rep < 20; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  every_isa([&] {
+    if (&oxi::kern::active_fused() == &oxi::kern::generic_fused()) return;  // no vector build of fma_chains
+    const double ggml = best_of([&] { oxi::ggml_matmul_f32(m, x.data(), 1, y.data(), oxi::ggml_host_lanes(), false); });
+    const double ours = best_of([&] { oxi::matmul(m, x.data(), 1, y.data()); });
+    ::testing::Test::RecordProperty(std::string(oxi::isa_name()) + "_ggml_over_matmul_pct", static_cast<int>(100 * ggml / ours));
+    EXPECT_LE(ggml, 3.0 * ours) << "ggml-order f32 product " << ggml * 1e6 << " us, f32 matmul " << ours * 1e6 << " us";
   });
 }
 
@@ -219,19 +274,21 @@ TEST_F(Gemma4Ggml, FlashAttentionSplitAmongThreads) {
 }
 
 TEST_F(Gemma4Ggml, AttentionWithoutFlash) {
-  each(8, [](Reader& r, int lanes) {
-    uint32_t v7[7];
-    for (uint32_t& v : v7) v = r.u32();
-    const uint32_t hd = v7[0], H = v7[1], Hkv = v7[2], T = v7[3], p0 = v7[4], win = v7[5], f16 = v7[6];
-    auto q = r.arr<float>(static_cast<size_t>(T) * H * hd);
-    const size_t nkv = static_cast<size_t>(p0 + T) * Hkv * hd, esz = f16 ? 2 : 4;
-    auto k = r.arr<uint8_t>(nkv * esz), v = r.arr<uint8_t>(nkv * esz);
-    auto want = r.arr<float>(q.size());
-    auto out = attend_all(q, k, v, hd, H, Hkv, T, p0, win, esz, [&](const float* qr, const void* const* kr, const void* const* vr, int64_t c0, int64_t n, float* o) {
-      oxi::ggml_attn_row_noflash(qr, hd, kr, vr, c0, n, f16 != 0, T >= 2, H == 1, lanes, o);
+  every_isa([&] {
+    each(8, [](Reader& r, int lanes) {
+      uint32_t v7[7];
+      for (uint32_t& v : v7) v = r.u32();
+      const uint32_t hd = v7[0], H = v7[1], Hkv = v7[2], T = v7[3], p0 = v7[4], win = v7[5], f16 = v7[6];
+      auto q = r.arr<float>(static_cast<size_t>(T) * H * hd);
+      const size_t nkv = static_cast<size_t>(p0 + T) * Hkv * hd, esz = f16 ? 2 : 4;
+      auto k = r.arr<uint8_t>(nkv * esz), v = r.arr<uint8_t>(nkv * esz);
+      auto want = r.arr<float>(q.size());
+      auto out = attend_all(q, k, v, hd, H, Hkv, T, p0, win, esz, [&](const float* qr, const void* const* kr, const void* const* vr, int64_t c0, int64_t n, float* o) {
+        oxi::ggml_attn_row_noflash(qr, hd, kr, vr, c0, n, f16 != 0, T >= 2, H == 1, lanes, o);
+      });
+      EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
+          << "hd " << hd << " T " << T << " window " << win << (f16 ? " f16" : " f32") << " lanes " << lanes;
     });
-    EXPECT_EQ(mismatches(out.data(), want.data(), out.size()), 0)
-        << "hd " << hd << " T " << T << " window " << win << (f16 ? " f16" : " f32") << " lanes " << lanes;
   });
 }
 

@@ -1,8 +1,8 @@
 // Speculative decoding in the runtime (runtime/speculative.h, Session::generate): the n-gram
 // drafter's proposals, the tuner's choices, Sampler::verify's output distribution, greedy runs
 // equal to plain runs token for token (drafts all accepted, all rejected, mixed; every stop
-// condition landing inside a verify step), and sampled runs with the plain run's distribution
-// (chi-square against the exact probabilities of a scripted model).
+// condition landing inside a verify step), sampled runs with the plain run's distribution
+// (chi-square against the exact probabilities of a scripted model) and, seeded, its very tokens.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -313,6 +313,29 @@ TEST(Speculative, SampledRunsHaveThePlainDistribution) {
   EXPECT_GT(accepted, 0);
   EXPECT_LT(accepted, drafted);
   EXPECT_LT(chi2(expect, counts, kRuns), chi2_crit(63));
+}
+
+TEST(Speculative, SeededSamplingGivesThePlainRunsTokens) {
+  // Each position takes the same single draw as in plain decoding, so a seed reproduces the plain
+  // run whatever was drafted.
+  FakeModel m(16, period3);
+  m.soft = [](const std::vector<int32_t>& s, float* row) {
+    for (int v = 0; v < 16; ++v) row[v] = 0.3f * static_cast<float>((v * 7 + s.back() * 5 + static_cast<int>(s.size())) % 6);
+  };
+  const std::vector<int32_t> prompt = {3, 4, 5, 3, 4, 5, 3, 4};
+  for (uint64_t seed : {1ull, 2ull, 3ull, 42ull}) {
+    GenerateOptions o;
+    o.max_tokens = 40;
+    o.ignore_eog = true;
+    o.sampling.seed = seed;
+    o.sampling.repeat_penalty = 1.1f;
+    const Outcome plain = generate(m, 256, prompt, o, 0);
+    o.spec.mode = SpecMode::kNgram;
+    o.spec.adaptive = false;
+    const Outcome spec = generate(m, 256, prompt, o, 8);
+    expect_same(plain, spec, "seed " + std::to_string(seed));
+    EXPECT_GT(spec.r.n_drafted, 0);
+  }
 }
 
 TEST(Speculative, UnavailableModesAndNoRollbackRoom) {

@@ -1,6 +1,10 @@
 // The server's request parsing and stop-string matching.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+#include <string>
+
 #include "server/request.h"
 #include "server/stream_text.h"
 
@@ -43,6 +47,58 @@ TEST(Request, ValidatesTypesAndRanges) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_EQ(e.param(), "messages");
   }
+}
+
+// Issue 31, bug 4: fields that change the output were dropped silently.
+json chat_with(const char* extra) {
+  return json::parse(std::string(R"({"messages": [{"role":"user","content":"x"}], )") + extra + "}");
+}
+
+std::string refused_param(const json& body, bool completion = false) {
+  try {
+    if (completion) parse_completion_request(body, Limits{});
+    else parse_chat_request(body, Limits{});
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.status(), 400);
+    return e.param();
+  }
+  return "(accepted)";
+}
+
+TEST(Request, LogitBiasInOpenAiAndLlamaServerForms) {
+  auto r = parse_chat_request(chat_with(R"("logit_bias": {"15": 100, "7": -100.0, "3": false})"), Limits{});
+  ASSERT_EQ(r.logit_bias.size(), 3u);
+  std::map<int32_t, float> m(r.logit_bias.begin(), r.logit_bias.end());
+  EXPECT_EQ(m[15], 100.0f);
+  EXPECT_EQ(m[7], -100.0f);
+  EXPECT_EQ(m[3], -INFINITY);
+  r = parse_chat_request(chat_with(R"("logit_bias": [[42, 2.5], [9, false]])"), Limits{});
+  ASSERT_EQ(r.logit_bias.size(), 2u);
+  EXPECT_EQ(r.logit_bias[0], (std::pair<int32_t, float>{42, 2.5f}));
+  EXPECT_EQ(r.logit_bias[1].second, -INFINITY);
+  for (const char* bad : {R"("logit_bias": {"x": 1})", R"("logit_bias": {"1": 100.5})", R"("logit_bias": {"-1": 1})",
+                          R"("logit_bias": {"1": true})", R"("logit_bias": [[1]])", R"("logit_bias": [["hello", 1]])",
+                          R"("logit_bias": 5)"}) {
+    EXPECT_EQ(refused_param(chat_with(bad)), "logit_bias") << bad;
+  }
+}
+
+TEST(Request, ChoicesUpToTheLimit) {
+  EXPECT_EQ(parse_chat_request(chat_with(R"("n": 16)"), Limits{}).n, 16);
+  EXPECT_EQ(refused_param(chat_with(R"("n": 17)")), "n");
+  EXPECT_EQ(refused_param(chat_with(R"("n": 0)")), "n");
+  EXPECT_EQ(parse_completion_request(json::parse(R"({"prompt": "a", "n": 3})"), Limits{}).n, 3);
+}
+
+TEST(Request, FieldsThatChangeTheOutputAreImplementedOrRefused) {
+  EXPECT_EQ(refused_param(chat_with(R"x("grammar": "root ::= \"a\"")x")), "grammar");
+  EXPECT_EQ(refused_param(json::parse(R"({"prompt": "a", "suffix": "b"})"), true), "suffix");
+  EXPECT_EQ(refused_param(chat_with(R"("mirostat": 2)")), "mirostat");
+  EXPECT_EQ(refused_param(chat_with(R"("parallel_tool_calls": false)")), "parallel_tool_calls");
+  EXPECT_EQ(refused_param(json::parse(R"({"prompt": "a", "tools": []})"), true), "tools");  // chat only
+  // harmless fields and nulls pass
+  EXPECT_EQ(refused_param(chat_with(R"("user": "u", "metadata": {"a": "b"}, "store": false, "grammar": null,
+                                      "parallel_tool_calls": true, "cache_prompt": true)")), "(accepted)");
 }
 
 }  // namespace
