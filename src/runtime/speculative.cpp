@@ -47,6 +47,8 @@ void DraftTuner::start(const SpecOptions& opt) {
   acc_ = 1.0;
   rej_ = 1.0;
   since_probe_ = 0;
+  failed_probes_ = 0;
+  probing_ = false;
   if (t_.size() < static_cast<size_t>(opt.draft_max) + 2) t_.resize(static_cast<size_t>(opt.draft_max) + 2, 0.0);
 }
 
@@ -83,12 +85,15 @@ int32_t DraftTuner::choose(int32_t proposed) {
       best_k = k;
     }
   }
+  probing_ = false;
   if (best_k > 0 && (opt_.draft_min > 0 || best > 1.0)) {
     since_probe_ = 0;
+    failed_probes_ = 0;
     return best_k;
   }
-  if (++since_probe_ >= kProbeEvery) {
+  if (++since_probe_ >= kProbeEvery << std::min(failed_probes_, kProbeBackoff)) {
     since_probe_ = 0;
+    probing_ = true;
     return 1;
   }
   return 0;
@@ -106,6 +111,7 @@ void DraftTuner::record_verify(int32_t drafted, int32_t accepted) {
   // estimate is accepted / (accepted + rejections), with older steps decayed so that it follows
   // the text (a quoted passage ends, a new one starts).
   constexpr double kDecay = 0.9;
+  if (probing_) failed_probes_ = accepted > 0 ? 0 : failed_probes_ + 1;
   acc_ = kDecay * acc_ + accepted;
   rej_ = kDecay * rej_ + (accepted < drafted ? 1.0 : 0.0);
 }

@@ -65,12 +65,14 @@ class NgramDrafter : public Drafter {
 // this request: the wall time of a forward call of m tokens (m = 1 is a plain decode step) and the
 // per-draft acceptance rate a. With independent acceptance, k drafts yield on average
 // E(k) = 1 + a + … + a^k tokens per step, so it picks the k ≥ 1 that maximises E(k) / t(k + 1)
-// and drafts only if that beats 1 / t(1). While drafting is off it still verifies one draft every
-// kProbeEvery proposals so that a change in acceptance is noticed (cost at acceptance 0: a
-// fraction (t(2) − t(1)) / t(1) / kProbeEvery of decode time).
+// and drafts only if that beats 1 / t(1). While drafting is off it still verifies one draft now
+// and then so that a change in acceptance is noticed: after kProbeEvery proposals, doubling after
+// each probe that found nothing up to kProbeEvery · 2^kProbeBackoff (cost at acceptance 0: a
+// fraction (t(2) − t(1)) / t(1) / 256 of decode time, well under 1 %).
 class DraftTuner {
  public:
   static constexpr int kProbeEvery = 16;
+  static constexpr int kProbeBackoff = 4;
 
   // Forgets the acceptance history (per request); keeps the measured costs (per machine/model).
   void start(const SpecOptions& opt);
@@ -88,6 +90,8 @@ class DraftTuner {
   std::vector<double> t_;     // t_[m]: smoothed seconds of an m-token forward call (0: unmeasured)
   double acc_ = 1.0, rej_ = 1.0;  // decayed counts of accepted drafts and of rejections (prior 1/1)
   int since_probe_ = 0;
+  int failed_probes_ = 0;   // probes in a row that accepted nothing
+  bool probing_ = false;    // the last choice was a probe
 };
 
 }  // namespace oxi

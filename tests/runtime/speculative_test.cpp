@@ -69,9 +69,24 @@ TEST(DraftTuner, DraftsWhenItPaysAndStopsWhenItDoesNot) {
   EXPECT_EQ(t.choose(3), 3);
   for (int i = 0; i < 40; ++i) t.record_verify(2, 0);  // nothing accepted any more
   EXPECT_LT(t.acceptance(), 0.15);
-  int drafted = 0;
-  for (int i = 0; i < 64; ++i) drafted += t.choose(8);
-  EXPECT_EQ(drafted, 64 / DraftTuner::kProbeEvery);  // only the probes
+  // Only probes, ever rarer while they find nothing: after 16, 32, 64, 128, then every 256.
+  std::vector<int> probes;
+  for (int i = 1; i <= 1000; ++i) {
+    const int k = t.choose(8);
+    if (k > 0) {
+      EXPECT_EQ(k, 1);
+      probes.push_back(i);
+      t.record_verify(1, 0);
+    }
+  }
+  EXPECT_EQ(probes, (std::vector<int>{16, 48, 112, 240, 496, 752}));
+  // A probe that hits resets the interval.
+  for (int i = 0; i < 300 && t.choose(8) == 0; ++i) {
+  }
+  t.record_verify(1, 1);
+  int next = 0;
+  while (t.choose(8) == 0) ++next;
+  EXPECT_LE(next, DraftTuner::kProbeEvery);
   // draft_min forces drafting whenever a proposal is long enough.
   o.draft_min = 2;
   t.start(o);
