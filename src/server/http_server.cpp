@@ -181,6 +181,7 @@ class Routes {
   void post(httplib::Server& svr, const char* path, PostFn fn) {
     svr.Post(path, [this, fn](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
       handle(req, res, [&] {
+        check_content_type(req.get_header_value("Content-Type"));  // before reading the body
         const std::string body = read_body(res, reader);
         (this->*fn)(body, res);
       });
@@ -240,14 +241,9 @@ class Routes {
   }
 
   void tokenize(const std::string& text, httplib::Response& res) {
-    json body = parse_body(text);
-    if (!body.contains("content") || !body["content"].is_string()) {
-      throw RequestError(400, "content", "'content' must be a string");
-    }
-    const bool add_special = body.value("add_special", false);
-    const bool parse_special = body.value("parse_special", true);
-    auto ids = eng_.tokenize(body["content"].get<std::string>(), add_special, parse_special);
-    if (body.value("with_pieces", false)) {
+    const TokenizeRequest r = parse_tokenize_request(parse_body(text));
+    auto ids = eng_.tokenize(r.content, r.add_special, r.parse_special);
+    if (r.with_pieces) {
       json toks = json::array();
       for (int32_t id : ids) toks.push_back({{"id", id}, {"piece", eng_.token_piece(id)}});
       return send_json(res, 200, {{"tokens", toks}});
@@ -256,16 +252,7 @@ class Routes {
   }
 
   void detokenize(const std::string& text, httplib::Response& res) {
-    json body = parse_body(text);
-    if (!body.contains("tokens") || !body["tokens"].is_array()) {
-      throw RequestError(400, "tokens", "'tokens' must be an array of token ids");
-    }
-    std::vector<int32_t> ids;
-    for (const auto& t : body["tokens"]) {
-      if (!t.is_number_integer()) throw RequestError(400, "tokens", "'tokens' must be an array of token ids");
-      ids.push_back(t.get<int32_t>());
-    }
-    send_json(res, 200, {{"content", eng_.detokenize(ids)}});
+    send_json(res, 200, {{"content", eng_.detokenize(parse_detokenize_request(parse_body(text)))}});
   }
 
   void metrics(httplib::Response& res) {
@@ -301,6 +288,7 @@ class Routes {
   // ---- chat --------------------------------------------------------------------------------
   void chat(const std::string& text, httplib::Response& res) {
     ChatRequest req = parse_chat_request(parse_body(text), limits_);
+    check_model(req, eng_.model_id());
     std::string turn_prefix;
     const std::string prompt = eng_.render_chat(req, &turn_prefix);
     auto ids = eng_.tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
@@ -318,7 +306,7 @@ class Routes {
     auto constraint = make_constraint(req, format, popt.start_in_reasoning);
     const std::string id = random_id("chatcmpl-");
     const int64_t created = now_s();
-    const std::string model = req.model.empty() ? eng_.model_id() : req.model;
+    const std::string model = eng_.model_id();  // check_model: the same name or none
 
     if (!req.stream) {
       auto parser = make_output_parser(format, popt);
@@ -430,11 +418,12 @@ class Routes {
   // ---- text completion ------------------------------------------------------------------------
   void completion(const std::string& text, httplib::Response& res) {
     CompletionRequest req = parse_completion_request(parse_body(text), limits_);
+    check_model(req, eng_.model_id());
     std::vector<int32_t> ids = req.prompt_ids.empty() ? eng_.tokenize(req.prompt, true, true) : req.prompt_ids;
     if (ids.empty()) throw RequestError(400, "prompt", "the prompt is empty");
     const std::string id = random_id("cmpl-");
     const int64_t created = now_s();
-    const std::string model = req.model.empty() ? eng_.model_id() : req.model;
+    const std::string model = eng_.model_id();  // check_model: the same name or none
     auto lp_json = [&](const std::vector<TokenOut>& toks) {
       json tokens = json::array(), lps = json::array(), tops = json::array();
       for (const auto& t : toks) {

@@ -3,7 +3,7 @@
 #   a config.json (or a messages file) nested 80,000 levels → one "error:" line, exit 1, fast
 #   (was SIGSEGV in a recursive copy); an unknown option at the end of the line →
 #   "unknown option X", exit 2 (was "option X needs a value"); a known option missing its value
-#   still says "needs a value".
+#   still says "needs a value"; #12: serve --max-body-bytes -1 is a usage error (was "no limit").
 set -u
 OXINFER="${OXINFER:?set OXINFER to the oxinfer binary}"
 WORK="${OXI_WORK_DIR:-/tmp/oxi-cli-hardening}"
@@ -47,5 +47,9 @@ expect 1 "nested deeper than 512 levels" -- "$OXINFER" chat --template-only --ch
 expect 2 "unknown option --jinja" -- "$OXINFER" run -m "$WORK/deep" -p hi --jinja
 expect 2 "unknown option --definitely-not-an-option" -- "$OXINFER" run -m "$WORK/deep" -p hi --definitely-not-an-option
 expect 2 "option -n needs a value" -- "$OXINFER" run -m "$WORK/deep" -p hi -n
+
+# Issue 29 #12: serve's option checks come before any model work.
+expect 2 "max-body-bytes must be at least 1" -- "$OXINFER" serve -m "$WORK/deep" --max-body-bytes -1
+expect 2 "not both" -- "$OXINFER" serve -m "$WORK/deep" --api-key a --api-key-file "$WORK/t.jinja"
 
 exit $fail
