@@ -7,15 +7,17 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
 #if !defined(__EMSCRIPTEN__) && !defined(_WIN32)
 #define OXI_HAVE_MMAP 1
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #endif
 
 namespace oxi {
@@ -188,24 +190,56 @@ std::string read_text_file(const std::string& path, uint64_t max_bytes) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t n) {
-#ifdef OXI_HAVE_MMAP
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-#else
-  const std::string tmp = path + ".tmp";
-#endif
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) io_error(tmp, "cannot create");
-  const bool ok = (n == 0 || std::fwrite(data, 1, n, f) == n) && std::fflush(f) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
+namespace {
+
+// A new file for writing next to `path`; never an existing file or a symlink (O_EXCL | O_NOFOLLOW).
+std::FILE* create_temp_beside(const std::string& path, std::string& tmp) {
+  std::random_device rd;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    char suffix[32];
+    std::snprintf(suffix, sizeof(suffix), ".tmp.%ld.%08x", static_cast<long>(::getpid()), static_cast<unsigned>(rd()));
+    tmp = path + suffix;
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) continue;  // planted or left over: pick another name
+    if (fd < 0) io_error(tmp, "cannot create");
+    std::FILE* f = ::fdopen(fd, "wb");
+    if (!f) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      io_error(tmp, "cannot create");
+    }
+    return f;
+  }
+  io_error(path, "cannot create a temporary file beside it");
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& fill) {
+  std::string tmp;
+  std::FILE* f = create_temp_beside(path, tmp);
+  try {
+    fill(f);
+    if (std::fflush(f) != 0) io_error(path, "write failed");
+  } catch (...) {
+    std::fclose(f);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (std::fclose(f) != 0) {
+    ::unlink(tmp.c_str());
     io_error(path, "write failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
+    ::unlink(tmp.c_str());
     io_error(path, "rename failed");
   }
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+  write_file_atomic(path, [&](std::FILE* f) {
+    if (n != 0 && std::fwrite(data, 1, n, f) != n) io_error(path, "write failed");
+  });
 }
 
 }  // namespace oxi
