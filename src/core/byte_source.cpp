@@ -1,6 +1,7 @@
 #include "core/byte_source.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #if !defined(__EMSCRIPTEN__) && !defined(_WIN32)
 #define OXI_HAVE_MMAP 1
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #endif
@@ -48,6 +50,75 @@ class MemorySource final : public ByteSource {
 };
 
 #ifdef OXI_HAVE_MMAP
+// ---- A mapped file truncated on disk (issue 29 #9) ----
+// Reading a page of a mapping that lies past the file's new end raises SIGBUS, which killed the
+// server on the next request. Copying the weights into memory would cost the load time and RSS
+// that mapping saves, and a size check before each request still races with the truncation. So:
+// a SIGBUS inside one of our mappings maps a zero page over the faulting page (the read resumes
+// and sees zeros) and records the damage; Model::forward_batch, on every caller's path, checks
+// damaged_mapped_file() after each pass and fails the call with an error naming the file. A
+// SIGBUS anywhere else gets the handler that was there before (a real crash stays a crash).
+// The handler reads only this lock-free table (no mutex, no allocation in a signal handler).
+constexpr int kMapSlots = 512;
+struct MapSlot {
+  std::atomic<uintptr_t> lo{0}, hi{0};
+};
+MapSlot g_map_slots[kMapSlots];
+std::atomic<int> g_damaged_slot{-1};
+uintptr_t g_page_size = 4096;
+struct sigaction g_prev_sigbus {};
+
+void on_sigbus(int sig, siginfo_t* si, void*) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(si->si_addr);
+  for (int i = 0; i < kMapSlots; ++i) {
+    if (a < g_map_slots[i].lo.load() || a >= g_map_slots[i].hi.load()) continue;
+    void* page = reinterpret_cast<void*>(a & ~(g_page_size - 1));
+    if (::mmap(page, g_page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+      g_damaged_slot.store(i);
+      return;  // the faulting read runs again and sees the zero page
+    }
+    break;
+  }
+  // Not ours: put the previous handler back; the faulting instruction runs again and reaches it.
+  ::sigaction(sig, &g_prev_sigbus, nullptr);
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_page_size = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_prev_sigbus);
+  });
+}
+
+// The slot of a new mapping (-1 when all are taken: that mapping is then not covered).
+int claim_map_slot(const void* base, uint64_t size) {
+  install_sigbus_handler();
+  for (int i = 0; i < kMapSlots; ++i) {
+    uintptr_t expected = 0;
+    if (g_map_slots[i].hi.load() != 0) continue;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
+    if (g_map_slots[i].lo.compare_exchange_strong(expected, lo)) {
+      g_map_slots[i].hi.store(lo + size);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void free_map_slot(int i) {
+  if (i < 0) return;
+  g_map_slots[i].hi.store(0);
+  g_map_slots[i].lo.store(0);
+}
+
+std::mutex g_damaged_mu;
+std::string g_damaged_name;  // the damaged mapping's file, recorded before its slot is reused
+
 class MappedSource;
 
 // Open mappings by start address, for release_mapped_range.
@@ -65,12 +136,15 @@ class MappedSource final : public ByteSource {
   MappedSource(const std::string& path, void* base, uint64_t size)
       : ByteSource(path), base_(base), size_(size) {
     if (base_ == nullptr) return;
+    slot_ = claim_map_slot(base_, size_);
     MappedRegistry& r = mapped_registry();
     std::lock_guard<std::mutex> lock(r.mu);
     r.by_start[reinterpret_cast<uintptr_t>(base_)] = this;
   }
   ~MappedSource() override {
     if (base_ == nullptr) return;
+    damaged_mapped_file();  // records the name if this mapping was hit
+    free_map_slot(slot_);
     {
       MappedRegistry& r = mapped_registry();
       std::lock_guard<std::mutex> lock(r.mu);
@@ -82,6 +156,7 @@ class MappedSource final : public ByteSource {
     static const uint8_t kEmpty = 0;
     return base_ ? static_cast<const uint8_t*>(base_) : &kEmpty;
   }
+  int slot() const { return slot_; }
   uint64_t size() const override { return size_; }
   void release(uint64_t offset, uint64_t len) const override {
     if (!base_ || offset >= size_) return;
@@ -104,6 +179,7 @@ class MappedSource final : public ByteSource {
  private:
   void* base_;
   uint64_t size_;
+  int slot_ = -1;
 };
 #endif
 
@@ -149,6 +225,25 @@ bool release_mapped_range(const void* p, uint64_t n) {
   (void)p;
   (void)n;
   return false;
+#endif
+}
+
+std::string damaged_mapped_file() {
+#ifdef OXI_HAVE_MMAP
+  const int slot = g_damaged_slot.load();
+  if (slot < 0) return "";
+  std::lock_guard<std::mutex> dl(g_damaged_mu);
+  if (g_damaged_name.empty()) {
+    MappedRegistry& r = mapped_registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& [start, src] : r.by_start) {
+      if (src->slot() == slot) g_damaged_name = src->name();
+    }
+    if (g_damaged_name.empty()) g_damaged_name = "a model file";
+  }
+  return g_damaged_name;
+#else
+  return "";
 #endif
 }
 

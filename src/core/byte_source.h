@@ -56,6 +56,11 @@ ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name);
 // mapped file. Used by kernels/pack.cpp, which only sees weight pointers.
 bool release_mapped_range(const void* p, uint64_t n);
 
+// "" normally; the name of a mapped file that was truncated on disk while mapped, once a read
+// touched a page past its new end (that read saw zeros instead of crashing with SIGBUS; the
+// results computed from it are garbage, so callers must fail). Stays set for the process.
+std::string damaged_mapped_file();
+
 // Reads a whole (small) text file, e.g. config.json. Throws oxi::Error(kIo) with the path.
 std::string read_text_file(const std::string& path, uint64_t max_bytes = 256ull << 20);
 // Writes via a temp file next to `path` then rename, so a failure never leaves a partial file.

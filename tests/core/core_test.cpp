@@ -86,6 +86,29 @@ TEST(ByteSource, AtomicWriteNeverFollowsAPlantedSymlink) {
   fs::remove_all(dir);
 }
 
+// Issue 29 #9: a mapped file truncated on disk used to kill the process with SIGBUS at the next
+// read of a lost page; now the read sees zeros and damaged_mapped_file() names the file.
+TEST(ByteSource, TruncatedMappedFileReadsZerosAndIsReported) {
+#if defined(__EMSCRIPTEN__) || defined(_WIN32)
+  GTEST_SKIP() << "files are read, not mapped, here";
+#else
+  const std::string path = ::testing::TempDir() + "/oxi_truncated.bin";
+  std::vector<uint8_t> bytes(1 << 20, 0xab);
+  write_file_atomic(path, bytes.data(), bytes.size());
+  auto src = open_file_source(path);
+  EXPECT_EQ(damaged_mapped_file(), "");
+  EXPECT_EQ(src->data()[900000], 0xab);
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  EXPECT_EQ(src->data()[100], 0xab);      // still in the file
+  EXPECT_EQ(src->data()[900000], 0);      // lost page: zeros, not SIGBUS
+  EXPECT_EQ(src->data()[(1 << 20) - 1], 0);
+  EXPECT_EQ(damaged_mapped_file(), path);
+  src.reset();
+  EXPECT_EQ(damaged_mapped_file(), path);  // stays reported after the mapping is gone
+  std::remove(path.c_str());
+#endif
+}
+
 // release_mapped_range finds the open mapping holding an address, drops its pages without
 // changing what reads see, and leaves other memory alone.
 TEST(ByteSource, ReleaseMappedRangeByAddress) {

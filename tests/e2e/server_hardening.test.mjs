@@ -240,6 +240,28 @@ try {
     }
   });
 
+  await check("model file truncated on disk while served: the request fails cleanly, no SIGBUS", async () => {
+    const gguf = path.join(WORK, "truncated.gguf");
+    execFileSync(OXINFER, ["convert", model, "-o", gguf], { stdio: "ignore" });  // bf16: read in place
+    const s2 = await startOxinfer(OXINFER, gguf, ["-np", "1"]);
+    try {
+      const ask = () => fetch(`${s2.base}/v1/chat/completions`, { method: "POST", headers: JSON_CT, signal: AbortSignal.timeout(20000),
+        body: JSON.stringify({ max_tokens: 4, ...noThink, messages: [{ role: "user", content: "hi" }] }) });
+      assert.equal((await ask()).status, 200);
+      fs.truncateSync(gguf, Math.floor(fs.statSync(gguf).size / 2));
+      for (let i = 0; i < 2; i++) {
+        const r = await ask();
+        assert.equal(r.status, 500);
+        assert.match((await r.json()).error.message, /truncated\.gguf: the file was truncated on disk/);
+      }
+      assert.equal(s2.proc.exitCode, null, "server died: " + s2.log());
+      assert.equal(s2.proc.signalCode, null);
+      await healthWithin(s2.base, 2000);
+    } finally {
+      s2.proc.kill("SIGKILL");
+    }
+  });
+
   await check("non-streaming request stops generating when the client disconnects", async () => {
     const body = JSON.stringify({ model: "x", max_tokens: 2000, temperature: 0, ...noThink,
       messages: [{ role: "user", content: "Tell me a long story." }] });
