@@ -29,6 +29,8 @@ const char* kHelp =
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB; 1 or more)\n"
+    "  --shutdown-timeout S  after SIGINT/SIGTERM, running requests get S seconds to finish before\n"
+    "                        they are cut (default 10; a second signal exits at once)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
@@ -59,7 +61,7 @@ int cmd_serve(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np", "--parallel",
                       "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file", "--cache-ram", "--chat-template-file",
-                      "--alias", "--max-body-bytes", "--isa", "--device", "--quant"});
+                      "--alias", "--max-body-bytes", "--shutdown-timeout", "--isa", "--device", "--quant"});
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
     server::ServerOptions o;
     o.model_path = resolve_model_path(args);
@@ -73,6 +75,8 @@ int cmd_serve(int argc, char** argv) {
     o.chat_template_file = args.get_or({"--chat-template-file"}, "");
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
+    o.shutdown_timeout_s = args.get_float({"--shutdown-timeout"}, o.shutdown_timeout_s);
+    if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) usage_error("--shutdown-timeout must be 0..86400 seconds");
     const long long max_body = args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes));
     if (max_body < 1) usage_error("--max-body-bytes must be at least 1");  // -1 is not "unlimited"
     o.max_body_bytes = static_cast<size_t>(max_body);

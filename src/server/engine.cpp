@@ -131,6 +131,7 @@ class ServerEngine final : public Engine {
       }
     }
     GenerateOptions go;
+    go.should_stop = [this] { return cancelled_.load(); };
     go.sampling = sampling_for(req);
     go.max_tokens = req.max_tokens;
     go.n_top_logprobs = req.logprobs ? req.top_logprobs : 0;
@@ -191,6 +192,14 @@ class ServerEngine final : public Engine {
     }
     n_requests_++;
     return out;
+  }
+
+  void cancel_all() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      cancelled_.store(true);
+    }
+    slot_cv_.notify_all();
   }
 
   json stats() const override {
@@ -264,8 +273,9 @@ class ServerEngine final : public Engine {
   Slot& acquire(const std::vector<int32_t>& prompt) {
     std::unique_lock<std::mutex> lk(mu_);
     slot_cv_.wait(lk, [&] {
-      return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; });
+      return cancelled_.load() || std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; });
     });
+    if (cancelled_.load()) throw RequestError(503, "", "the server is shutting down", "unavailable_error");
     // Prefer the free slot whose live sequence is the longest prefix of the prompt, else the
     // least recently used one.
     Slot* best = nullptr;
@@ -342,6 +352,7 @@ class ServerEngine final : public Engine {
   const ServerOptions opt_;
   std::thread loader_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> cancelled_{false};  // cancel_all(): shutting down
   std::unique_ptr<LoadedModel> loaded_;  // files, weights, tokenizer, template, defaults
   const Model* model_ = nullptr;         // loaded_->model
   std::unique_ptr<Batcher> batcher_;

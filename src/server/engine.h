@@ -59,6 +59,9 @@ class Engine {
                                     const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                                     const TokenSink& sink) = 0;
   virtual nlohmann::json stats() const = 0;  // for /metrics
+  // Shutdown past its deadline: running generations stop at their next token (finishing their
+  // response normally) and requests waiting for a slot, or arriving later, get a 503.
+  virtual void cancel_all() = 0;
 };
 
 }  // namespace oxi::server

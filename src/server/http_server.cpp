@@ -5,12 +5,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <random>
 #include <thread>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "server/engine.h"
@@ -27,11 +32,74 @@ std::unique_ptr<Engine> make_engine(const ServerOptions& options);  // engine.cp
 
 namespace {
 
-std::atomic<FrontServer*> g_server{nullptr};
+// SIGINT/SIGTERM: the handler only counts and wakes the shutdown thread through a pipe (nothing
+// else is safe in a signal handler); the second signal exits at once.
+std::atomic<int> g_signals{0};
+int g_signal_pipe[2] = {-1, -1};
 
-void on_signal(int) {
-  if (auto* s = g_server.load()) s->stop();
+void on_signal(int sig) {
+  if (g_signals.fetch_add(1) > 0) _exit(128 + sig);
+  (void)!::write(g_signal_pipe[1], "x", 1);
 }
+
+// Graceful shutdown (docs/server.md "Shutdown"): waits for the first signal, then stops accepting;
+// running requests have `timeout_s` to finish, then they are cut (cancel_all: they end at their
+// next token with a normal response); if the process is still not done 2 s after that (a long
+// prompt pre-fill is not cut), it exits with status 1. finish() ends the wait from the main thread.
+class ShutdownWatch {
+ public:
+  ShutdownWatch(FrontServer& svr, Engine& eng, double timeout_s) : svr_(svr), eng_(eng), timeout_s_(timeout_s) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~ShutdownWatch() { finish(); }
+
+  // No request runs any more (the engine may go away): past the deadline, only the exit is left.
+  void requests_ended() {
+    std::lock_guard<std::mutex> lk(mu_);
+    requests_ended_ = true;
+  }
+
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    (void)!::write(g_signal_pipe[1], "x", 1);  // wakes the wait for a signal
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void watch() {
+    char c;
+    while (::read(g_signal_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    if (done_) return;
+    std::fprintf(stderr, "oxinfer: shutting down: running requests have %g s to finish (signal again to exit now)\n",
+                 timeout_s_);
+    svr_.stop();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    if (cv_.wait_until(lk, deadline, [&] { return done_; })) return;
+    if (!requests_ended_) {
+      std::fprintf(stderr, "oxinfer: shutdown deadline reached: cutting the running requests\n");
+      eng_.cancel_all();
+    }
+    if (cv_.wait_for(lk, std::chrono::seconds(2), [&] { return done_; })) return;
+    std::fprintf(stderr, "oxinfer: requests still running 2 s after the shutdown deadline: exiting\n");
+    std::fflush(stderr);
+    _exit(1);
+  }
+
+  FrontServer& svr_;
+  Engine& eng_;
+  double timeout_s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool requests_ended_ = false;
+  std::thread thread_;
+};
 
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -520,13 +588,20 @@ int run_server(const ServerOptions& options) {
                  options.host.c_str(), options.port);
     return 1;
   }
-  g_server.store(&svr);
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "error: cannot create a pipe\n");
+    return 1;
+  }
+  ShutdownWatch watch(svr, *engine, options.shutdown_timeout_s);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   std::fprintf(stderr, "oxinfer: listening on http://%s:%d\n", options.host.c_str(), options.port);
-  svr.run();
-  g_server.store(nullptr);
+  svr.run();  // returns once stopped and every running request has ended
+  watch.requests_ended();
+  engine.reset();  // waits for a model still loading; the watch's deadline still applies
+  watch.finish();
+  std::fprintf(stderr, "oxinfer: stopped\n");
   return 0;
 }
 

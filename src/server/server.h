@@ -20,9 +20,11 @@ struct ServerOptions {
   std::string chat_template_file;
   std::string alias;        // --alias: model id reported by /v1/models
   std::string quant;        // --quant: quantise at load ("" keeps the file's types)
+  double shutdown_timeout_s = 10;  // --shutdown-timeout: running requests' grace after SIGINT/SIGTERM
 };
 
-// Blocks until the process is asked to stop (SIGINT/SIGTERM). Returns the exit code.
+// Blocks until the process is asked to stop (SIGINT/SIGTERM; docs/server.md "Shutdown"). Returns
+// the exit code.
 int run_server(const ServerOptions& options);
 
 }  // namespace oxi::server

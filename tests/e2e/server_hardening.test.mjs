@@ -262,6 +262,60 @@ try {
     }
   });
 
+  // Resolves with the exit code (or signal name) once `proc` exits, or "running" after `ms`.
+  const exitOf = (proc, ms) => proc.exitCode !== null || proc.signalCode !== null
+    ? Promise.resolve(proc.exitCode ?? proc.signalCode)
+    : Promise.race([new Promise((r) => proc.once("exit", (c, sig) => r(c ?? sig))), sleep(ms).then(() => "running")]);
+  const longChat = (base, stream) => fetch(`${base}/v1/chat/completions`, { method: "POST", headers: JSON_CT,
+    body: JSON.stringify({ max_tokens: 30000, temperature: 0, stream, ...noThink, messages: [{ role: "user", content: "Tell me a long story." }] }) });
+  const untilProcessing = async (base) => {
+    const t0 = Date.now();
+    while ((await processing(base)) === 0) {
+      if (Date.now() - t0 > 5000) throw new Error("the request never started");
+      await sleep(20);
+    }
+  };
+
+  await check("SIGTERM: stops accepting, cuts a long generation at --shutdown-timeout, exits 0", async () => {
+    const s2 = await startOxinfer(OXINFER, model, ["-np", "2", "-c", "32768", "--shutdown-timeout", "2"]);
+    try {
+      const resp = longChat(s2.base, true);
+      await untilProcessing(s2.base);
+      await sleep(300);
+      const t0 = Date.now();
+      s2.proc.kill("SIGTERM");
+      await sleep(300);
+      await assert.rejects(fetch(`${s2.base}/health`, { signal: AbortSignal.timeout(2000) }));  // not accepting
+      const code = await exitOf(s2.proc, 8000);
+      const took = Date.now() - t0;
+      assert.equal(code, 0, s2.log());
+      assert.ok(took >= 1800 && took < 3500, `exited ${took} ms after SIGTERM with a 2 s deadline`);
+      // The cut stream still ended properly.
+      const text = await (await resp).text();
+      assert.match(text, /"finish_reason":"stop"/);
+      assert.ok(text.endsWith("data: [DONE]\n\n"), text.slice(-200));
+    } finally {
+      s2.proc.kill("SIGKILL");
+    }
+  });
+
+  await check("a second SIGTERM exits at once (default deadline 10 s)", async () => {
+    const s2 = await startOxinfer(OXINFER, model, ["-np", "1", "-c", "32768"]);
+    try {
+      longChat(s2.base, false).catch(() => {});
+      await untilProcessing(s2.base);
+      s2.proc.kill("SIGTERM");
+      assert.equal(await exitOf(s2.proc, 1500), "running", "exited without waiting for the running request");
+      const t0 = Date.now();
+      s2.proc.kill("SIGTERM");
+      const code = await exitOf(s2.proc, 3000);
+      assert.equal(code, 128 + 15, s2.log());
+      assert.ok(Date.now() - t0 < 1000, `took ${Date.now() - t0} ms`);
+    } finally {
+      s2.proc.kill("SIGKILL");
+    }
+  });
+
   await check("non-streaming request stops generating when the client disconnects", async () => {
     const body = JSON.stringify({ model: "x", max_tokens: 2000, temperature: 0, ...noThink,
       messages: [{ role: "user", content: "Tell me a long story." }] });
