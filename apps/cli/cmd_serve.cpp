@@ -29,6 +29,8 @@ const char* kHelp =
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB; 1 or more)\n"
+    "  --special-in-content  special-token text in messages becomes control tokens (unsafe: lets a\n"
+    "                        message forge turns; by default it stays text)\n"
     "  --shutdown-timeout S  after SIGINT/SIGTERM, running requests get S seconds to finish before\n"
     "                        they are cut (default 10; a second signal exits at once)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
@@ -54,7 +56,7 @@ std::string api_key_from(const Args& args) {
 
 int cmd_serve(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline"});
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline", "--special-in-content"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -75,6 +77,7 @@ int cmd_serve(int argc, char** argv) {
     o.chat_template_file = args.get_or({"--chat-template-file"}, "");
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
+    o.special_in_content = args.flag({"--special-in-content"});
     o.shutdown_timeout_s = args.get_float({"--shutdown-timeout"}, o.shutdown_timeout_s);
     if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) usage_error("--shutdown-timeout must be 0..86400 seconds");
     const long long max_body = args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes));

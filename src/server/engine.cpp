@@ -86,6 +86,11 @@ class ServerEngine final : public Engine {
     return tok_->token_to_piece(id);
   }
 
+  std::vector<int32_t> tokenize_prompt(const std::string& rendered) override {
+    if (opt_.special_in_content) return tok_->encode(rendered, false, true);
+    return tok_->encode_marked(rendered, false);
+  }
+
   std::string render_chat(const ChatRequest& req, std::string* turn_prefix) override {
     ordered_json msgs = ordered_json::array();
     for (const auto& m : req.messages) {
@@ -99,6 +104,11 @@ class ServerEngine final : public Engine {
     ro.add_generation_prompt = true;
     if (req.enable_thinking) ro.enable_thinking = *req.enable_thinking ? 1 : 0;
     if (!req.tools.empty() && req.tool_choice != "none") ro.tools = ordered_json::parse(req.tools.dump());
+    if (!opt_.special_in_content) {  // user text stays text (tokenize_prompt)
+      auto mark = [this](std::string_view s) { return tok_->mark_user_text(s); };
+      msgs = map_strings(msgs, mark);
+      if (!ro.tools.is_null()) ro.tools = map_strings(ro.tools, mark);
+    }
     ro.bos_token = loaded_->bos_text;
     ro.eos_token = loaded_->eos_text;
     std::string full = oxi::render_chat(*tmpl_, msgs, ro);

@@ -359,10 +359,10 @@ class Routes {
     check_model(req, eng_.model_id());
     std::string turn_prefix;
     const std::string prompt = eng_.render_chat(req, &turn_prefix);
-    auto ids = eng_.tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
+    auto ids = eng_.tokenize_prompt(prompt);
     size_t checkpoint_at = 0;
     if (!turn_prefix.empty()) {
-      const auto pre = eng_.tokenize(turn_prefix, false, true);
+      const auto pre = eng_.tokenize_prompt(turn_prefix);
       if (pre.size() < ids.size() && std::equal(pre.begin(), pre.end(), ids.begin())) checkpoint_at = pre.size();
     }
     // Output parsing per family: reasoning and tool calls split from the content.

@@ -20,6 +20,7 @@ struct ServerOptions {
   std::string chat_template_file;
   std::string alias;        // --alias: model id reported by /v1/models
   std::string quant;        // --quant: quantise at load ("" keeps the file's types)
+  bool special_in_content = false;  // --special-in-content: user text may hold control tokens (unsafe)
   double shutdown_timeout_s = 10;  // --shutdown-timeout: running requests' grace after SIGINT/SIGTERM
 };
 
