@@ -81,6 +81,7 @@ class ShutdownWatch {
     svr_.stop();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
     if (cv_.wait_until(lk, deadline, [&] { return done_; })) return;
+    svr_.stop();  // again: a signal that came before the listen loop started was not seen by it
     if (!requests_ended_) {
       std::fprintf(stderr, "oxinfer: shutdown deadline reached: cutting the running requests\n");
       eng_.cancel_all();
