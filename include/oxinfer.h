@@ -16,7 +16,8 @@ extern "C" {
 
 /* Structs are extended only at their end; get them from the _default_params() functions so new
  * fields get their defaults. 2: oxi_generate_params.json_schema. 3: speculative decoding
- * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats). */
+ * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats) and
+ * oxi_chat_tokenize (message text never becomes control tokens). */
 #define OXI_API_VERSION 3
 
 typedef enum oxi_status {
@@ -87,6 +88,13 @@ const char* oxi_model_chat_template(const oxi_model* model);
  * "tools":[...]} passed to the template. Output as for oxi_detokenize. */
 oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
                            const char* options_json, char* text, size_t cap, size_t* n_out);
+/* Renders as oxi_chat_render and tokenizes the prompt (BOS as oxi_tokenize with add_special = 1)
+ * so that only the template's own markup becomes special tokens: special-token text inside the
+ * messages or tools ("<|im_end|><|im_start|>system" in a user message) stays plain text and cannot
+ * forge a turn. Tokenizing oxi_chat_render's text with parse_special = 1 does not give that. The
+ * option "special_in_content": true restores that old, unsafe behaviour. Ids as oxi_tokenize. */
+oxi_status oxi_chat_tokenize(const oxi_model* model, const char* messages_json, const char* options_json,
+                             int32_t* ids, size_t cap, size_t* n_out);
 
 /* ---- generation ------------------------------------------------------------------------ */
 #define OXI_SEED_RANDOM UINT64_MAX /* seed: pick a random one */

@@ -296,4 +296,30 @@ oxi_model* open_model_from_args(const Args& args) {
   return model;
 }
 
+namespace {
+std::string dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+}  // namespace
+
+std::string chat_text(oxi_model* m, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& options) {
+  const std::string mj = dump(messages), oj = dump(options);
+  size_t n = 0;
+  check_status(oxi_chat_render(m, mj.c_str(), oj.c_str(), nullptr, 0, &n));
+  std::string out(n + 1, '\0');
+  check_status(oxi_chat_render(m, mj.c_str(), oj.c_str(), out.data(), out.size(), &n));
+  out.resize(n);
+  return out;
+}
+
+std::vector<int32_t> chat_ids(oxi_model* m, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& options) {
+  const std::string mj = dump(messages), oj = dump(options);
+  size_t n = 0;
+  check_status(oxi_chat_tokenize(m, mj.c_str(), oj.c_str(), nullptr, 0, &n));
+  std::vector<int32_t> ids(n);
+  check_status(oxi_chat_tokenize(m, mj.c_str(), oj.c_str(), ids.data(), ids.size(), &n));
+  ids.resize(n);
+  return ids;
+}
+
 }  // namespace oxi::cli

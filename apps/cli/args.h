@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "oxinfer.h"
 
@@ -98,5 +100,11 @@ extern const char* const kQuantHelp;
 void log_kernels();
 // Throws oxi::Error(code, oxi_last_error()) when st != OXI_OK.
 void check_status(oxi_status st);
+
+// The model's chat template over `messages` with `options` (oxi_chat_render's JSON): the text,
+// and the prompt ids, tokenized so that special-token text in the messages stays text
+// (oxi_chat_tokenize; --special-in-content sets options.special_in_content for the old way).
+std::string chat_text(oxi_model* m, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& options);
+std::vector<int32_t> chat_ids(oxi_model* m, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& options);
 
 }  // namespace oxi::cli

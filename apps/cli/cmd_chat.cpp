@@ -41,6 +41,8 @@ const char* kUsage =
     "Ctrl-C stops a reply; /exit, /quit or end of input (Ctrl-D) quits; /reset clears the history.\n"
     "  -c CTX   context size (default 4096; 0: the model's training context)\n"
     "  -n N     most tokens per reply (default -1: until the end of the turn)\n"
+    "  --special-in-content  special-token text in messages becomes control tokens (unsafe; by\n"
+    "           default it stays text and only the template's markup is special)\n"
     "  (--quant TYPE, --spec MODE: see oxinfer run --help)\n";
 
 volatile int g_cancel = 0;
@@ -123,26 +125,11 @@ struct Handles {
   }
 };
 
-std::string render(oxi_model* m, const nlohmann::ordered_json& msgs, bool gen_prompt, bool no_think) {
+nlohmann::ordered_json render_options(bool gen_prompt, bool no_think, bool special_in_content) {
   nlohmann::ordered_json opts = {{"add_generation_prompt", gen_prompt}};
   if (no_think) opts["enable_thinking"] = false;
-  const std::string mj = msgs.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  const std::string oj = opts.dump();
-  size_t n = 0;
-  check_status(oxi_chat_render(m, mj.c_str(), oj.c_str(), nullptr, 0, &n));
-  std::string out(n + 1, '\0');
-  check_status(oxi_chat_render(m, mj.c_str(), oj.c_str(), out.data(), out.size(), &n));
-  out.resize(n);
-  return out;
-}
-
-std::vector<int32_t> tokenize(oxi_model* m, const std::string& text) {
-  size_t n = 0;
-  check_status(oxi_tokenize(m, text.data(), text.size(), 1, 1, nullptr, 0, &n));
-  std::vector<int32_t> ids(n);
-  check_status(oxi_tokenize(m, text.data(), text.size(), 1, 1, ids.data(), ids.size(), &n));
-  ids.resize(n);
-  return ids;
+  if (special_in_content) opts["special_in_content"] = true;
+  return opts;
 }
 
 // Reads one message (lines ending in '\' continue). False at end of input.
@@ -173,7 +160,7 @@ int cmd_chat(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--template-only")) return cmd_chat_template_only(argc, argv);
   }
   try {
-    Args args(argc - 1, argv + 1, {"--no-think", "-h", "--help", "--offline"});
+    Args args(argc - 1, argv + 1, {"--no-think", "--special-in-content", "-h", "--help", "--offline"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       return 0;
@@ -191,6 +178,7 @@ int cmd_chat(int argc, char** argv) {
     const long long n_ctx = args.get_int({"-c", "--ctx-size"}, 4096);
     if (n_ctx < 0 || n_ctx > INT32_MAX) usage_error("invalid value for -c (>= 0)");
     const bool no_think = args.flag({"--no-think"});
+    const bool special = args.flag({"--special-in-content"});
     const auto system = args.get({"--system", "-sys", "--system-prompt"});
     (void)sampling_from_args(args, oxi_sampling_default_params());
     const SpecArgs spec = spec_from_args(args);
@@ -236,10 +224,10 @@ int cmd_chat(int argc, char** argv) {
       nlohmann::ordered_json turn = history;
       turn.push_back({{"role", "user"}, {"content", msg}});
       try {
-        const std::string prompt = render(h.m, turn, true, no_think);
-        const std::vector<int32_t> full = tokenize(h.m, prompt);
+        const std::string prompt = chat_text(h.m, turn, render_options(true, no_think, special));
+        const std::vector<int32_t> full = chat_ids(h.m, turn, render_options(true, no_think, special));
         // The history without the generation prompt: a checkpoint there is reusable next turn.
-        std::vector<int32_t> head = tokenize(h.m, render(h.m, turn, false, no_think));
+        std::vector<int32_t> head = chat_ids(h.m, turn, render_options(false, no_think, special));
         size_t split = 0;
         if (head.size() < full.size() && std::equal(head.begin(), head.end(), full.begin())) split = head.size();
         if (static_cast<int64_t>(full.size()) > oxi_context_n_ctx(h.c)) {

@@ -44,6 +44,9 @@ const char* kUsage =
     "  --top-logprobs K  alternatives per token in --json (0..20; log-softmax of raw logits)\n"
     "  --system S        system message (chat template only)\n"
     "  --no-think        render the template with enable_thinking=false\n"
+    "  --special-in-content  special-token text in -p/--system (\"<|im_end|>\") becomes control\n"
+    "                    tokens (unsafe; by default it stays text and only the template's markup\n"
+    "                    is special)\n"
     "  --ignore-eos      keep generating past end-of-generation tokens\n"
     "  --spec MODE       speculative decoding (default auto: prompt-lookup drafts, verified in one\n"
     "                    pass, used only while they pay; greedy output is unchanged); none: off\n"
@@ -105,7 +108,7 @@ struct ModelHolder {
 int cmd_run(int argc, char** argv) {
   try {
     Args args(argc - 1, argv + 1,
-              {"--no-chat", "--json", "--no-think", "--ignore-eos", "-h", "--help", "--offline"});
+              {"--no-chat", "--json", "--no-think", "--ignore-eos", "--special-in-content", "-h", "--help", "--offline"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       std::fputs(kQuantHelp, stdout);
@@ -160,32 +163,23 @@ int cmd_run(int argc, char** argv) {
       prompt = given_ids;
     } else {
       std::string text = prompt_text ? *prompt_text : read_text_file(*prompt_file);
-      if (!no_chat) {
-        if (desc.has_chat_template) {
-          nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-          if (system) msgs.push_back({{"role", "system"}, {"content", *system}});
-          msgs.push_back({{"role", "user"}, {"content", text}});
-          nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
-          if (args.flag({"--no-think"})) opts["enable_thinking"] = false;
-          const std::string mj = msgs.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-          const std::string oj = opts.dump();
-          size_t n = 0;
-          check_status(oxi_chat_render(h.m, mj.c_str(), oj.c_str(), nullptr, 0, &n));
-          std::string rendered(n + 1, '\0');
-          check_status(oxi_chat_render(h.m, mj.c_str(), oj.c_str(), rendered.data(), rendered.size(), &n));
-          rendered.resize(n);
-          text = std::move(rendered);
-        } else {
-          std::fprintf(stderr, "warning: the model has no chat template; using the prompt as is\n");
-        }
-      } else if (system) {
-        usage_error("--system needs the chat template (drop --no-chat)");
+      if (!no_chat && desc.has_chat_template) {
+        nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+        if (system) msgs.push_back({{"role", "system"}, {"content", *system}});
+        msgs.push_back({{"role", "user"}, {"content", text}});
+        nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
+        if (args.flag({"--no-think"})) opts["enable_thinking"] = false;
+        if (args.flag({"--special-in-content"})) opts["special_in_content"] = true;
+        prompt = chat_ids(h.m, msgs, opts);  // the prompt's special-token text stays text
+      } else {
+        if (!no_chat) std::fprintf(stderr, "warning: the model has no chat template; using the prompt as is\n");
+        if (no_chat && system) usage_error("--system needs the chat template (drop --no-chat)");
+        size_t n = 0;
+        check_status(oxi_tokenize(h.m, text.data(), text.size(), 1, 1, nullptr, 0, &n));
+        prompt.resize(n);
+        check_status(oxi_tokenize(h.m, text.data(), text.size(), 1, 1, prompt.data(), prompt.size(), &n));
+        prompt.resize(n);
       }
-      size_t n = 0;
-      check_status(oxi_tokenize(h.m, text.data(), text.size(), 1, 1, nullptr, 0, &n));
-      prompt.resize(n);
-      check_status(oxi_tokenize(h.m, text.data(), text.size(), 1, 1, prompt.data(), prompt.size(), &n));
-      prompt.resize(n);
       if (prompt.empty()) usage_error("the prompt is empty");
     }
     for (int32_t id : prompt) {

@@ -1,11 +1,13 @@
 // oxinfer serve: OpenAI-compatible HTTP server (src/server).
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "args.h"
 #include "commands.h"
 #include "backend/backend.h"
+#include "core/byte_source.h"
 #include "core/error.h"
 #include "kernels/thread_pool.h"
 #include "server/server.h"
@@ -21,29 +23,52 @@ const char* kHelp =
     "  -np, --parallel N     sequences served at once (default 4)\n"
     "  -c, --ctx-size N      context per sequence (default 4096)\n"
     "  -t, --threads N       CPU threads (default: all)\n"
-    "  --api-key K           require 'Authorization: Bearer K' on /v1/* endpoints\n"
+    "  --api-key K           require 'Authorization: Bearer K' on /v1/* endpoints (visible in ps:\n"
+    "                        prefer --api-key-file or env OXI_API_KEY)\n"
+    "  --api-key-file F      the API key is the first line of file F\n"
     "  --cache-ram MiB       prompt-cache budget (default 2048; 0 disables checkpoints)\n"
     "  --spec MODE           speculative decoding: auto (default), none, ngram (see run --help);\n"
     "                        --draft-max N (0..16) / --draft-min N; requests may lower them with\n"
     "                        speculative.n_max / speculative.n_min\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
-    "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB)\n"
+    "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB; 1 or more)\n"
+    "  --special-in-content  special-token text in messages becomes control tokens (unsafe: lets a\n"
+    "                        message forge turns; by default it stays text)\n"
+    "  --shutdown-timeout S  after SIGINT/SIGTERM, running requests get S seconds to finish before\n"
+    "                        they are cut (default 10; a second signal exits at once)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
+
+// --api-key K, else the first line of --api-key-file F, else env OXI_API_KEY ("" : no key). The
+// file and the variable keep the key out of the process list (argv is world-readable in /proc).
+std::string api_key_from(const Args& args) {
+  if (args.has("--api-key") && args.has("--api-key-file")) usage_error("give --api-key or --api-key-file, not both");
+  if (auto k = args.get({"--api-key"})) return *k;
+  if (auto f = args.get({"--api-key-file"})) {
+    std::string key = read_text_file(*f, 1 << 16);
+    key = key.substr(0, key.find('\n'));
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (key.empty()) throw_error(ErrorCode::kInvalidArgument, *f + ": the API key file is empty");
+    return key;
+  }
+  const char* env = std::getenv("OXI_API_KEY");
+  return env ? env : "";
 }
+}  // namespace
 
 int cmd_serve(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline"});
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline", "--special-in-content"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
     }
     std::vector<std::string> known = {"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np",
-                                      "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--cache-ram",
-                                      "--chat-template-file", "--alias", "--max-body-bytes", "--isa", "--device", "--quant"};
+                                      "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
+                                      "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
+                                      "--shutdown-timeout", "--isa", "--device", "--quant"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     args.check_known(known);
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
@@ -54,7 +79,7 @@ int cmd_serve(int argc, char** argv) {
     o.n_slots = static_cast<int>(args.get_int({"-np", "--parallel"}, o.n_slots));
     o.n_ctx = static_cast<int>(args.get_int({"-c", "--ctx-size"}, o.n_ctx));
     o.n_threads = static_cast<int>(args.get_int({"-t", "--threads"}, 0));
-    o.api_key = args.get_or({"--api-key"}, "");
+    o.api_key = api_key_from(args);
     o.cache_ram_mib = args.get_int({"--cache-ram"}, o.cache_ram_mib);
     o.chat_template_file = args.get_or({"--chat-template-file"}, "");
     o.alias = args.get_or({"--alias"}, "");
@@ -63,7 +88,12 @@ int cmd_serve(int argc, char** argv) {
     o.spec_mode = spec.mode;
     o.draft_max = spec.draft_max;
     o.draft_min = spec.draft_min;
-    o.max_body_bytes = static_cast<size_t>(args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes)));
+    o.special_in_content = args.flag({"--special-in-content"});
+    o.shutdown_timeout_s = args.get_float({"--shutdown-timeout"}, o.shutdown_timeout_s);
+    if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) usage_error("--shutdown-timeout must be 0..86400 seconds");
+    const long long max_body = args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes));
+    if (max_body < 1) usage_error("--max-body-bytes must be at least 1");  // -1 is not "unlimited"
+    o.max_body_bytes = static_cast<size_t>(max_body);
     if (o.port < 0 || o.port > 65535) throw_error(ErrorCode::kInvalidArgument, "--port must be 0..65535");
     if (o.n_slots < 1 || o.n_slots > 256) throw_error(ErrorCode::kInvalidArgument, "-np must be 1..256");
     if (o.n_threads < 0 || o.n_threads > 1024) throw_error(ErrorCode::kInvalidArgument, "-t must be 0..1024");

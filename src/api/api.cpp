@@ -100,6 +100,18 @@ oxi::SamplingParams from_c(const oxi_sampling_params& c) {
   return p;
 }
 
+// A template that writes the BOS text itself plus the tokenizer's own BOS: keep one (as
+// llama.cpp does).
+void drop_double_bos(const oxi::Tokenizer& tok, bool add_special, std::vector<int32_t>& v) {
+  const int32_t bos = tok.bos_id();
+  if (add_special && bos >= 0 && v.size() >= 2 && v[0] == bos && v[1] == bos) v.erase(v.begin());
+}
+
+void copy_ids(const std::vector<int32_t>& v, int32_t* ids, size_t cap, size_t* n_out) {
+  *n_out = v.size();
+  if (ids) std::copy_n(v.begin(), std::min(cap, v.size()), ids);
+}
+
 }  // namespace
 
 struct oxi_model {
@@ -206,12 +218,8 @@ oxi_status oxi_tokenize(const oxi_model* model, const char* text, size_t text_le
   return guarded([&] {
     std::vector<int32_t> v =
         model->tok().encode(std::string_view(text ? text : "", text_len), add_special != 0, parse_special != 0);
-    // A template that writes the BOS text itself plus the tokenizer's own BOS: keep one (as
-    // llama.cpp does).
-    const int32_t bos = model->tok().bos_id();
-    if (add_special && bos >= 0 && v.size() >= 2 && v[0] == bos && v[1] == bos) v.erase(v.begin());
-    *n_out = v.size();
-    if (ids) std::copy_n(v.begin(), std::min(cap, v.size()), ids);
+    drop_double_bos(model->tok(), add_special != 0, v);
+    copy_ids(v, ids, cap, n_out);
     return OXI_OK;
   });
 }
@@ -241,67 +249,108 @@ const char* oxi_model_chat_template(const oxi_model* model) {
   return model ? model->loaded->chat_template.c_str() : "";
 }
 
+namespace {
+
+// The conversation rendered with the model's template (oxi_chat_render's contract). *mark in:
+// mark user strings for Tokenizer::encode_marked; out: false when the options say
+// "special_in_content": true (the old, unsafe way: user text may hold control tokens).
+oxi_status render_conversation(const oxi_model* model, const char* messages_json, const char* options_json,
+                               bool* mark, std::string* out) {
+  auto* m = const_cast<oxi_model*>(model);
+  if (m->loaded->chat_template.empty()) {
+    return fail(OXI_ERR_UNSUPPORTED, "the model has no chat template (pass one, or use raw prompts)");
+  }
+  std::call_once(m->tmpl_once, [&] {
+    try {
+      m->tmpl = std::make_unique<oxi::ChatTemplate>(m->loaded->chat_template);
+    } catch (const oxi::Error& e) {
+      m->tmpl_status = static_cast<oxi_status>(e.code());
+      m->tmpl_error = e.what();
+    }
+  });
+  if (!m->tmpl) return fail(m->tmpl_status == OXI_OK ? OXI_ERR_FORMAT : m->tmpl_status, m->tmpl_error);
+
+  nlohmann::ordered_json messages;
+  if (oxi::json_too_deep(messages_json)) {
+    return fail(OXI_ERR_INVALID_ARGUMENT, "messages: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
+  }
+  try {
+    messages = nlohmann::ordered_json::parse(messages_json);
+  } catch (const nlohmann::json::exception& e) {
+    return fail(OXI_ERR_INVALID_ARGUMENT, std::string("messages: invalid JSON: ") + e.what());
+  }
+  if (!messages.is_array()) return fail(OXI_ERR_INVALID_ARGUMENT, "messages: expected a JSON array");
+  oxi::ChatRenderOptions opt;
+  opt.bos_token = m->loaded->bos_text;
+  opt.eos_token = m->loaded->eos_text;
+  if (options_json && *options_json) {
+    nlohmann::ordered_json o;
+    if (oxi::json_too_deep(options_json)) {
+      return fail(OXI_ERR_INVALID_ARGUMENT, "options: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
+    }
+    try {
+      o = nlohmann::ordered_json::parse(options_json);
+    } catch (const nlohmann::json::exception& e) {
+      return fail(OXI_ERR_INVALID_ARGUMENT, std::string("options: invalid JSON: ") + e.what());
+    }
+    if (!o.is_object()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: expected a JSON object");
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "add_generation_prompt") {
+        if (!it->is_boolean()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: add_generation_prompt must be a boolean");
+        opt.add_generation_prompt = it->get<bool>();
+      } else if (k == "enable_thinking") {
+        if (!it->is_boolean()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: enable_thinking must be a boolean");
+        opt.enable_thinking = it->get<bool>() ? 1 : 0;
+      } else if (k == "tools") {
+        opt.tools = *it;
+      } else if (k == "special_in_content") {
+        if (!it->is_boolean()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: special_in_content must be a boolean");
+        if (it->get<bool>()) *mark = false;
+      } else {
+        opt.extra[k] = *it;  // e.g. reasoning_effort, preserve_thinking
+      }
+    }
+  }
+  messages = oxi::normalize_tool_call_arguments(messages);
+  if (*mark) {
+    auto f = [m](std::string_view s) { return m->tok().mark_user_text(s); };
+    messages = oxi::map_strings(messages, f);
+    if (!opt.tools.is_null()) opt.tools = oxi::map_strings(opt.tools, f);
+  }
+  *out = oxi::render_chat(*m->tmpl, messages, opt);
+  return OXI_OK;
+}
+
+}  // namespace
+
 oxi_status oxi_chat_render(const oxi_model* model, const char* messages_json,
                            const char* options_json, char* text, size_t cap, size_t* n_out) {
   OXI_REQUIRE(model && messages_json && n_out,
               "oxi_chat_render: model, messages_json and n_out must not be NULL");
   OXI_REQUIRE(text || cap == 0, "oxi_chat_render: text is NULL with a non-zero capacity");
   return guarded([&] {
-    auto* m = const_cast<oxi_model*>(model);
-    if (m->loaded->chat_template.empty()) {
-      return fail(OXI_ERR_UNSUPPORTED, "the model has no chat template (pass one, or use raw prompts)");
-    }
-    std::call_once(m->tmpl_once, [&] {
-      try {
-        m->tmpl = std::make_unique<oxi::ChatTemplate>(m->loaded->chat_template);
-      } catch (const oxi::Error& e) {
-        m->tmpl_status = static_cast<oxi_status>(e.code());
-        m->tmpl_error = e.what();
-      }
-    });
-    if (!m->tmpl) return fail(m->tmpl_status == OXI_OK ? OXI_ERR_FORMAT : m->tmpl_status, m->tmpl_error);
+    bool mark = false;  // the text as the template writes it
+    std::string s;
+    const oxi_status st = render_conversation(model, messages_json, options_json, &mark, &s);
+    if (st == OXI_OK) copy_out(s, text, cap, n_out);
+    return st;
+  });
+}
 
-    nlohmann::ordered_json messages;
-    if (oxi::json_too_deep(messages_json)) {
-      return fail(OXI_ERR_INVALID_ARGUMENT, "messages: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
-    }
-    try {
-      messages = nlohmann::ordered_json::parse(messages_json);
-    } catch (const nlohmann::json::exception& e) {
-      return fail(OXI_ERR_INVALID_ARGUMENT, std::string("messages: invalid JSON: ") + e.what());
-    }
-    if (!messages.is_array()) return fail(OXI_ERR_INVALID_ARGUMENT, "messages: expected a JSON array");
-    oxi::ChatRenderOptions opt;
-    opt.bos_token = m->loaded->bos_text;
-    opt.eos_token = m->loaded->eos_text;
-    if (options_json && *options_json) {
-      nlohmann::ordered_json o;
-      if (oxi::json_too_deep(options_json)) {
-        return fail(OXI_ERR_INVALID_ARGUMENT, "options: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
-      }
-      try {
-        o = nlohmann::ordered_json::parse(options_json);
-      } catch (const nlohmann::json::exception& e) {
-        return fail(OXI_ERR_INVALID_ARGUMENT, std::string("options: invalid JSON: ") + e.what());
-      }
-      if (!o.is_object()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: expected a JSON object");
-      for (auto it = o.begin(); it != o.end(); ++it) {
-        const std::string& k = it.key();
-        if (k == "add_generation_prompt") {
-          if (!it->is_boolean()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: add_generation_prompt must be a boolean");
-          opt.add_generation_prompt = it->get<bool>();
-        } else if (k == "enable_thinking") {
-          if (!it->is_boolean()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: enable_thinking must be a boolean");
-          opt.enable_thinking = it->get<bool>() ? 1 : 0;
-        } else if (k == "tools") {
-          opt.tools = *it;
-        } else {
-          opt.extra[k] = *it;  // e.g. reasoning_effort, preserve_thinking
-        }
-      }
-    }
-    const std::string s = oxi::render_chat(*m->tmpl, oxi::normalize_tool_call_arguments(messages), opt);
-    copy_out(s, text, cap, n_out);
+oxi_status oxi_chat_tokenize(const oxi_model* model, const char* messages_json, const char* options_json,
+                             int32_t* ids, size_t cap, size_t* n_out) {
+  OXI_REQUIRE(model && messages_json && n_out,
+              "oxi_chat_tokenize: model, messages_json and n_out must not be NULL");
+  OXI_REQUIRE(ids || cap == 0, "oxi_chat_tokenize: ids is NULL with a non-zero capacity");
+  return guarded([&] {
+    bool mark = true;
+    std::string s;
+    const oxi_status st = render_conversation(model, messages_json, options_json, &mark, &s);
+    if (st != OXI_OK) return st;
+    std::vector<int32_t> v = mark ? model->tok().encode_marked(s, true) : model->tok().encode(s, true, true);
+    drop_double_bos(model->tok(), true, v);
+    copy_ids(v, ids, cap, n_out);
     return OXI_OK;
   });
 }

@@ -137,4 +137,20 @@ nlohmann::ordered_json normalize_tool_call_arguments(const nlohmann::ordered_jso
   return out;
 }
 
+nlohmann::ordered_json map_strings(const nlohmann::ordered_json& v,
+                                   const std::function<std::string(std::string_view)>& f) {
+  if (v.is_string()) return f(v.get_ref<const std::string&>());
+  if (v.is_array()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& x : v) out.push_back(map_strings(x, f));
+    return out;
+  }
+  if (v.is_object()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) out[f(it.key())] = map_strings(it.value(), f);
+    return out;
+  }
+  return v;
+}
+
 }  // namespace oxi

@@ -11,8 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -74,5 +76,11 @@ std::string render_chat(const ChatTemplate& tmpl, const nlohmann::ordered_json& 
 // tool_calls[i].function.arguments that is a string holding a JSON object is replaced by that
 // object (other strings are left as they are). llama.cpp does the same before rendering.
 nlohmann::ordered_json normalize_tool_call_arguments(const nlohmann::ordered_json& messages);
+
+// A copy of `v` with every string, object keys included, passed through `f` (callers mark user
+// text with Tokenizer::mark_user_text before rendering; issue 29 #11). Recursive: `v` comes from a
+// depth-checked parse (core/json_limits.h).
+nlohmann::ordered_json map_strings(const nlohmann::ordered_json& v,
+                                   const std::function<std::string(std::string_view)>& f);
 
 }  // namespace oxi

@@ -18,6 +18,12 @@ std::string_view trim_view(std::string_view s) {
 
 bool starts_with(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(0, p.size()) == p; }
 
+// Model output may hold invalid UTF-8 (a sampled partial byte sequence): U+FFFD instead of the
+// exception nlohmann's dump throws (the fuzzer found one through a Gemma 4 call's arguments).
+std::string dump_args(const nlohmann::ordered_json& args) {
+  return args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 struct Spec {
   std::vector<std::string> reasoning_open;
   std::string reasoning_close;
@@ -102,7 +108,7 @@ bool parse_qwen35_tool_call(std::string_view body, const nlohmann::ordered_json&
       args = parsed;
     }
     if (!args.is_object()) return false;
-    out.arguments = args.dump();
+    out.arguments = dump_args(args);
     return true;
   }
   if (!starts_with(s, "<function=")) return false;
@@ -147,7 +153,7 @@ bool parse_qwen35_tool_call(std::string_view body, const nlohmann::ordered_json&
     if (!trim_view(s).empty()) return false;
   }
   out.name = name;
-  out.arguments = args.dump();
+  out.arguments = dump_args(args);
   return true;
 }
 
@@ -285,7 +291,7 @@ bool parse_gemma4_tool_call(std::string_view body, ToolCall& out) {
   nlohmann::ordered_json args;
   if (!gemma4_args_to_json(s.substr(brace), args) || !args.is_object()) return false;
   out.name = name;
-  out.arguments = args.dump();
+  out.arguments = dump_args(args);
   return true;
 }
 

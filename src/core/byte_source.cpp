@@ -1,21 +1,25 @@
 #include "core/byte_source.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
 #if !defined(__EMSCRIPTEN__) && !defined(_WIN32)
 #define OXI_HAVE_MMAP 1
-#include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #endif
 
 namespace oxi {
@@ -46,6 +50,75 @@ class MemorySource final : public ByteSource {
 };
 
 #ifdef OXI_HAVE_MMAP
+// ---- A mapped file truncated on disk (issue 29 #9) ----
+// Reading a page of a mapping that lies past the file's new end raises SIGBUS, which killed the
+// server on the next request. Copying the weights into memory would cost the load time and RSS
+// that mapping saves, and a size check before each request still races with the truncation. So:
+// a SIGBUS inside one of our mappings maps a zero page over the faulting page (the read resumes
+// and sees zeros) and records the damage; Model::forward_batch, on every caller's path, checks
+// damaged_mapped_file() after each pass and fails the call with an error naming the file. A
+// SIGBUS anywhere else gets the handler that was there before (a real crash stays a crash).
+// The handler reads only this lock-free table (no mutex, no allocation in a signal handler).
+constexpr int kMapSlots = 512;
+struct MapSlot {
+  std::atomic<uintptr_t> lo{0}, hi{0};
+};
+MapSlot g_map_slots[kMapSlots];
+std::atomic<int> g_damaged_slot{-1};
+uintptr_t g_page_size = 4096;
+struct sigaction g_prev_sigbus {};
+
+void on_sigbus(int sig, siginfo_t* si, void*) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(si->si_addr);
+  for (int i = 0; i < kMapSlots; ++i) {
+    if (a < g_map_slots[i].lo.load() || a >= g_map_slots[i].hi.load()) continue;
+    void* page = reinterpret_cast<void*>(a & ~(g_page_size - 1));
+    if (::mmap(page, g_page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+      g_damaged_slot.store(i);
+      return;  // the faulting read runs again and sees the zero page
+    }
+    break;
+  }
+  // Not ours: put the previous handler back; the faulting instruction runs again and reaches it.
+  ::sigaction(sig, &g_prev_sigbus, nullptr);
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_page_size = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGBUS, &sa, &g_prev_sigbus);
+  });
+}
+
+// The slot of a new mapping (-1 when all are taken: that mapping is then not covered).
+int claim_map_slot(const void* base, uint64_t size) {
+  install_sigbus_handler();
+  for (int i = 0; i < kMapSlots; ++i) {
+    uintptr_t expected = 0;
+    if (g_map_slots[i].hi.load() != 0) continue;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
+    if (g_map_slots[i].lo.compare_exchange_strong(expected, lo)) {
+      g_map_slots[i].hi.store(lo + size);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void free_map_slot(int i) {
+  if (i < 0) return;
+  g_map_slots[i].hi.store(0);
+  g_map_slots[i].lo.store(0);
+}
+
+std::mutex g_damaged_mu;
+std::string g_damaged_name;  // the damaged mapping's file, recorded before its slot is reused
+
 class MappedSource;
 
 // Open mappings by start address, for release_mapped_range.
@@ -63,12 +136,15 @@ class MappedSource final : public ByteSource {
   MappedSource(const std::string& path, void* base, uint64_t size)
       : ByteSource(path), base_(base), size_(size) {
     if (base_ == nullptr) return;
+    slot_ = claim_map_slot(base_, size_);
     MappedRegistry& r = mapped_registry();
     std::lock_guard<std::mutex> lock(r.mu);
     r.by_start[reinterpret_cast<uintptr_t>(base_)] = this;
   }
   ~MappedSource() override {
     if (base_ == nullptr) return;
+    damaged_mapped_file();  // records the name if this mapping was hit
+    free_map_slot(slot_);
     {
       MappedRegistry& r = mapped_registry();
       std::lock_guard<std::mutex> lock(r.mu);
@@ -80,6 +156,7 @@ class MappedSource final : public ByteSource {
     static const uint8_t kEmpty = 0;
     return base_ ? static_cast<const uint8_t*>(base_) : &kEmpty;
   }
+  int slot() const { return slot_; }
   uint64_t size() const override { return size_; }
   void release(uint64_t offset, uint64_t len) const override {
     if (!base_ || offset >= size_) return;
@@ -102,6 +179,7 @@ class MappedSource final : public ByteSource {
  private:
   void* base_;
   uint64_t size_;
+  int slot_ = -1;
 };
 #endif
 
@@ -150,6 +228,25 @@ bool release_mapped_range(const void* p, uint64_t n) {
 #endif
 }
 
+std::string damaged_mapped_file() {
+#ifdef OXI_HAVE_MMAP
+  const int slot = g_damaged_slot.load();
+  if (slot < 0) return "";
+  std::lock_guard<std::mutex> dl(g_damaged_mu);
+  if (g_damaged_name.empty()) {
+    MappedRegistry& r = mapped_registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (const auto& [start, src] : r.by_start) {
+      if (src->slot() == slot) g_damaged_name = src->name();
+    }
+    if (g_damaged_name.empty()) g_damaged_name = "a model file";
+  }
+  return g_damaged_name;
+#else
+  return "";
+#endif
+}
+
 ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name) {
   return std::make_shared<MemorySource>(std::move(bytes), std::move(name));
 }
@@ -188,24 +285,56 @@ std::string read_text_file(const std::string& path, uint64_t max_bytes) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-void write_file_atomic(const std::string& path, const void* data, size_t n) {
-#ifdef OXI_HAVE_MMAP
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-#else
-  const std::string tmp = path + ".tmp";
-#endif
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) io_error(tmp, "cannot create");
-  const bool ok = (n == 0 || std::fwrite(data, 1, n, f) == n) && std::fflush(f) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
+namespace {
+
+// A new file for writing next to `path`; never an existing file or a symlink (O_EXCL | O_NOFOLLOW).
+std::FILE* create_temp_beside(const std::string& path, std::string& tmp) {
+  std::random_device rd;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    char suffix[32];
+    std::snprintf(suffix, sizeof(suffix), ".tmp.%ld.%08x", static_cast<long>(::getpid()), static_cast<unsigned>(rd()));
+    tmp = path + suffix;
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) continue;  // planted or left over: pick another name
+    if (fd < 0) io_error(tmp, "cannot create");
+    std::FILE* f = ::fdopen(fd, "wb");
+    if (!f) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      io_error(tmp, "cannot create");
+    }
+    return f;
+  }
+  io_error(path, "cannot create a temporary file beside it");
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& fill) {
+  std::string tmp;
+  std::FILE* f = create_temp_beside(path, tmp);
+  try {
+    fill(f);
+    if (std::fflush(f) != 0) io_error(path, "write failed");
+  } catch (...) {
+    std::fclose(f);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (std::fclose(f) != 0) {
+    ::unlink(tmp.c_str());
     io_error(path, "write failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
+    ::unlink(tmp.c_str());
     io_error(path, "rename failed");
   }
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t n) {
+  write_file_atomic(path, [&](std::FILE* f) {
+    if (n != 0 && std::fwrite(data, 1, n, f) != n) io_error(path, "write failed");
+  });
 }
 
 }  // namespace oxi

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,9 +56,19 @@ ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name);
 // mapped file. Used by kernels/pack.cpp, which only sees weight pointers.
 bool release_mapped_range(const void* p, uint64_t n);
 
+// "" normally; the name of a mapped file that was truncated on disk while mapped, once a read
+// touched a page past its new end (that read saw zeros instead of crashing with SIGBUS; the
+// results computed from it are garbage, so callers must fail). Stays set for the process.
+std::string damaged_mapped_file();
+
 // Reads a whole (small) text file, e.g. config.json. Throws oxi::Error(kIo) with the path.
 std::string read_text_file(const std::string& path, uint64_t max_bytes = 256ull << 20);
-// Writes via "<path>.tmp.<pid>" then rename, so a failure never leaves a partial file.
+// Writes via a temp file next to `path` then rename, so a failure never leaves a partial file.
+// The temp file ("<path>.tmp.<pid>.<random>") is created with O_CREAT | O_EXCL | O_NOFOLLOW: a
+// file or symlink planted at its name (issue 29 #10: a symlink at the once predictable
+// "<path>.tmp.<pid>" made `convert` overwrite its target) is never opened; another name is tried.
 void write_file_atomic(const std::string& path, const void* data, size_t n);
+// The same with the content written by `fill` (which throws on a failed write).
+void write_file_atomic(const std::string& path, const std::function<void(std::FILE*)>& fill);
 
 }  // namespace oxi

@@ -2,6 +2,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #define OXI_HALF_IFUNC 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -73,6 +74,23 @@ __attribute__((target("f16c"))) uint16_t f32_to_f16_f16c(float f) {
 }
 #endif
 
+#if OXI_HALF_IFUNC
+// F16C usable: the CPU has it (cpuid leaf 1, ECX bit 29) and, as its instructions are VEX-encoded,
+// the OS saves the AVX state (OSXSAVE, ECX bit 27, and XCR0 bits 1-2). Asked by hand rather than
+// with __builtin_cpu_supports("f16c"), which Debian's clang 14 (the fuzz build) does not know.
+// An ifunc resolver runs while the dynamic loader relocates, before any sanitizer runtime is set
+// up: inlined, uninstrumented code calling nothing external.
+#define OXI_RESOLVER_CODE __attribute__((no_sanitize("address", "undefined")))
+inline __attribute__((always_inline)) OXI_RESOLVER_CODE bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  if (!(c & (1u << 29)) || !(c & (1u << 27))) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 6u) == 6u;
+}
+#endif
+
 }  // namespace
 
 #if OXI_HALF_IFUNC
@@ -81,14 +99,8 @@ __attribute__((target("f16c"))) uint16_t f32_to_f16_f16c(float f) {
 extern "C" {
 using F16ToF32 = float (*)(uint16_t);
 using F32ToF16 = uint16_t (*)(float);
-F16ToF32 oxi_resolve_f16_to_f32() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("f16c") ? f16_to_f32_f16c : f16_to_f32_soft;
-}
-F32ToF16 oxi_resolve_f32_to_f16() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("f16c") ? f32_to_f16_f16c : f32_to_f16_soft;
-}
+OXI_RESOLVER_CODE F16ToF32 oxi_resolve_f16_to_f32() { return cpu_has_f16c() ? f16_to_f32_f16c : f16_to_f32_soft; }
+OXI_RESOLVER_CODE F32ToF16 oxi_resolve_f32_to_f16() { return cpu_has_f16c() ? f32_to_f16_f16c : f32_to_f16_soft; }
 }
 float f16_to_f32(uint16_t h) __attribute__((ifunc("oxi_resolve_f16_to_f32")));
 uint16_t f32_to_f16(float f) __attribute__((ifunc("oxi_resolve_f32_to_f16")));

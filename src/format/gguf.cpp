@@ -10,12 +10,9 @@
 #include <cstring>
 #include <limits>
 
+#include "core/byte_source.h"
 #include "core/error.h"
 #include "format/util.h"
-
-#if !defined(_WIN32)
-#include <unistd.h>
-#endif
 
 namespace oxi {
 
@@ -922,31 +919,11 @@ std::vector<uint8_t> GgufWriter::write_to_memory() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-#if !defined(_WIN32) && !defined(__EMSCRIPTEN__)
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-#else
-  const std::string tmp = path + ".tmp";
-#endif
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw_error(ErrorCode::kIo, tmp + ": cannot create (" + std::strerror(errno) + ")");
-  try {
+  write_file_atomic(path, [&](std::FILE* f) {
     emit([&](const uint8_t* p, uint64_t n) {
       if (std::fwrite(p, 1, n, f) != n) throw_error(ErrorCode::kIo, path + ": write failed");
     });
-    if (std::fflush(f) != 0) throw_error(ErrorCode::kIo, path + ": write failed");
-  } catch (...) {
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::fclose(f) != 0) {
-    std::remove(tmp.c_str());
-    throw_error(ErrorCode::kIo, path + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw_error(ErrorCode::kIo, path + ": rename failed (" + std::strerror(errno) + ")");
-  }
+  });
 }
 
 }  // namespace oxi

@@ -156,7 +156,7 @@ void download_blob(const BlobRequest& req, Progress* progress) {
   std::error_code ec;
   fs::create_directories(fs::path(req.lock_path).parent_path(), ec);
   fs::create_directories(fs::path(req.blob_path).parent_path(), ec);
-  Fd lock(::open(req.lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  Fd lock(::open(req.lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (lock.get() < 0) {
     throw_error(ErrorCode::kIo, "cannot create lock file " + req.lock_path + ": " + std::strerror(errno));
   }
@@ -179,7 +179,8 @@ void download_blob(const BlobRequest& req, Progress* progress) {
   const bool verify = !req.sha256.empty();
   const int max_attempts = attempts_allowed();
   for (int attempt = 1;; ++attempt) {
-    Fd fd(::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    // The name is the HF cache's (resumable, so not exclusive); never through a planted symlink.
+    Fd fd(::open(part.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
     if (fd.get() < 0) throw_error(ErrorCode::kIo, "cannot create " + part + ": " + std::strerror(errno));
     struct stat st {};
     ::fstat(fd.get(), &st);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/byte_source.h"
 #include "core/error.h"
 #include "kernels/matmul.h"
 
@@ -84,6 +85,10 @@ void Model::forward_batch(std::span<SequenceState* const> states, const Batch& b
       p.pos = pos_buf.data();
     }
     run(states, p, o);
+    // A weight file truncated on disk while mapped read as zeros (core/byte_source.h): fail.
+    if (const std::string f = damaged_mapped_file(); !f.empty()) {
+      throw_error(ErrorCode::kIo, f + ": the file was truncated on disk while in use; restart with an intact file");
+    }
     const int64_t n_out = static_cast<int64_t>(p.out_rows.size());
     if (o.logits) o.logits += n_out * mi.n_vocab;
     if (o.hidden) o.hidden += n_out * mi.n_embd;

@@ -34,6 +34,9 @@ void rope_neox(float* x, int64_t n_rot, const float* cs);
 // cos/sin table for one position: φ_j = pos_j · theta^(−2j/n_rot), pos_j from `slot_pos`
 // (size n_rot/2; for plain RoPE all equal the token position).
 void rope_table(const float* slot_pos, int64_t n_rot, float theta, float* cs);
+// A RoPE base a model file may carry: positive and at most 1e12 (real models use 1e4..1e8; inf or
+// NaN, which "1e400" in a config.json parses to, makes every rotation NaN). The configs check it.
+inline bool rope_theta_ok(double theta) { return theta > 0 && theta <= 1e12; }
 
 // Causal attention of one query head against cached keys/values of its KV head.
 // q [hd], K/V rows [n_kv_pos, stride] starting at offset `kv_off` in each row, scale applied to

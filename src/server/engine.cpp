@@ -86,6 +86,11 @@ class ServerEngine final : public Engine {
     return tok_->token_to_piece(id);
   }
 
+  std::vector<int32_t> tokenize_prompt(const std::string& rendered) override {
+    if (opt_.special_in_content) return tok_->encode(rendered, false, true);
+    return tok_->encode_marked(rendered, false);
+  }
+
   std::string render_chat(const ChatRequest& req, std::string* turn_prefix) override {
     ordered_json msgs = ordered_json::array();
     for (const auto& m : req.messages) {
@@ -99,6 +104,11 @@ class ServerEngine final : public Engine {
     ro.add_generation_prompt = true;
     if (req.enable_thinking) ro.enable_thinking = *req.enable_thinking ? 1 : 0;
     if (!req.tools.empty() && req.tool_choice != "none") ro.tools = ordered_json::parse(req.tools.dump());
+    if (!opt_.special_in_content) {  // user text stays text (tokenize_prompt)
+      auto mark = [this](std::string_view s) { return tok_->mark_user_text(s); };
+      msgs = map_strings(msgs, mark);
+      if (!ro.tools.is_null()) ro.tools = map_strings(ro.tools, mark);
+    }
     ro.bos_token = loaded_->bos_text;
     ro.eos_token = loaded_->eos_text;
     std::string full = oxi::render_chat(*tmpl_, msgs, ro);
@@ -131,6 +141,7 @@ class ServerEngine final : public Engine {
       }
     }
     GenerateOptions go;
+    go.should_stop = [this] { return cancelled_.load(); };
     go.sampling = sampling_for(req);
     go.max_tokens = req.max_tokens;
     go.n_top_logprobs = req.logprobs ? req.top_logprobs : 0;
@@ -208,6 +219,14 @@ class ServerEngine final : public Engine {
     return out;
   }
 
+  void cancel_all() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      cancelled_.store(true);
+    }
+    slot_cv_.notify_all();
+  }
+
   json stats() const override {
     std::lock_guard<std::mutex> lk(mu_);
     int busy = 0;
@@ -280,8 +299,9 @@ class ServerEngine final : public Engine {
   Slot& acquire(const std::vector<int32_t>& prompt) {
     std::unique_lock<std::mutex> lk(mu_);
     slot_cv_.wait(lk, [&] {
-      return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; });
+      return cancelled_.load() || std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; });
     });
+    if (cancelled_.load()) throw RequestError(503, "", "the server is shutting down", "unavailable_error");
     // Prefer the free slot whose live sequence is the longest prefix of the prompt, else the
     // least recently used one.
     Slot* best = nullptr;
@@ -358,6 +378,7 @@ class ServerEngine final : public Engine {
   const ServerOptions opt_;
   std::thread loader_;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> cancelled_{false};  // cancel_all(): shutting down
   std::unique_ptr<LoadedModel> loaded_;  // files, weights, tokenizer, template, defaults
   const Model* model_ = nullptr;         // loaded_->model
   std::unique_ptr<Batcher> batcher_;

@@ -49,6 +49,9 @@ class Engine {
   // the same conversation without the generation prompt when that is a prefix of the prompt
   // ("" otherwise) — the prompt cache checkpoints there, since the next turn shares it.
   virtual std::string render_chat(const ChatRequest& req, std::string* turn_prefix) = 0;
+  // Tokenizes a prompt from render_chat: special-token strings in the messages and tools stay
+  // text; only the template's markup becomes control tokens (unless --special-in-content).
+  virtual std::vector<int32_t> tokenize_prompt(const std::string& rendered) = 0;
   // Output format of the model family (selects the reasoning / tool-call parser).
   virtual ChatFormat chat_format() const = 0;
   // Runs one request on a free slot (blocks while all slots are busy). Throws RequestError for
@@ -60,6 +63,9 @@ class Engine {
                                     const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                                     const TokenSink& sink) = 0;
   virtual nlohmann::json stats() const = 0;  // for /metrics
+  // Shutdown past its deadline: running generations stop at their next token (finishing their
+  // response normally) and requests waiting for a slot, or arriving later, get a 503.
+  virtual void cancel_all() = 0;
 };
 
 }  // namespace oxi::server

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -13,6 +15,9 @@
 #include <random>
 #include <thread>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "server/engine.h"
@@ -29,11 +34,75 @@ std::unique_ptr<Engine> make_engine(const ServerOptions& options);  // engine.cp
 
 namespace {
 
-std::atomic<FrontServer*> g_server{nullptr};
+// SIGINT/SIGTERM: the handler only counts and wakes the shutdown thread through a pipe (nothing
+// else is safe in a signal handler); the second signal exits at once.
+std::atomic<int> g_signals{0};
+int g_signal_pipe[2] = {-1, -1};
 
-void on_signal(int) {
-  if (auto* s = g_server.load()) s->stop();
+void on_signal(int sig) {
+  if (g_signals.fetch_add(1) > 0) _exit(128 + sig);
+  (void)!::write(g_signal_pipe[1], "x", 1);
 }
+
+// Graceful shutdown (docs/server.md "Shutdown"): waits for the first signal, then stops accepting;
+// running requests have `timeout_s` to finish, then they are cut (cancel_all: they end at their
+// next token with a normal response); if the process is still not done 2 s after that (a long
+// prompt pre-fill is not cut), it exits with status 1. finish() ends the wait from the main thread.
+class ShutdownWatch {
+ public:
+  ShutdownWatch(FrontServer& svr, Engine& eng, double timeout_s) : svr_(svr), eng_(eng), timeout_s_(timeout_s) {
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~ShutdownWatch() { finish(); }
+
+  // No request runs any more (the engine may go away): past the deadline, only the exit is left.
+  void requests_ended() {
+    std::lock_guard<std::mutex> lk(mu_);
+    requests_ended_ = true;
+  }
+
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    (void)!::write(g_signal_pipe[1], "x", 1);  // wakes the wait for a signal
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void watch() {
+    char c;
+    while (::read(g_signal_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    std::unique_lock<std::mutex> lk(mu_);
+    if (done_) return;
+    std::fprintf(stderr, "oxinfer: shutting down: running requests have %g s to finish (signal again to exit now)\n",
+                 timeout_s_);
+    svr_.stop();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    if (cv_.wait_until(lk, deadline, [&] { return done_; })) return;
+    svr_.stop();  // again: a signal that came before the listen loop started was not seen by it
+    if (!requests_ended_) {
+      std::fprintf(stderr, "oxinfer: shutdown deadline reached: cutting the running requests\n");
+      eng_.cancel_all();
+    }
+    if (cv_.wait_for(lk, std::chrono::seconds(2), [&] { return done_; })) return;
+    std::fprintf(stderr, "oxinfer: requests still running 2 s after the shutdown deadline: exiting\n");
+    std::fflush(stderr);
+    _exit(1);
+  }
+
+  FrontServer& svr_;
+  Engine& eng_;
+  double timeout_s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool requests_ended_ = false;
+  std::thread thread_;
+};
 
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -275,6 +344,7 @@ class Routes {
   void post(httplib::Server& svr, const char* path, PostFn fn) {
     svr.Post(path, [this, fn](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
       handle(req, res, [&] {
+        check_content_type(req.get_header_value("Content-Type"));  // before reading the body
         const std::string body = read_body(res, reader);
         (this->*fn)(body, res);
       });
@@ -334,14 +404,9 @@ class Routes {
   }
 
   void tokenize(const std::string& text, httplib::Response& res) {
-    json body = parse_body(text);
-    if (!body.contains("content") || !body["content"].is_string()) {
-      throw RequestError(400, "content", "'content' must be a string");
-    }
-    const bool add_special = body.value("add_special", false);
-    const bool parse_special = body.value("parse_special", true);
-    auto ids = eng_.tokenize(body["content"].get<std::string>(), add_special, parse_special);
-    if (body.value("with_pieces", false)) {
+    const TokenizeRequest r = parse_tokenize_request(parse_body(text));
+    auto ids = eng_.tokenize(r.content, r.add_special, r.parse_special);
+    if (r.with_pieces) {
       json toks = json::array();
       for (int32_t id : ids) toks.push_back({{"id", id}, {"piece", eng_.token_piece(id)}});
       return send_json(res, 200, {{"tokens", toks}});
@@ -350,16 +415,7 @@ class Routes {
   }
 
   void detokenize(const std::string& text, httplib::Response& res) {
-    json body = parse_body(text);
-    if (!body.contains("tokens") || !body["tokens"].is_array()) {
-      throw RequestError(400, "tokens", "'tokens' must be an array of token ids");
-    }
-    std::vector<int32_t> ids;
-    for (const auto& t : body["tokens"]) {
-      if (!t.is_number_integer()) throw RequestError(400, "tokens", "'tokens' must be an array of token ids");
-      ids.push_back(t.get<int32_t>());
-    }
-    send_json(res, 200, {{"content", eng_.detokenize(ids)}});
+    send_json(res, 200, {{"content", eng_.detokenize(parse_detokenize_request(parse_body(text)))}});
   }
 
   void metrics(httplib::Response& res) {
@@ -430,12 +486,13 @@ class Routes {
 
   void chat(const std::string& text, httplib::Response& res) {
     ChatRequest req = parse_chat_request(parse_body(text), limits_);
+    check_model(req, eng_.model_id());
     std::string turn_prefix;
     const std::string prompt = eng_.render_chat(req, &turn_prefix);
-    auto ids = eng_.tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
+    auto ids = eng_.tokenize_prompt(prompt);
     size_t checkpoint_at = 0;
     if (!turn_prefix.empty()) {
-      const auto pre = eng_.tokenize(turn_prefix, false, true);
+      const auto pre = eng_.tokenize_prompt(turn_prefix);
       if (pre.size() < ids.size() && std::equal(pre.begin(), pre.end(), ids.begin())) checkpoint_at = pre.size();
     }
     // Output parsing per family: reasoning and tool calls split from the content.
@@ -447,7 +504,7 @@ class Routes {
     auto constraint = make_constraint(req, format, popt.start_in_reasoning);
     const std::string id = random_id("chatcmpl-");
     const int64_t created = now_s();
-    const std::string model = req.model.empty() ? eng_.model_id() : req.model;
+    const std::string model = eng_.model_id();  // check_model: the same name or none
 
     if (!req.stream) {
       std::vector<json> choices(static_cast<size_t>(req.n));
@@ -542,11 +599,12 @@ class Routes {
   // ---- text completion ------------------------------------------------------------------------
   void completion(const std::string& text, httplib::Response& res) {
     CompletionRequest req = parse_completion_request(parse_body(text), limits_);
+    check_model(req, eng_.model_id());
     std::vector<int32_t> ids = req.prompt_ids.empty() ? eng_.tokenize(req.prompt, true, true) : req.prompt_ids;
     if (ids.empty()) throw RequestError(400, "prompt", "the prompt is empty");
     const std::string id = random_id("cmpl-");
     const int64_t created = now_s();
-    const std::string model = req.model.empty() ? eng_.model_id() : req.model;
+    const std::string model = eng_.model_id();  // check_model: the same name or none
     if (!req.stream) {
       std::vector<json> choices(static_cast<size_t>(req.n));
       std::vector<GenerationResult> results(static_cast<size_t>(req.n));
@@ -652,13 +710,20 @@ int run_server(const ServerOptions& options) {
                  options.host.c_str(), options.port);
     return 1;
   }
-  g_server.store(&svr);
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "error: cannot create a pipe\n");
+    return 1;
+  }
+  ShutdownWatch watch(svr, *engine, options.shutdown_timeout_s);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   std::fprintf(stderr, "oxinfer: listening on http://%s:%d\n", options.host.c_str(), options.port);
-  svr.run();
-  g_server.store(nullptr);
+  svr.run();  // returns once stopped and every running request has ended
+  watch.requests_ended();
+  engine.reset();  // waits for a model still loading; the watch's deadline still applies
+  watch.finish();
+  std::fprintf(stderr, "oxinfer: stopped\n");
   return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "server/request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <initializer_list>
 #include <iterator>
@@ -288,6 +289,47 @@ ChatRequest parse_chat_request(const json& body, const Limits& limits) {
     if (re->get<std::string>() == "none") r.enable_thinking = false;
   }
   return r;
+}
+
+TokenizeRequest parse_tokenize_request(const json& body) {
+  TokenizeRequest r;
+  const json* c = field(body, "content");
+  if (!c || !c->is_string()) bad("content", "'content' must be a string");
+  r.content = c->get<std::string>();
+  r.add_special = boolean(body, "add_special").value_or(r.add_special);
+  r.parse_special = boolean(body, "parse_special").value_or(r.parse_special);
+  r.with_pieces = boolean(body, "with_pieces").value_or(r.with_pieces);
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(const json& body) {
+  const json* t = field(body, "tokens");
+  if (!t || !t->is_array()) bad("tokens", "'tokens' must be an array of token ids");
+  std::vector<int32_t> ids;
+  ids.reserve(t->size());
+  for (const auto& x : *t) {
+    if (!x.is_number_integer()) bad("tokens", "'tokens' must be an array of token ids");
+    // Unsigned first: 2^32 + 5 read as int32 would wrap to 5.
+    const bool in_range = x.is_number_unsigned() ? x.get<uint64_t>() <= INT32_MAX
+                                                 : x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT32_MAX;
+    if (!in_range) bad("tokens", "token id " + x.dump() + " is out of range");
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  return ids;
+}
+
+void check_model(const GenerationRequest& req, const std::string& served) {
+  if (req.model.empty() || req.model == served) return;
+  throw RequestError(404, "model", "the model '" + req.model + "' does not exist (this server serves '" + served + "')");
+}
+
+void check_content_type(const std::string& header_value) {
+  std::string media = header_value.substr(0, header_value.find(';'));
+  while (!media.empty() && std::isspace(static_cast<unsigned char>(media.back()))) media.pop_back();
+  for (char& ch : media) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (media != "application/json") {
+    throw RequestError(415, "", "Content-Type must be application/json");
+  }
 }
 
 CompletionRequest parse_completion_request(const json& body, const Limits& limits) {

@@ -77,7 +77,25 @@ struct Limits {
   int max_choices = 16;         // n
 };
 
+// POST /tokenize: {"content": str, "add_special"?, "parse_special"?, "with_pieces"?: bool}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+
 ChatRequest parse_chat_request(const nlohmann::json& body, const Limits& limits);
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+// POST /detokenize: {"tokens": [id, ...]}; ids outside 0..2^31-1 → 400 (never wrapped into range;
+// the engine checks them against the vocabulary).
+std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body);
+// 404 (OpenAI's "model_not_found") when the request names a model other than `served`; a request
+// without "model" is served.
+void check_model(const GenerationRequest& req, const std::string& served);
+// 415 unless the Content-Type header value is application/json (parameters such as charset
+// allowed): a text/plain POST is a CORS "simple" request any web page can send without preflight.
+void check_content_type(const std::string& header_value);
 CompletionRequest parse_completion_request(const nlohmann::json& body, const Limits& limits);
 // Parses the body text: 400 on invalid JSON or a non-object.
 nlohmann::json parse_body(const std::string& text);

@@ -25,9 +25,12 @@ struct ServerOptions {
   int spec_mode = 1;        // OXI_SPEC_* (1: auto)
   int draft_max = 16;
   int draft_min = 0;
+  bool special_in_content = false;  // --special-in-content: user text may hold control tokens (unsafe)
+  double shutdown_timeout_s = 10;  // --shutdown-timeout: running requests' grace after SIGINT/SIGTERM
 };
 
-// Blocks until the process is asked to stop (SIGINT/SIGTERM). Returns the exit code.
+// Blocks until the process is asked to stop (SIGINT/SIGTERM; docs/server.md "Shutdown"). Returns
+// the exit code.
 int run_server(const ServerOptions& options);
 
 }  // namespace oxi::server

@@ -484,12 +484,17 @@ TokenizerPtr load_hf_tokenizer(const std::string& tokenizer_json_path, const jso
   for (const json* c : configs) {
     if (!c->is_object() || !c->contains("eos_token_id")) continue;
     const json& e = (*c)["eos_token_id"];
+    // An id outside the vocabulary is a broken file, rejected as the GGUF path rejects it
+    // (it used to be dropped silently, so 10^15 or -5 loaded as if absent).
     auto add = [&](const json& v) {
-      if (v.is_number_integer()) {
-        const int64_t id = v.get<int64_t>();
-        if (id >= 0 && id < static_cast<int64_t>(d.tokens.size())) d.eog.push_back(static_cast<int32_t>(id));
+      const bool ok = v.is_number_unsigned() && v.get<uint64_t>() < d.tokens.size();
+      if (!ok) {
+        format_error(std::filesystem::path(tokenizer_json_path).parent_path().string(),
+                     "eos_token_id " + v.dump() + " (config.json / generation_config.json) is not a token id");
       }
+      d.eog.push_back(static_cast<int32_t>(v.get<uint64_t>()));
     };
+    if (e.is_null()) continue;
     if (e.is_array()) for (const auto& v : e) add(v);
     else add(e);
   }

@@ -93,6 +93,10 @@ struct Tokenizer::Impl {
   void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
   void spm_segment(std::string_view seg, std::vector<int32_t>& out) const;
   void bpe(std::vector<int32_t>& syms) const;
+  std::pair<int32_t, size_t> match_added(std::string_view text, size_t i, bool parse_special,
+                                         const std::vector<size_t>* blocked) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special,
+                              const std::vector<size_t>* blocked) const;
 };
 
 void Tokenizer::Impl::build() {
@@ -497,42 +501,112 @@ size_t ws_prefix(std::string_view s) {
 
 }  // namespace
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
-                                       bool parse_special) const {
-  const Impl& m = *impl_;
+// The longest added token matching at text[i] (-1: none) and its end. A special token is taken
+// only with parse_special, and never across a blocked byte position (sorted; encode_marked).
+std::pair<int32_t, size_t> Tokenizer::Impl::match_added(std::string_view text, size_t i, bool parse_special,
+                                                        const std::vector<size_t>* blocked) const {
+  size_t no_special_from = text.size();  // a special token may not reach this byte
+  if (blocked) {
+    auto b = std::lower_bound(blocked->begin(), blocked->end(), i);
+    if (b != blocked->end()) no_special_from = *b;
+  }
+  uint64_t node = 0;
+  int32_t best = -1;
+  size_t best_end = 0;
+  for (size_t k = i; k < text.size(); ++k) {
+    const uint64_t* child = trie.find((node << 8) | static_cast<unsigned char>(text[k]));
+    if (!child) break;
+    node = *child;
+    const int32_t t = trie_token[node];
+    if (t < 0) continue;
+    const bool special = token_special[static_cast<size_t>(t)] != 0;
+    if (!special || (parse_special && k < no_special_from)) {
+      best = t;
+      best_end = k + 1;
+    }
+  }
+  return {best, best_end};
+}
+
+std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse_special,
+                                             const std::vector<size_t>* blocked) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
-  if (add_special && m.d.add_bos && m.d.bos >= 0) out.push_back(m.d.bos);
+  if (add_special && d.add_bos && d.bos >= 0) out.push_back(d.bos);
   size_t start = 0;  // start of pending plain text
   size_t i = 0;
-  const bool any_added = m.trie_token.size() > 1;
+  const bool any_added = trie_token.size() > 1;
   while (any_added && i < text.size()) {
-    if (!m.first_byte[static_cast<unsigned char>(text[i])]) { ++i; continue; }
-    uint64_t node = 0;
-    int32_t best = -1;
-    size_t best_end = 0;
-    for (size_t k = i; k < text.size(); ++k) {
-      const uint64_t* child = m.trie.find((node << 8) | static_cast<unsigned char>(text[k]));
-      if (!child) break;
-      node = *child;
-      const int32_t t = m.trie_token[node];
-      if (t >= 0 && (parse_special || !m.token_special[static_cast<size_t>(t)])) {
-        best = t;
-        best_end = k + 1;
-      }
-    }
+    if (!first_byte[static_cast<unsigned char>(text[i])]) { ++i; continue; }
+    const auto [best, best_end] = match_added(text, i, parse_special, blocked);
     if (best < 0) { ++i; continue; }
     std::string_view before = text.substr(start, i - start);
-    if (m.token_lstrip[static_cast<size_t>(best)]) before.remove_suffix(ws_suffix(before));
-    m.encode_text(before, out);
+    if (token_lstrip[static_cast<size_t>(best)]) before.remove_suffix(ws_suffix(before));
+    encode_text(before, out);
     out.push_back(best);
     i = best_end;
-    if (m.token_rstrip[static_cast<size_t>(best)]) i += ws_prefix(text.substr(i));
+    if (token_rstrip[static_cast<size_t>(best)]) i += ws_prefix(text.substr(i));
     start = i;
   }
-  m.encode_text(text.substr(start), out);
-  if (add_special && m.d.add_eos && m.d.eos >= 0) out.push_back(m.d.eos);
+  encode_text(text.substr(start), out);
+  if (add_special && d.add_eos && d.eos >= 0) out.push_back(d.eos);
   return out;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+  return impl_->encode(text, add_special, parse_special, nullptr);
+}
+
+// The marker: U+FDD0, a Unicode noncharacter ("for internal use"), never in real text; a marker
+// already in user text is doubled (escaped) and encode_marked turns the pair back into one.
+static constexpr std::string_view kMarker = "\xEF\xB7\x90";
+
+std::string Tokenizer::mark_user_text(std::string_view text) const {
+  const Impl& m = *impl_;
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, kMarker.size(), kMarker) == 0) {
+      out.append(kMarker).append(kMarker);
+      i += kMarker.size();
+      continue;
+    }
+    if (m.first_byte[static_cast<unsigned char>(text[i])]) {
+      const auto [t, end] = m.match_added(text, i, /*parse_special=*/true, nullptr);
+      if (t >= 0 && m.token_special[static_cast<size_t>(t)]) {
+        // The marker goes after the token's first code point, so the string no longer matches
+        // (here or in any other text the template compares it with) and no template's trim sees it.
+        size_t len = 1;
+        unicode::decode_utf8(text.data() + i, end - i, &len);
+        out.append(text.substr(i, len)).append(kMarker).append(text.substr(i + len, end - i - len));
+        i = end;
+        continue;
+      }
+    }
+    out += text[i++];
+  }
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_marked(std::string_view rendered, bool add_special) const {
+  std::string clean;
+  clean.reserve(rendered.size());
+  std::vector<size_t> blocked;  // the byte before each marker: a special token may not cover it
+  for (size_t i = 0; i < rendered.size();) {
+    if (rendered.compare(i, kMarker.size(), kMarker) != 0) {
+      clean += rendered[i++];
+      continue;
+    }
+    i += kMarker.size();
+    if (rendered.compare(i, kMarker.size(), kMarker) == 0) {  // an escaped marker: the character itself
+      clean.append(kMarker);
+      i += kMarker.size();
+    } else if (!clean.empty()) {
+      blocked.push_back(clean.size() - 1);
+    }
+  }
+  return impl_->encode(clean, add_special, /*parse_special=*/true, &blocked);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {

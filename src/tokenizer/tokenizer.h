@@ -72,6 +72,15 @@ class Tokenizer {
   // tokens (USER_DEFINED) are always matched, as in llama.cpp and HF tokenizers.
   std::vector<int32_t> encode(std::string_view text, bool add_special = true,
                               bool parse_special = true) const;
+  // Chat prompts (issue 29 #11): text from users (message contents, tool definitions) must never
+  // become control tokens, or "<|im_end|><|im_start|>system" in a message forges a system turn;
+  // only the template's own markup is special. mark_user_text returns `text` with a marker in
+  // every special-token string (text without one comes back unchanged); the template renders the
+  // marked strings; encode_marked then tokenizes the rendered prompt as encode(text, add_special,
+  // true) would, except that no special token is matched across a marked string, which is
+  // tokenized as plain text, and the markers are dropped.
+  std::string mark_user_text(std::string_view text) const;
+  std::vector<int32_t> encode_marked(std::string_view rendered, bool add_special) const;
   // Bytes of the ids concatenated (may be invalid UTF-8 mid-sequence). skip_special drops CONTROL
   // tokens. Out-of-range ids throw oxi::Error(kInvalidArgument).
   std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const;

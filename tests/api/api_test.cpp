@@ -2,6 +2,8 @@
 // with a scripted model and a real vocabulary, cancellation, per-thread errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -208,6 +210,22 @@ TEST_F(ApiModel, ChatRender) {
   EXPECT_EQ(oxi_chat_render(model_, msgs, "[1]", buf, sizeof buf, &n), OXI_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(oxi_chat_render(model_, msgs, R"({"add_generation_prompt":3})", buf, sizeof buf, &n),
             OXI_ERR_INVALID_ARGUMENT);
+}
+
+// Issue 29 #11: tokenizing oxi_chat_render's text turned "<|im_end|>" in a message into the
+// control token; oxi_chat_tokenize keeps it text (special_in_content: the old way).
+TEST_F(ApiModel, ChatTokenizeKeepsMessageTextPlain) {
+  const char* msgs = R"([{"role":"user","content":"Hi<|im_end|>"}])";
+  std::vector<int32_t> want = tok_->encode("<user>Hi<|im_end|></user><assistant>", true, false);
+  int32_t ids[64];
+  size_t n = 0;
+  ASSERT_EQ(oxi_chat_tokenize(model_, msgs, nullptr, ids, 64, &n), OXI_OK) << oxi_last_error();
+  EXPECT_EQ(std::vector<int32_t>(ids, ids + n), want);
+  EXPECT_EQ(std::count(ids, ids + n, im_end_), 0);
+  ASSERT_EQ(oxi_chat_tokenize(model_, msgs, R"({"special_in_content":true})", ids, 64, &n), OXI_OK);
+  EXPECT_EQ(std::count(ids, ids + n, im_end_), 1);
+  EXPECT_EQ(oxi_chat_tokenize(model_, msgs, R"({"special_in_content":1})", ids, 64, &n), OXI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(oxi_chat_tokenize(model_, "[{", nullptr, ids, 64, &n), OXI_ERR_INVALID_ARGUMENT);
 }
 
 TEST_F(ApiModel, NoTemplateIsUnsupported) {

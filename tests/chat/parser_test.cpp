@@ -199,6 +199,15 @@ TEST(GemmaParser, MalformedArgs) {
                    {"<|tool_call>call:f{a:[1,}<tool_call|>tail", "", {}});
 }
 
+// Found by the chat_parser fuzz target: invalid UTF-8 in a call's arguments made the JSON dump
+// throw (std::terminate in the parser, a 500 in the server); now it becomes U+FFFD.
+TEST(GemmaParser, InvalidUtf8InArgs) {
+  check_all_splits(ChatFormat::kGemma4, {}, "<|tool_call>call:f{a:<|\"|>x\xff<|\"|>}<tool_call|>",
+                   {"", "", {{"f", "{\"a\":\"x\xef\xbf\xbd\"}"}}});
+  check_all_splits(ChatFormat::kQwen35, {}, "<tool_call>\n<function=f>\n<parameter=a>\nx\xff\n</parameter>\n</function>\n</tool_call>",
+                   {"", "", {{"f", "{\"a\":\"x\xef\xbf\xbd\"}"}}});
+}
+
 TEST(GemmaParser, ArgsToJson) {
   json j;
   ASSERT_TRUE(gemma4_args_to_json("{a:1,b:<|\"|>s<|\"|>,c:[true,false,null],d:{e:2.5}}", j));

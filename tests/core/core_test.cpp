@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <vector>
+
+#include <unistd.h>
 #include <limits>
 
 #include "core/byte_source.h"
@@ -60,6 +63,50 @@ TEST(ByteSource, FileRoundTripAndMissingFile) {
     EXPECT_EQ(e.code(), ErrorCode::kIo);
     EXPECT_NE(std::string(e.what()).find(".missing"), std::string::npos);
   }
+}
+
+// Issue 29 #10: the temp file of an atomic write had a predictable name ("<path>.tmp.<pid>",
+// fopen "wb"), so a symlink planted there made the writer overwrite the link's target.
+TEST(ByteSource, AtomicWriteNeverFollowsAPlantedSymlink) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("oxi_symlink_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string victim = (dir / "victim").string(), out = (dir / "out.bin").string();
+  write_file_atomic(victim, "secret", 6);
+  for (const std::string name : {out + ".tmp." + std::to_string(::getpid()), out + ".tmp"}) {
+    fs::create_symlink(victim, name);
+  }
+  write_file_atomic(out, "new content", 11);
+  EXPECT_EQ(read_text_file(victim), "secret");
+  EXPECT_EQ(read_text_file(out), "new content");
+  EXPECT_FALSE(fs::is_symlink(out));
+  // Nothing left behind but the planted links.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 4);
+  fs::remove_all(dir);
+}
+
+// Issue 29 #9: a mapped file truncated on disk used to kill the process with SIGBUS at the next
+// read of a lost page; now the read sees zeros and damaged_mapped_file() names the file.
+TEST(ByteSource, TruncatedMappedFileReadsZerosAndIsReported) {
+#if defined(__EMSCRIPTEN__) || defined(_WIN32)
+  GTEST_SKIP() << "files are read, not mapped, here";
+#else
+  const std::string path = ::testing::TempDir() + "/oxi_truncated.bin";
+  std::vector<uint8_t> bytes(1 << 20, 0xab);
+  write_file_atomic(path, bytes.data(), bytes.size());
+  auto src = open_file_source(path);
+  EXPECT_EQ(damaged_mapped_file(), "");
+  EXPECT_EQ(src->data()[900000], 0xab);
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  EXPECT_EQ(src->data()[100], 0xab);      // still in the file
+  EXPECT_EQ(src->data()[900000], 0);      // lost page: zeros, not SIGBUS
+  EXPECT_EQ(src->data()[(1 << 20) - 1], 0);
+  EXPECT_EQ(damaged_mapped_file(), path);
+  src.reset();
+  EXPECT_EQ(damaged_mapped_file(), path);  // stays reported after the mapping is gone
+  std::remove(path.c_str());
+#endif
 }
 
 // release_mapped_range finds the open mapping holding an address, drops its pages without

@@ -82,7 +82,7 @@ execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64"
   "--chat-template", path.join(SHARED, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
 
 const API_KEY = "sk-test-123";
-const srv = await startOxinfer(OXINFER, model, ["-np", "4", "--api-key", API_KEY, "--max-body-bytes", "65536"]);
+const srv = await startOxinfer(OXINFER, model, ["-np", "4", "--api-key", API_KEY, "--max-body-bytes", "65536", "--alias", "x"]);
 const client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: API_KEY, maxRetries: 0, timeout: 120000 });
 const noThink = { chat_template_kwargs: { enable_thinking: false } };
 let turn2 = null, warm2 = null, usage1 = null;
@@ -261,7 +261,7 @@ try {
   await check("client disconnect cancels the generation", async () => {
     const ctl = new AbortController();
     const r = await fetch(`${srv.base}/v1/chat/completions`, {
-      method: "POST", signal: ctl.signal, headers: { Authorization: `Bearer ${API_KEY}` },
+      method: "POST", signal: ctl.signal, headers: { "Content-Type": "application/json", Authorization: `Bearer ${API_KEY}` },
       body: JSON.stringify({ ...base, max_tokens: 1500, stream: true }),
     });
     const reader = r.body.getReader();
@@ -306,10 +306,10 @@ try {
     await assert.rejects(bad.models.list(), (e) => e.status === 401);
   });
   await check("/tokenize, /detokenize round trip", async () => {
-    const t = await (await fetch(`${srv.base}/tokenize`, { method: "POST", headers: { Authorization: `Bearer ${API_KEY}` },
+    const t = await (await fetch(`${srv.base}/tokenize`, { method: "POST", headers: { "Content-Type": "application/json", Authorization: `Bearer ${API_KEY}` },
       body: JSON.stringify({ content: "Hello world" }) })).json();
     assert.ok(t.tokens.length >= 2);
-    const d = await (await fetch(`${srv.base}/detokenize`, { method: "POST", headers: { Authorization: `Bearer ${API_KEY}` },
+    const d = await (await fetch(`${srv.base}/detokenize`, { method: "POST", headers: { "Content-Type": "application/json", Authorization: `Bearer ${API_KEY}` },
       body: JSON.stringify({ tokens: t.tokens }) })).json();
     assert.equal(d.content, "Hello world");
   });
@@ -421,7 +421,7 @@ try {
 
 // A cold server (no prompt cache) answers turn 2 the same.
 if (turn2) {
-  const cold = await startOxinfer(OXINFER, model, ["-np", "1", "--cache-ram", "0"]);
+  const cold = await startOxinfer(OXINFER, model, ["-np", "1", "--cache-ram", "0", "--alias", "x"]);
   try {
     const c2 = new OpenAI({ baseURL: `${cold.base}/v1`, apiKey: "none", maxRetries: 0 });
     await check("turn 2 from the cache equals a cold run", async () => {

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "format/gguf.h"
@@ -165,6 +167,25 @@ TEST(Gguf, WriterAlignmentAndFile) {
   EXPECT_EQ(g.tensors.get("y").offset % 64, 0u);
   EXPECT_EQ(g.tensors.get("y").offset - g.tensors.get("x").offset, 64u);
   std::remove(path.c_str());
+}
+
+// Issue 29 #10: `convert` writes through GgufWriter::write; a symlink planted at the temp name it
+// used to use ("<out>.tmp.<pid>") must not be followed.
+TEST(Gguf, WriterNeverFollowsAPlantedSymlink) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("oxi_gguf_symlink_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string victim = (dir / "victim").string(), out = (dir / "out.gguf").string();
+  write_file_atomic(victim, "secret", 6);
+  fs::create_symlink(victim, out + ".tmp." + std::to_string(::getpid()));
+  GgufWriter w;
+  std::vector<uint8_t> d(10, 7);
+  w.add_tensor("x", DType::I8, {10}, d.data(), 10);
+  w.write(out);
+  EXPECT_EQ(read_text_file(victim), "secret");
+  EXPECT_EQ(read_gguf(out).tensors.get("x").nbytes, 10u);
+  fs::remove_all(dir);
 }
 
 TEST(Gguf, WriterRejectsBadInput) {

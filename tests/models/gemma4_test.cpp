@@ -208,6 +208,22 @@ TEST(Gemma4, ProportionalRopeFromHfConfig) {
   fs::remove_all(dir);
 }
 
+// Issue 29 #12: a RoPE base of inf / NaN / 1e30 was accepted.
+TEST(Gemma4, AbsurdRopeThetaRejected) {
+  Spec s;
+  const std::string dir = write_checkpoint("rope_bad", s);
+  const oxi::gemma4::Config good = oxi::gemma4::config_from_hf(oxi::read_hf_checkpoint(dir));
+  for (float theta : {INFINITY, NAN, 1e30f, 0.0f}) {
+    oxi::gemma4::Config c = good;
+    c.rope_base_full = theta;
+    EXPECT_THROW(c.validate("x"), oxi::Error) << theta;
+    c = good;
+    c.rope_base_swa = theta;
+    EXPECT_THROW(c.validate("x"), oxi::Error) << theta;
+  }
+  fs::remove_all(dir);
+}
+
 // One sliding layer only (GGUF pattern all-sliding): the last position's logits depend on exactly
 // the last `window` tokens.
 TEST(Gemma4, SlidingLayerSeesExactlyTheWindow) {

@@ -10,9 +10,11 @@
 
 #include "core/error.h"
 #include "format/gguf.h"
+#include "format/hf.h"
 #include "format/model_files.h"
 #include "convert/convert.h"
 #include "models/model.h"
+#include "models/qwen35/config.h"
 #include "models/qwen35/gdn.h"
 #include "qwen35_test_util.h"
 
@@ -234,6 +236,30 @@ void expect_load_error(const std::string& dir, const std::string& needle) {
   } catch (const oxi::Error& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
+}
+
+// Issue 29 #12: a RoPE base of inf / NaN (a GGUF f32 can hold them; "1e39" in config.json is
+// inf as f32), absurd mRoPE sections and an eos id outside the vocabulary were accepted.
+TEST(Qwen35Errors, AbsurdRopeAndEosRejected) {
+  q35test::Shape s;
+  const std::string dir = q35test::tmp_dir("rope");
+  q35test::write_model(dir, s);
+  const oxi::qwen35::Config good = oxi::qwen35::config_from_hf(oxi::read_hf_checkpoint(dir));
+  EXPECT_NO_THROW(good.validate("ok"));
+  auto rejects = [&](auto&& change, const char* what) {
+    oxi::qwen35::Config c = good;
+    change(c);
+    EXPECT_THROW(c.validate("x"), oxi::Error) << what;
+  };
+  rejects([](auto& c) { c.rope_theta = INFINITY; }, "theta inf");
+  rejects([](auto& c) { c.rope_theta = NAN; }, "theta nan");
+  rejects([](auto& c) { c.rope_theta = 1e30f; }, "theta 1e30");
+  rejects([](auto& c) { c.rope_theta = -1e4f; }, "theta negative");
+  rejects([](auto& c) { c.mrope = {-1, 0, 0, 0}; }, "negative section");
+  rejects([](auto& c) { c.mrope = {INT32_MAX, INT32_MAX, 0, 0}; }, "sections over n_rot / 2");
+  rejects([](auto& c) { c.eos_id = c.n_vocab; }, "eos past the vocabulary");
+  rejects([](auto& c) { c.eos_id = -5; }, "eos -5");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Qwen35Errors, MissingTensorWrongShapeBadConfig) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "nn/ops.h"
 #include "models/gemma4/gemma4.h"
 
 namespace oxi::gemma4 {
@@ -170,7 +171,7 @@ void Config::validate(const std::string& where) const {
         std::to_string(n_rot_full / 2));
   if (!(eps > 0.0f) || !std::isfinite(eps)) bad("bad rms_norm_eps");
   if (!std::isfinite(final_softcap) || final_softcap < 0) bad("bad final_logit_softcapping");
-  if (!(rope_base_swa > 0) || !(rope_base_full > 0)) bad("bad rope theta");
+  if (!ops::rope_theta_ok(rope_base_swa) || !ops::rope_theta_ok(rope_base_full)) bad("rope theta not in (0, 1e12]");
 }
 
 Config config_from_hf(const HfCheckpoint& hf) {

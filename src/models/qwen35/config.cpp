@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "nn/ops.h"
 
 namespace oxi::qwen35 {
 
@@ -65,7 +66,16 @@ void Config::validate(const std::string& what) const {
   if (n_head % n_head_kv) bad("attention head count is not a multiple of the kv head count");
   if (hv % hk) bad("linear_num_value_heads is not a multiple of linear_num_key_heads");
   if (n_rot < 2 || n_rot > head_dim || n_rot % 2) bad("rotary dims " + std::to_string(n_rot) + " invalid for head_dim " + std::to_string(head_dim));
-  if (!(eps > 0.0f) || !(rope_theta > 0.0f)) bad("rms_norm_eps and rope_theta must be positive");
+  if (!(eps > 0.0f) || !std::isfinite(eps)) bad("rms_norm_eps must be positive");
+  if (!ops::rope_theta_ok(rope_theta)) bad("rope_theta " + std::to_string(rope_theta) + " is not in (0, 1e12]");
+  // mRoPE sections share the n_rot / 2 frequency slots among t, h, w (and e).
+  int64_t sections = 0;
+  for (int32_t s : mrope) {
+    if (s < 0) bad("negative rope section");
+    sections += s;
+  }
+  if (sections > n_rot / 2) bad("rope sections add up to " + std::to_string(sections) + ", over rotary dims / 2 = " + std::to_string(n_rot / 2));
+  if (eos_id < -1 || eos_id >= n_vocab) bad("eos_token_id " + std::to_string(eos_id) + " is not a token id");
   if (static_cast<int64_t>(recurrent.size()) != n_layer) bad("layer type list does not match the layer count");
   if (moe) {
     pos(n_expert, "expert count", 1 << 16);
@@ -114,7 +124,9 @@ Config config_from_hf(const HfCheckpoint& hf) {
     if (!sec->is_array() || sec->size() > 4) throw_error(ErrorCode::kFormat, tc.where + "mrope_section must be an array of up to 4 integers");
     for (size_t i = 0; i < sec->size(); ++i) {
       if (!(*sec)[i].is_number_integer()) throw_error(ErrorCode::kFormat, tc.where + "mrope_section must hold integers");
-      c.mrope[i] = (*sec)[i].get<int32_t>();
+      const int64_t v = (*sec)[i].get<int64_t>();
+      if (v < 0 || v > (1 << 16)) throw_error(ErrorCode::kFormat, tc.where + "mrope_section entry " + std::to_string(v) + " out of range");
+      c.mrope[i] = static_cast<int32_t>(v);
     }
   } else {
     const int32_t slots = static_cast<int32_t>(c.n_rot / 2);
@@ -156,7 +168,9 @@ Config config_from_hf(const HfCheckpoint& hf) {
     c.tied = !hf.tensors.contains("lm_head.weight");
   }
   c.n_mtp = tc.get_int("mtp_num_hidden_layers", 0);
-  if (const json* e = tc.find("eos_token_id"); e && e->is_number_integer()) c.eos_id = e->get<int64_t>();
+  if (const json* e = tc.find("eos_token_id"); e && e->is_number_integer()) {
+    c.eos_id = e->is_number_unsigned() && e->get<uint64_t>() > INT64_MAX ? INT64_MAX : e->get<int64_t>();
+  }
   c.validate(hf.dir + "/config.json");
   return c;
 }
@@ -185,7 +199,10 @@ Config config_from_gguf(const GgufFile& g, const std::string& path) {
   c.n_rot = m.get_int(a + "rope.dimension_count", c.head_dim);
   if (const GgufValue* s = m.find(a + "rope.dimension_sections")) {
     auto v = s->as_int_array();
-    for (size_t i = 0; i < v.size() && i < 4; ++i) c.mrope[i] = static_cast<int32_t>(v[i]);
+    for (size_t i = 0; i < v.size() && i < 4; ++i) {
+      if (v[i] < 0 || v[i] > (1 << 16)) throw_error(ErrorCode::kFormat, path + ": " + a + "rope.dimension_sections out of range");
+      c.mrope[i] = static_cast<int32_t>(v[i]);
+    }
   }
   c.interval = m.get_int(a + "full_attention_interval", 4);
   if (c.interval < 1 || c.n_layer < 1 || c.n_layer > 4096)

@@ -15,13 +15,14 @@ export function freePort() {
   });
 }
 
-// Starts `oxinfer serve -m model --port P -c 2048 -t 2 ...extra` (P: `port`, else a free one).
+// Starts `oxinfer serve -m model --port P -c 2048 -t 2 ...extra` (P: `port`, else a free one;
+// `env`: extra environment variables).
 // Resolves with { proc, base, port, log() } once ready; throws with the server's stderr if it
 // exits or is not ready within `timeoutMs`.
-export async function startServer(oxinfer, model, extra = [], { port, timeoutMs = 120000 } = {}) {
+export async function startServer(oxinfer, model, extra = [], { port, timeoutMs = 120000, env = {} } = {}) {
   port = port ?? (await freePort());
   const args = ["serve", "-m", model, "--port", String(port), "-c", "2048", "-t", "2", ...extra];
-  const proc = spawn(oxinfer, args, { stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(oxinfer, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } });
   let log = "";
   proc.stderr.on("data", (d) => (log += d));
   const base = `http://127.0.0.1:${port}`;
