@@ -107,7 +107,8 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 // naming it (docs/server.md, "Request fields").
 const char* const kCommonFields[] = {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
                                      "n", "logit_bias", "temperature", "top_p", "min_p", "presence_penalty",
-                                     "frequency_penalty", "repeat_penalty", "top_k", "seed"};
+                                     "frequency_penalty", "repeat_penalty", "top_k", "seed", "speculative.n_max",
+                                     "speculative.n_min"};
 const char* const kHarmless[] = {"user", "metadata", "store", "service_tier", "cache_prompt", "id_slot",
                                  "prompt_cache_key", "safety_identifier", "timings_per_token"};
 

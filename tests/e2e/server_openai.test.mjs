@@ -371,9 +371,9 @@ try {
   });
 
   const tokenize = async (content) => (await (await fetch(`${srv.base}/tokenize`, { method: "POST",
-    headers: { Authorization: `Bearer ${API_KEY}` }, body: JSON.stringify({ content }) })).json()).tokens;
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${API_KEY}` }, body: JSON.stringify({ content }) })).json()).tokens;
   const detokenize = async (tokens) => (await (await fetch(`${srv.base}/detokenize`, { method: "POST",
-    headers: { Authorization: `Bearer ${API_KEY}` }, body: JSON.stringify({ tokens }) })).json()).content;
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${API_KEY}` }, body: JSON.stringify({ tokens }) })).json()).content;
   const greedy = { model: "x", prompt: "Once upon a time", max_tokens: 3, temperature: 0 };
   await check("logit_bias +100 forces a token (chat and completions)", async () => {
     const [forced] = await tokenize("banana");
