@@ -27,23 +27,6 @@ class IdsOnly : public TokenText {
   int64_t n_;
 };
 
-// Drafts the known continuation: the tokens of `script` after the history's generated part.
-class Replay : public Drafter {
- public:
-  Replay(std::vector<int32_t> script, size_t prompt_len) : script_(std::move(script)), prompt_len_(prompt_len) {}
-  const char* name() const override { return "replay"; }
-  void propose(std::span<const int32_t> h, int32_t k, std::vector<int32_t>& out) override {
-    out.clear();
-    for (size_t j = h.size() - prompt_len_; j < script_.size() && out.size() < static_cast<size_t>(k); ++j) {
-      out.push_back(script_[j]);
-    }
-  }
-
- private:
-  std::vector<int32_t> script_;
-  size_t prompt_len_;
-};
-
 }  // namespace
 
 std::vector<int32_t> token_ids(int64_t n, int64_t n_vocab, uint64_t seed) {
@@ -102,7 +85,7 @@ SpecRun SpecBench::run(const std::string& mode, int64_t n_gen) {
   GenerateResult r;
   if (mode == "replay") {
     if (static_cast<int64_t>(m.script.size()) < n_gen) m.script = m.generate(SpecMode::kNone, n_gen, nullptr).generated;
-    Replay d(m.script, m.prompt.size());
+    ReplayDrafter d(m.script, m.prompt.size());
     r = m.generate(SpecMode::kAuto, n_gen, &d);
     if (std::vector<int32_t>(m.script.begin(), m.script.begin() + n_gen) != r.generated) {
       size_t i = 0;

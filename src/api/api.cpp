@@ -37,6 +37,21 @@ oxi_status fail(oxi_status s, const std::string& m) {
   return s;
 }
 
+// A JSON argument of the C API: depth-checked before parsing (the parse and everything after it
+// recurse), errors named after `what` ("what: invalid JSON: …").
+template <class Json>
+oxi_status parse_json_arg(const char* text, const std::string& what, Json& out) {
+  if (oxi::json_too_deep(text)) {
+    return fail(OXI_ERR_INVALID_ARGUMENT, what + ": JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
+  }
+  try {
+    out = Json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return fail(OXI_ERR_INVALID_ARGUMENT, what + ": invalid JSON: " + e.what());
+  }
+  return OXI_OK;
+}
+
 // Runs fn, mapping exceptions to statuses; clears the message on success.
 template <class F>
 oxi_status guarded(F&& fn) {
@@ -271,28 +286,14 @@ oxi_status render_conversation(const oxi_model* model, const char* messages_json
   if (!m->tmpl) return fail(m->tmpl_status == OXI_OK ? OXI_ERR_FORMAT : m->tmpl_status, m->tmpl_error);
 
   nlohmann::ordered_json messages;
-  if (oxi::json_too_deep(messages_json)) {
-    return fail(OXI_ERR_INVALID_ARGUMENT, "messages: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
-  }
-  try {
-    messages = nlohmann::ordered_json::parse(messages_json);
-  } catch (const nlohmann::json::exception& e) {
-    return fail(OXI_ERR_INVALID_ARGUMENT, std::string("messages: invalid JSON: ") + e.what());
-  }
+  if (const oxi_status st = parse_json_arg(messages_json, "messages", messages); st != OXI_OK) return st;
   if (!messages.is_array()) return fail(OXI_ERR_INVALID_ARGUMENT, "messages: expected a JSON array");
   oxi::ChatRenderOptions opt;
   opt.bos_token = m->loaded->bos_text;
   opt.eos_token = m->loaded->eos_text;
   if (options_json && *options_json) {
     nlohmann::ordered_json o;
-    if (oxi::json_too_deep(options_json)) {
-      return fail(OXI_ERR_INVALID_ARGUMENT, "options: JSON nested deeper than " + std::to_string(oxi::kMaxJsonDepth) + " levels");
-    }
-    try {
-      o = nlohmann::ordered_json::parse(options_json);
-    } catch (const nlohmann::json::exception& e) {
-      return fail(OXI_ERR_INVALID_ARGUMENT, std::string("options: invalid JSON: ") + e.what());
-    }
+    if (const oxi_status st = parse_json_arg(options_json, "options", o); st != OXI_OK) return st;
     if (!o.is_object()) return fail(OXI_ERR_INVALID_ARGUMENT, "options: expected a JSON object");
     for (auto it = o.begin(); it != o.end(); ++it) {
       const std::string& k = it.key();
@@ -468,13 +469,8 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     const oxi::LoadedModel& lm = *ctx->model->loaded;
     if (p.json_schema && *p.json_schema) {
       OXI_REQUIRE(!p.ignore_eog, "oxi_generate: json_schema cannot be combined with ignore_eog");
-      OXI_REQUIRE(!oxi::json_too_deep(p.json_schema), "json_schema: JSON nested deeper than 512 levels");
       nlohmann::json schema;
-      try {
-        schema = nlohmann::json::parse(p.json_schema);
-      } catch (const nlohmann::json::exception& e) {
-        return fail(OXI_ERR_INVALID_ARGUMENT, std::string("json_schema: invalid JSON: ") + e.what());
-      }
+      if (const oxi_status st = parse_json_arg(p.json_schema, "json_schema", schema); st != OXI_OK) return st;
       constraint.emplace(schema);
       o.logit_filter = [&](std::span<float> logits) { oxi::mask_rejected_tokens(*constraint, *lm.text, logits); };
     }

@@ -286,9 +286,11 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
       int64_t cap = std::min<int64_t>(spec.draft_max, n_ctx() - n_past() - 1);
       if (opt.max_tokens >= 0) cap = std::min<int64_t>(cap, opt.max_tokens - res.n_generated);
       if (cap > 0) {
-        feed.assign(tokens_.begin(), tokens_.end());
-        feed.push_back(id);
-        drafter->propose(feed, static_cast<int32_t>(cap), draft);
+        // The drafter sees the history with `id` at its end: appended for the call (amortised
+        // O(1)), not a copy of the whole sequence per step.
+        tokens_.push_back(id);
+        drafter->propose(tokens_, static_cast<int32_t>(cap), draft);
+        tokens_.pop_back();
         k = tuner_.choose(static_cast<int32_t>(draft.size()));
       }
     }

@@ -42,6 +42,15 @@ void NgramDrafter::propose(std::span<const int32_t> h, int32_t k, std::vector<in
   }
 }
 
+void ReplayDrafter::propose(std::span<const int32_t> h, int32_t k, std::vector<int32_t>& out) {
+  out.clear();
+  for (size_t j = h.size() - prompt_len_; j < script_.size() && out.size() < static_cast<size_t>(k); ++j) {
+    int32_t t = script_[j];
+    if (corrupt_ > 0 && j % static_cast<size_t>(corrupt_) == 0) t = static_cast<int32_t>((t + 1) % vocab_);
+    out.push_back(t);
+  }
+}
+
 void DraftTuner::start(const SpecOptions& opt) {
   opt_ = opt;
   acc_ = 1.0;

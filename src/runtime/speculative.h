@@ -61,6 +61,23 @@ class NgramDrafter : public Drafter {
   int32_t n_min_, n_max_;
 };
 
+// Drafts a known continuation: the tokens of `script` that follow the history (history = the
+// prompt of prompt_len tokens + what was generated so far). bench's 100 %-acceptance ceiling;
+// tests make every corrupt_every-th position wrong (0: none) to force rejections.
+class ReplayDrafter : public Drafter {
+ public:
+  ReplayDrafter(std::vector<int32_t> script, size_t prompt_len, int corrupt_every = 0, int64_t vocab = 1)
+      : script_(std::move(script)), prompt_len_(prompt_len), corrupt_(corrupt_every), vocab_(vocab) {}
+  const char* name() const override { return "replay"; }
+  void propose(std::span<const int32_t> history, int32_t k, std::vector<int32_t>& out) override;
+
+ private:
+  std::vector<int32_t> script_;
+  size_t prompt_len_;
+  int corrupt_;
+  int64_t vocab_;
+};
+
 // Chooses the draft length of each verify step from what it has measured on this machine and
 // this request: the wall time of a forward call of m tokens (m = 1 is a plain decode step) and the
 // per-draft acceptance rate a. With independent acceptance, k drafts yield on average

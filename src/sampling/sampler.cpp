@@ -309,16 +309,13 @@ std::vector<int32_t> Sampler::history() const {
   return out;
 }
 
-bool Sampler::build(std::span<const float> logits, int32_t* pick) {
+int32_t Sampler::sample(std::span<const float> logits) {
   if (logits.size() < static_cast<size_t>(n_vocab_)) {
     throw_error(ErrorCode::kInternal, "sampler: logit row shorter than the vocabulary");
   }
   const auto row = logits.first(static_cast<size_t>(n_vocab_));
   const bool penalties = params_.has_penalties();
-  if (params_.is_greedy() && !penalties) {
-    *pick = argmax(row);
-    return false;
-  }
+  if (params_.is_greedy() && !penalties) return argmax(row);
 
   cands_.clear();
   cands_.reserve(row.size());
@@ -332,39 +329,26 @@ bool Sampler::build(std::span<const float> logits, int32_t* pick) {
                     params_.frequency_penalty);
   }
   if (params_.is_greedy()) {
-    *pick = std::min_element(cands_.begin(), cands_.end(), better)->id;
-    return false;
+    return std::min_element(cands_.begin(), cands_.end(), better)->id;
   }
   apply_top_k(cands_, params_.top_k);
   apply_top_p(cands_, params_.top_p);
   apply_min_p(cands_, params_.min_p);
   apply_temperature(cands_, params_.temperature);
-  probs_ = candidate_probs(cands_);
-  return true;
-}
 
-double Sampler::uniform() {
+  const std::vector<double> p = candidate_probs(cands_);
   // 53 random bits → u in [0, 1).
-  return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
-}
-
-int32_t Sampler::draw(double u) {
+  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
   double cum = 0.0;
-  for (size_t i = 0; i < probs_.size(); ++i) {
-    cum += probs_[i];
+  for (size_t i = 0; i < p.size(); ++i) {
+    cum += p[i];
     if (u < cum) return cands_[i].id;
   }
   // Rounding left u just above the total: the last candidate with any mass.
-  for (size_t i = probs_.size(); i-- > 0;) {
-    if (probs_[i] > 0.0) return cands_[i].id;
+  for (size_t i = p.size(); i-- > 0;) {
+    if (p[i] > 0.0) return cands_[i].id;
   }
   return cands_.front().id;
-}
-
-int32_t Sampler::sample(std::span<const float> logits) {
-  int32_t pick = -1;
-  if (!build(logits, &pick)) return pick;
-  return draw(uniform());
 }
 
 int32_t Sampler::verify(std::span<const float> logits, int32_t draft, bool* accepted) {

@@ -112,15 +112,8 @@ class Sampler {
   size_t window_fill_ = 0;
   std::vector<int32_t> counts_;  // occurrences per id inside the window
   std::vector<Candidate> cands_;
-  std::vector<double> probs_;  // cands_' probabilities after build()
 
   void count(int32_t id, int delta);
-  // Applies the chain to a row. Returns false with *pick set when the choice is deterministic
-  // (greedy); else true with cands_ / probs_ holding the distribution to draw from.
-  bool build(std::span<const float> logits, int32_t* pick);
-  double uniform();
-  // The candidate where the cumulative probability passes u.
-  int32_t draw(double u);
 };
 
 }  // namespace oxi

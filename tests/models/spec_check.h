@@ -29,29 +29,6 @@ class IdsOnly : public oxi::TokenText {
   int64_t n_;
 };
 
-// Drafts the tokens of `script` that follow the history (history = prompt + generated so far);
-// position j is made wrong when corrupt_every > 0 and j % corrupt_every == 0.
-class Replay : public oxi::Drafter {
- public:
-  Replay(std::vector<int32_t> script, size_t prompt_len, int corrupt_every, int64_t vocab)
-      : script_(std::move(script)), prompt_len_(prompt_len), corrupt_(corrupt_every), vocab_(vocab) {}
-  const char* name() const override { return "replay"; }
-  void propose(std::span<const int32_t> h, int32_t k, std::vector<int32_t>& out) override {
-    out.clear();
-    for (size_t j = h.size() - prompt_len_; j < script_.size() && out.size() < static_cast<size_t>(k); ++j) {
-      int32_t t = script_[j];
-      if (corrupt_ > 0 && j % static_cast<size_t>(corrupt_) == 0) t = static_cast<int32_t>((t + 1) % vocab_);
-      out.push_back(t);
-    }
-  }
-
- private:
-  std::vector<int32_t> script_;
-  size_t prompt_len_;
-  int corrupt_;
-  int64_t vocab_;
-};
-
 inline oxi::GenerateResult greedy(const oxi::Model& m, const std::vector<int32_t>& prompt, int n, const oxi::SpecOptions& spec) {
   IdsOnly text(m.info().n_vocab);
   oxi::Session s(m, text, 256, nullptr, spec.mode == oxi::SpecMode::kNone ? 0 : 16);
@@ -67,7 +44,7 @@ inline std::string spec_vs_plain(const oxi::Model& m, const std::vector<int32_t>
   const int64_t V = m.info().n_vocab;
   for (int corrupt : {0, 1, 3}) {
     for (int32_t k : {1, 3, 8}) {
-      Replay d(plain.generated, prompt.size(), corrupt, V);
+      oxi::ReplayDrafter d(plain.generated, prompt.size(), corrupt, V);
       oxi::SpecOptions spec;
       spec.mode = oxi::SpecMode::kAuto;
       spec.adaptive = false;

@@ -59,7 +59,7 @@ TEST(VerifyDev, SpecVsPlain) {
   for (size_t i = 0; i < pre.size(); ++i) pre[i] = static_cast<int32_t>((i * 7919 + 13) % static_cast<size_t>(V));
   const auto plain = spectest::greedy(*m, pre, 64, {});
   for (int32_t k : {1, 2, 4}) {
-    spectest::Replay d(plain.generated, pre.size(), 0, V);
+    oxi::ReplayDrafter d(plain.generated, pre.size(), 0, V);
     oxi::SpecOptions spec;
     spec.mode = oxi::SpecMode::kAuto;
     spec.adaptive = false;

@@ -134,28 +134,6 @@ TEST(SamplerVerify, OutputHasTheSamplersDistribution) {
   EXPECT_TRUE(a);
 }
 
-// Proposes the tokens of a fixed script that follow the history's length, optionally corrupted.
-class ScriptDrafter : public Drafter {
- public:
-  ScriptDrafter(std::vector<int32_t> script, size_t prompt_len, int corrupt_every)
-      : script_(std::move(script)), prompt_len_(prompt_len), corrupt_every_(corrupt_every) {}
-  const char* name() const override { return "script"; }
-  void propose(std::span<const int32_t> h, int32_t k, std::vector<int32_t>& out) override {
-    out.clear();
-    // h = prompt + generated so far; the next token to generate is script_[h.size() - prompt_len_].
-    for (size_t j = h.size() - prompt_len_; j < script_.size() && out.size() < static_cast<size_t>(k); ++j) {
-      int32_t t = script_[j];
-      if (corrupt_every_ > 0 && j % static_cast<size_t>(corrupt_every_) == 0) t = (t + 1) % 9;
-      out.push_back(t);
-    }
-  }
-
- private:
-  std::vector<int32_t> script_;
-  size_t prompt_len_;
-  int corrupt_every_;
-};
-
 struct Outcome {
   GenerateResult r;
   std::vector<std::string> texts;
@@ -223,7 +201,7 @@ TEST(Speculative, ScriptedDraftsAllAcceptedAllRejectedMixed) {
   o.ignore_eog = true;
   const Outcome plain = generate(m, 256, prompt, o, 0);
   for (int corrupt : {0, 1, 3}) {  // 0: all accepted; 1: all rejected; 3: mixed
-    ScriptDrafter d(plain.r.generated, prompt.size(), corrupt);
+    ReplayDrafter d(plain.r.generated, prompt.size(), corrupt, 9);
     GenerateOptions so = o;
     so.spec.mode = SpecMode::kAuto;
     so.spec.adaptive = false;
@@ -265,7 +243,7 @@ TEST(Speculative, StopsInsideAVerifyStepMatchPlain) {
     o.max_tokens = c.max_tokens;
     o.ignore_eog = c.ignore_eog;
     const Outcome plain = generate(m, c.n_ctx, c.prompt, o, 0, c.cancel_after);
-    ScriptDrafter d(plain.r.generated, c.prompt.size(), 0);
+    ReplayDrafter d(plain.r.generated, c.prompt.size());
     o.spec.mode = SpecMode::kAuto;
     o.spec.adaptive = false;
     o.spec.drafter = &d;
