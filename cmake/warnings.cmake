@@ -17,5 +17,12 @@ endif()
 if(OXI_WASM)
   # Exceptions are how the core reports errors; 3.1.6 supports the JS-based scheme everywhere.
   add_compile_options(-fexceptions -msimd128)
-  add_link_options(-fexceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sNODERAWFS=1 -sEXIT_RUNTIME=1 -sTOTAL_STACK=4MB)
+  add_link_options(-fexceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=4MB)
+  # OXI_WASM_THREADS: the pthreads build (the browser module for cross-origin isolated pages);
+  # every object must be built with -pthread (shared memory, atomics), so it is its own build tree.
+  option(OXI_WASM_THREADS "wasm: build with pthreads (SharedArrayBuffer)" OFF)
+  if(OXI_WASM_THREADS)
+    add_compile_options(-pthread)
+    add_link_options(-pthread)
+  endif()
 endif()

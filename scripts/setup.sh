@@ -14,6 +14,7 @@ PKGS=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev libhwy-dev
   libcurl4-openssl-dev
   emscripten                        # wasm32 build of the core, tests run under node
+  chromium                          # the browser build's tests (headless, via npm playwright-core)
   g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # NEON kernels: cross build + qemu tests
   libvulkan1 mesa-vulkan-drivers    # the Vulkan device probe's test (lavapipe); dlopen'ed, not linked
   nodejs npm python3

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: builds the release preset, runs every test (unit, end-to-end against llama.cpp
-# and the real tokenizers), then builds the wasm32 core and runs its unit tests under node, then
+# and the real tokenizers), then builds the wasm32 core and runs its unit tests under node, the
+# browser build in headless Chromium, then
 # cross-builds the kernels for aarch64 and runs their tests under qemu-user (every NEON set).
 # Usage: scripts/test.sh [--no-wasm] [--no-aarch64]
 set -euo pipefail
@@ -22,6 +23,9 @@ ctest --preset release -j"$JOBS" --timeout 1200
 if [ "$WASM" = 1 ]; then
   scripts/build_wasm.sh
   ctest --test-dir build/wasm --output-on-failure -j"$JOBS" --timeout 600
+  # The browser build in headless Chromium against the native CLI (docs/web.md).
+  scripts/build_web.sh
+  OXI_WORK_DIR=build/web-test node tests/web/web.test.mjs
 fi
 
 if [ "$AARCH64" = 1 ]; then

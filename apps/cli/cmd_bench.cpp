@@ -95,44 +95,6 @@ std::vector<int64_t> parse_sizes(const std::string& text, const char* flag) {
   return out;
 }
 
-// llama_ftype (GGUF general.file_type) → short name, as quantisers spell the recipes.
-const char* ftype_name(int64_t t) {
-  switch (t) {
-    case 0: return "F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 3: return "Q4_1";
-    case 7: return "Q8_0";
-    case 8: return "Q5_0";
-    case 9: return "Q5_1";
-    case 10: return "Q2_K";
-    case 11: return "Q3_K_S";
-    case 12: return "Q3_K_M";
-    case 13: return "Q3_K_L";
-    case 14: return "Q4_K_S";
-    case 15: return "Q4_K_M";
-    case 16: return "Q5_K_S";
-    case 17: return "Q5_K_M";
-    case 18: return "Q6_K";
-    case 32: return "BF16";
-    default: return nullptr;
-  }
-}
-
-// The file's weight type: general.file_type, else the dtype holding the most tensor bytes.
-std::string file_type(const ModelFiles& files) {
-  if (files.gguf) {
-    if (const GgufValue* v = files.gguf->metadata.find("general.file_type")) {
-      if (const char* n = ftype_name(v->as_int())) return n;
-    }
-  }
-  std::map<DType, uint64_t> bytes;
-  for (const auto& [name, t] : files.tensors().all()) bytes[t.dtype] += t.nbytes;
-  const auto it = std::max_element(bytes.begin(), bytes.end(),
-                                   [](const auto& a, const auto& b) { return a.second < b.second; });
-  return it == bytes.end() ? "?" : dtype_name(it->first);
-}
-
 // 0.75e9 → "0.8B", 2.1e7 → "21M" (a size label like the ones model names carry).
 std::string params_label(uint64_t n) {
   char buf[32];
@@ -371,7 +333,7 @@ int cmd_bench(int argc, char** argv) {
     if (size == 0) {
       for (const auto& [name, t] : files.tensors().all()) size += t.nbytes;
     }
-    std::string wtype = file_type(files);
+    std::string wtype = files.file_type();
     if (!lo.quant.empty()) {
       wtype = lo.quant;
       for (char& ch : wtype) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));

@@ -165,6 +165,8 @@ oxi_model* wrap_model(std::unique_ptr<Model> model, TokenizerPtr tokenizer,
   return m.release();
 }
 
+const LoadedModel& loaded_of(const oxi_model* model) { return *model->loaded; }
+
 }  // namespace oxi
 
 extern "C" {

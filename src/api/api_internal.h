@@ -16,4 +16,9 @@ namespace oxi {
 oxi_model* wrap_model(std::unique_ptr<Model> model, TokenizerPtr tokenizer,
                       const std::string& chat_template);
 
+struct LoadedModel;
+// The loaded pieces behind an oxi_model, for bindings that need more than the C API gives (the
+// wasm module: special-token text for the chat output parsers, the file's weight type).
+const LoadedModel& loaded_of(const oxi_model* model);
+
 }  // namespace oxi

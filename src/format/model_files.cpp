@@ -1,11 +1,57 @@
 #include "format/model_files.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <filesystem>
 
 #include "core/error.h"
 
 namespace oxi {
+
+namespace {
+
+// llama_ftype (GGUF general.file_type) → short name, as quantisers spell the recipes.
+const char* ftype_name(int64_t t) {
+  switch (t) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 7: return "Q8_0";
+    case 8: return "Q5_0";
+    case 9: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K_S";
+    case 12: return "Q3_K_M";
+    case 13: return "Q3_K_L";
+    case 14: return "Q4_K_S";
+    case 15: return "Q4_K_M";
+    case 16: return "Q5_K_S";
+    case 17: return "Q5_K_M";
+    case 18: return "Q6_K";
+    case 25: return "IQ4_NL";
+    case 26: return "IQ3_S";
+    case 30: return "IQ4_XS";
+    case 32: return "BF16";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+std::string ModelFiles::file_type() const {
+  if (gguf) {
+    if (const GgufValue* v = gguf->metadata.find("general.file_type")) {
+      if (const char* n = ftype_name(v->as_int())) return n;
+    }
+  }
+  std::map<DType, uint64_t> bytes;
+  for (const auto& [name, t] : tensors().all()) bytes[t.dtype] += t.nbytes;
+  const auto it = std::max_element(bytes.begin(), bytes.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  return it == bytes.end() ? "?" : dtype_name(it->first);
+}
 
 std::string ModelFiles::architecture() const {
   if (gguf) {

@@ -22,6 +22,9 @@ struct ModelFiles {
   // "qwen35", "qwen35moe", "gemma4"… : GGUF general.architecture, or derived from HF
   // config model_type / architectures[0] (raw model_type, e.g. "qwen3_5", for HF).
   std::string architecture() const;
+  // The weight type as quantisers name the recipes ("Q4_K_M", "Q8_0", "BF16"): GGUF
+  // general.file_type, else the dtype holding the most tensor bytes.
+  std::string file_type() const;
 };
 
 // Path is a .gguf file (or split first part) or a directory with config.json. Throws oxi::Error.

@@ -106,6 +106,9 @@ struct GeluTable {
 bool ggml_avx512_host() {
 #if defined(OXI_HAVE_GGML_FA_AVX512)
   static const bool cpu = [] {
+    // OXI_GGML_NO_AVX512=1: emulate a host without AVX-512 (what an AVX2-only machine, aarch64 or
+    // the wasm build computes; tests compare the wasm module with the native CLI this way).
+    if (const char* e = std::getenv("OXI_GGML_NO_AVX512"); e && e[0] == '1') return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
@@ -145,6 +148,7 @@ void geglu(const float*, float*, const float*, int64_t) { std::abort(); }
 int ggml_host_lanes() {
 #if defined(__x86_64__) || defined(__i386__)
   static const int lanes = [] {
+    if (!ggml_avx512_host()) return 8;
     __builtin_cpu_init();
     const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");

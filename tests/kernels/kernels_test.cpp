@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -319,6 +320,29 @@ TEST(Matmul, EveryIsaMatchesScalar) {
     }
   }
   set_num_threads(0);
+}
+
+// simd128's Q8_0 / Q4_0 tiles sum each output in the scalar reference's order (lanes hold
+// different outputs), so the wasm build's numbers are the native scalar build's, bit for bit
+// (tests/web compares the browser module with the native CLI). Any token count, tile edges.
+TEST(Matmul, Simd128Q8TilesBitIdenticalToScalar) {
+  IsaGuard g;
+  const auto isas = available_isas();
+  if (std::find(isas.begin(), isas.end(), "simd128") == isas.end()) GTEST_SKIP() << "not the wasm build";
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    for (int64_t nt : {1, 3, 4, 5, 9, 19}) {
+      const int64_t rows = 37, cols = 512;
+      auto wb = random_weights(t, rows, cols, 300 + static_cast<int>(nt));
+      MatrixView w{t, rows, cols, wb.data(), *dtype_row_bytes(t, cols)};
+      auto x = randn(nt * cols, 11 + static_cast<int>(nt));
+      std::vector<float> ref(nt * rows), y(nt * rows, NAN);
+      set_isa("scalar");
+      matmul(w, x.data(), nt, ref.data());
+      set_isa("simd128");
+      matmul(w, x.data(), nt, y.data());
+      for (int64_t i = 0; i < nt * rows; ++i) ASSERT_EQ(y[i], ref[i]) << dtype_name(t) << " nt=" << nt << " i=" << i;
+    }
+  }
 }
 
 // Single-token decode through packed weight copies (kernels/pack.h; held while a lease is), every

@@ -136,14 +136,25 @@ struct Q4_0W {  // low nibbles: elements 0..15, high: 16..31; value = nibble −
   }
 };
 
+// Four int32x4 partial-sum vectors → one vector of their four totals (integer adds: exact).
+inline v128_t hsum4_i32(v128_t a, v128_t b, v128_t c, v128_t d) {
+  const v128_t ab = wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 4, 1, 5), wasm_i32x4_shuffle(a, b, 2, 6, 3, 7));
+  const v128_t cd = wasm_i32x4_add(wasm_i32x4_shuffle(c, d, 0, 4, 1, 5), wasm_i32x4_shuffle(c, d, 2, 6, 3, 7));
+  return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
+}
+
+// Bit-identical to ref_dot_q8_0 / ref_dot_q4_0 for every output: per block the whole integer dot,
+// then sum += float(s) · (d_w · d_x) in block order. The vector lanes hold four different outputs
+// (R rows × T tokens, flattened) instead of four parts of one sum, so each output's additions
+// happen in the scalar order (the wasm build then gives the native build's numbers).
 template <class W>
 struct TileQ8 {
   template <int R, int T>
   struct Tile {
+    static constexpr int P = R * T, G = (P + 3) / 4;
     static void run(const MMArgs& a, int64_t r, int64_t t) {
-      v128_t acc[R][T];
-      for (int i = 0; i < R; ++i)
-        for (int j = 0; j < T; ++j) acc[i][j] = wasm_f32x4_splat(0.0f);
+      v128_t acc[G];
+      for (int g = 0; g < G; ++g) acc[g] = wasm_f32x4_splat(0.0f);
       const int64_t nb = a.cols / 32;
       for (int64_t b = 0; b < nb; ++b) {
         v128_t wv[R][4];
@@ -153,6 +164,8 @@ struct TileQ8 {
           W::load(p, wv[i]);
           dw[i] = h2f(p);
         }
+        v128_t sv[4 * G];
+        alignas(16) float d[4 * G];
         for (int j = 0; j < T; ++j) {
           const uint8_t* q = a.x + (t + j) * a.x_stride + b * 34;
           v128_t xv[4];
@@ -161,12 +174,23 @@ struct TileQ8 {
           for (int i = 0; i < R; ++i) {
             v128_t s = wasm_i32x4_dot_i16x8(wv[i][0], xv[0]);
             for (int c = 1; c < 4; ++c) s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(wv[i][c], xv[c]));
-            acc[i][j] = fma(acc[i][j], wasm_f32x4_convert_i32x4(s), wasm_f32x4_splat(dw[i] * dx));
+            sv[i * T + j] = s;
+            d[i * T + j] = dw[i] * dx;
           }
         }
+        for (int p = P; p < 4 * G; ++p) {
+          sv[p] = wasm_i32x4_splat(0);
+          d[p] = 0.0f;
+        }
+        for (int g = 0; g < G; ++g) {
+          const v128_t tot = hsum4_i32(sv[4 * g], sv[4 * g + 1], sv[4 * g + 2], sv[4 * g + 3]);
+          acc[g] = wasm_f32x4_add(acc[g], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(tot), wasm_v128_load(d + 4 * g)));
+        }
       }
+      alignas(16) float out[4 * G];
+      for (int g = 0; g < G; ++g) wasm_v128_store(out + 4 * g, acc[g]);
       for (int i = 0; i < R; ++i)
-        for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = hsum(acc[i][j]);
+        for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i] = out[i * T + j];
     }
   };
 };
