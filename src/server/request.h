@@ -36,6 +36,7 @@ struct SamplingRequest {
   std::optional<float> temperature, top_p, min_p, presence_penalty, frequency_penalty,
       repeat_penalty;
   std::optional<int> top_k;
+  std::optional<int> penalty_last_n;  // ollama's repeat_last_n (llama.cpp's penalty window)
   std::optional<uint64_t> seed;
 };
 
