@@ -263,7 +263,14 @@ class ServerEngine final : public Engine {
                 {"n_params", mi.n_params}, {"weight_bytes", mi.weight_bytes}, {"file_bytes", file_bytes},
                 {"n_ctx_train", mi.n_ctx_train}, {"n_embd", mi.n_embd}, {"n_layer", mi.n_layer},
                 {"n_vocab", mi.n_vocab}, {"quant", opt_.quant}, {"chat_template", loaded_->chat_template},
-                {"format", fs::is_directory(path, ec) ? "safetensors" : "gguf"}, {"modified", modified}};
+                {"format", fs::is_directory(path, ec) ? "safetensors" : "gguf"}, {"modified", modified},
+                {"bos_token", loaded_->bos_text}, {"eos_token", loaded_->eos_text},
+                {"n_slots", static_cast<int>(slots_.size())},
+                {"defaults", {{"temperature", defaults_.temperature}, {"top_k", defaults_.top_k},
+                              {"top_p", defaults_.top_p}, {"min_p", defaults_.min_p},
+                              {"repeat_penalty", defaults_.repeat_penalty}, {"repeat_last_n", defaults_.penalty_last_n},
+                              {"presence_penalty", defaults_.presence_penalty},
+                              {"frequency_penalty", defaults_.frequency_penalty}}}};
   }
 
  private:

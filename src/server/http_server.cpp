@@ -241,14 +241,45 @@ GenerationRequest choice_request(const GenerationRequest& req, int i) {
 // once on threads of their own (each takes a slot, and the batcher merges their decode steps)
 // while this thread watches the connection — client_disconnected() answers only on the request's
 // thread — and sets `gone` once the client has left. Rethrows the first failure after all ended.
+// Tokens of the request being handled on this thread, for its log line: account() adds to them
+// (from the threads of its choices too, through tl_tally_redirect), log_request() prints and
+// clears them.
+// The prompt counts once, as in `usage` (choices share it): its cached part is the least any
+// choice reused.
+struct RequestTally {
+  std::mutex mu;
+  int64_t prompt = 0, cached = 0, generated = 0;
+  int results = 0;
+  void add(const GenerationResult& r) {
+    std::lock_guard<std::mutex> lk(mu);
+    prompt = std::max<int64_t>(prompt, r.n_prompt);
+    cached = results == 0 ? r.n_cached : std::min<int64_t>(cached, r.n_cached);
+    generated += r.n_generated;
+    ++results;
+  }
+  void take(int64_t& p, int64_t& c, int64_t& g) {
+    std::lock_guard<std::mutex> lk(mu);
+    p = prompt;
+    c = cached;
+    g = generated;
+    prompt = cached = generated = 0;
+    results = 0;
+  }
+};
+thread_local RequestTally tl_tally;
+thread_local RequestTally* tl_tally_redirect = nullptr;
+RequestTally& tally() { return tl_tally_redirect ? *tl_tally_redirect : tl_tally; }
+
 template <class F>
 void run_choices(int n, std::atomic<bool>& gone, F&& fn) {
   if (n == 1) return fn(0);
+  RequestTally* parent = &tally();
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::atomic<int> running{n};
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
+      tl_tally_redirect = parent;
       try {
         fn(i);
       } catch (...) {
@@ -348,6 +379,18 @@ void Routes::install(httplib::Server& svr) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!guard(req, res, ErrorStyle::kOpenAI, false)) return;
+    const std::string id = req.matches[1];
+    if (id != eng_.model_id()) {
+      return send_error(res, ErrorStyle::kOpenAI, 404, "the model '" + id + "' does not exist", "model");
+    }
+    send_json(res, 200, {{"id", id}, {"object", "model"}, {"created", now_s()}, {"owned_by", "oxinfer"}});
+  });
+  svr.Get("/props", [this](const httplib::Request& req, httplib::Response& res) {
+    if (guard(req, res, ErrorStyle::kOpenAI)) props(res);
+  });
+  post(svr, "/apply-template", &Routes::apply_template);
   post(svr, "/v1/chat/completions", &Routes::chat);
   post(svr, "/chat/completions", &Routes::chat);
   post(svr, "/v1/completions", &Routes::completion);
@@ -386,6 +429,7 @@ void Routes::install(httplib::Server& svr) {
       if (allow != "*") res.set_header("Vary", "Origin");
     });
   }
+  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) { log_request(req, res); });
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int st = res.status;
@@ -480,6 +524,38 @@ void Routes::handle(const httplib::Request& req, httplib::Response& res, ErrorSt
   }
 }
 
+void Routes::log_request(const httplib::Request& req, const httplib::Response& res) {
+  int64_t prompt = 0, cached = 0, generated = 0;
+  tally().take(prompt, cached, generated);
+  // Polling endpoints would drown the log.
+  if (req.path == "/health" || req.path == "/metrics") return;
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - request_accepted()).count();
+  std::fprintf(stderr, "oxinfer: %s %s %d prompt=%lld cached=%lld generated=%lld %.1f ms\n", req.method.c_str(),
+               req.path.c_str(), res.status, static_cast<long long>(prompt), static_cast<long long>(cached),
+               static_cast<long long>(generated), ms);
+}
+
+// llama-server's GET /props (read-only: its POST form needs --props there, and is not offered).
+void Routes::props(httplib::Response& res) {
+  const json mi = eng_.model_info();
+  json params = mi.value("defaults", json::object());
+  params["n_predict"] = -1;
+  params["seed"] = -1;
+  send_json(res, 200, {{"default_generation_settings", {{"n_ctx", eng_.n_ctx()}, {"params", params}}},
+                       {"total_slots", mi.value("n_slots", 0)}, {"model_path", mi.value("path", "")},
+                       {"model_alias", eng_.model_id()}, {"chat_template", mi.value("chat_template", "")},
+                       {"bos_token", mi.value("bos_token", "")}, {"eos_token", mi.value("eos_token", "")},
+                       {"modalities", {{"vision", false}, {"audio", false}}}, {"build_info", "oxinfer"}});
+}
+
+// llama-server's POST /apply-template: a chat request's prompt as the template renders it.
+void Routes::apply_template(const std::string& text, httplib::Response& res) {
+  const ChatRequest req = parse_chat_request(parse_body(text), limits_);
+  check_model(req, eng_.model_id());
+  send_json(res, 200, {{"prompt", eng_.render_chat(req, nullptr)}});
+}
+
 void Routes::tokenize(const std::string& text, httplib::Response& res) {
   const TokenizeRequest r = parse_tokenize_request(parse_body(text));
   auto ids = eng_.tokenize(r.content, r.add_special, r.parse_special);
@@ -522,6 +598,7 @@ void Routes::metrics(httplib::Response& res) {
 }
 
 void Routes::account(const GenerationResult& r) {
+  tally().add(r);
   metrics_.prompt_tokens += r.n_prompt;
   metrics_.cached_tokens += r.n_cached;
   metrics_.gen_tokens += r.n_generated;

@@ -124,6 +124,10 @@ class Routes {
   void tokenize(const std::string& text, httplib::Response& res);
   void detokenize(const std::string& text, httplib::Response& res);
   void metrics(httplib::Response& res);
+  void props(httplib::Response& res);
+  void apply_template(const std::string& text, httplib::Response& res);
+  // The request log line (docs/server.md "Request log"), written once the response is sent.
+  void log_request(const httplib::Request& req, const httplib::Response& res);
   nlohmann::json chat_choice(const ChatJob& job, int i, GenerationResult& r, const std::atomic<bool>& gone);
   nlohmann::json completion_logprobs(const std::vector<TokenOut>& toks, int n_top);
 

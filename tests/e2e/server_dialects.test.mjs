@@ -8,6 +8,8 @@
 //   ollama /api/* with the `ollama` client: chat and generate (stream and not, same greedy text),
 //   NDJSON by default on the wire, options (num_predict, temperature, seed, stop), format json /
 //   schema, tools, thinking, list / show / version, raw generate, errors {"error": …}.
+//   llama-server's /props, /v1/models/{id}, /apply-template (its prompt is the one chat ran); one
+//   request log line per request with its prompt / cached / generated tokens.
 //   CORS: no Access-Control-* headers without --cors-origin; with it, a preflight from an allowed
 //   origin is answered (methods, the asked headers) and a disallowed one is not; responses carry
 //   Access-Control-Allow-Origin; non-JSON POSTs stay 415.
@@ -327,6 +329,40 @@ try {
     assert.equal(e3.status_code, 401);
     const load = await ollama.generate({ model: "x", prompt: "" });
     assert.equal(load.done_reason, "load");
+  });
+
+  // ---- llama-server extras and the request log ------------------------------------------------
+  await check("/props, /v1/models/{id}, /apply-template", async () => {
+    const auth = { Authorization: `Bearer ${KEY}` };
+    const p = await (await fetch(`${srv.base}/props`, { headers: auth })).json();
+    assert.equal(p.total_slots, 2);
+    assert.equal(p.default_generation_settings.n_ctx, 2048);
+    assert.equal(typeof p.default_generation_settings.params.temperature, "number");
+    assert.ok(p.chat_template.includes("im_start"));
+    assert.equal((await fetch(`${srv.base}/props`)).status, 401);
+    const m = await openai.models.retrieve("x");
+    assert.equal(m.id, "x");
+    const e = await openai.models.retrieve("nope").catch((e) => e);
+    assert.equal(e.status, 404);
+    const t = await fetch(`${srv.base}/apply-template`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: question }], chat_template_kwargs: { enable_thinking: false } }) });
+    const prompt = (await t.json()).prompt;
+    assert.ok(prompt.startsWith(`<|im_start|>user\n${question}<|im_end|>\n<|im_start|>assistant\n`), prompt);
+    const n = await fetch(`${srv.base}/tokenize`, { method: "POST", headers: { ...auth, "Content-Type": "application/json" },
+      body: JSON.stringify({ content: prompt }) });
+    assert.equal((await n.json()).tokens.length, ref.usage.prompt_tokens);  // the prompt the chat request ran
+  });
+
+  await check("one request log line per request with its tokens", async () => {
+    const before = srv.log().length;
+    await openai.chat.completions.create({ model: "x", messages: [{ role: "user", content: question }], max_tokens: 3,
+      temperature: 0, n: 2, chat_template_kwargs: { enable_thinking: false } });
+    await anthropic.messages.create({ ...base, max_tokens: 4, stream: true }).then(async (s) => { for await (const _ of s); });
+    await new Promise((r) => setTimeout(r, 200));
+    const lines = srv.log().slice(before).split("\n").filter((l) => / (GET|POST) /.test(l));
+    assert.equal(lines.length, 2, lines.join("\n"));
+    assert.match(lines[0], new RegExp(`^oxinfer: POST /v1/chat/completions 200 prompt=${ref.usage.prompt_tokens} cached=\\d+ generated=6 [\\d.]+ ms$`));
+    assert.match(lines[1], /^oxinfer: POST \/v1\/messages 200 prompt=\d+ cached=\d+ generated=4 [\d.]+ ms$/);
   });
 
   // ---- CORS -----------------------------------------------------------------------------------
