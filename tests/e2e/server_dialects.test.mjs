@@ -12,7 +12,12 @@
 //   request log line per request with its prompt / cached / generated tokens.
 //   CORS: no Access-Control-* headers without --cors-origin; with it, a preflight from an allowed
 //   origin is answered (methods, the asked headers) and a disallowed one is not; responses carry
-//   Access-Control-Allow-Origin; non-JSON POSTs stay 415.
+//   Access-Control-Allow-Origin; non-JSON POSTs stay 415; a page in headless Chromium (another
+//   origin) makes preflighted JSON POSTs to /v1/chat/completions and /v1/messages, and is blocked by
+//   a server without --cors-origin.
+import { execFile } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
 import { createRequire } from "node:module";
 import path from "node:path";
 import assert from "node:assert/strict";
@@ -28,8 +33,50 @@ const model = makeQwenModel(process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-dialect
 
 const KEY = "sk-dialects";
 const ORIGIN = "http://app.example:3000";
+
+// A web page on another origin (another port) that calls the API with fetch: a JSON POST with an
+// Authorization header (OpenAI) and one with x-api-key + anthropic-version (Anthropic) both need
+// a CORS preflight. The page writes what it got into <pre id="out"> as JSON.
+const PAGE = `<!doctype html><html><body><pre id="out">pending</pre><script>
+(async () => {
+  const api = new URLSearchParams(location.search).get("api");
+  const call = async (p, headers, body) => {
+    try {
+      const r = await fetch(api + p, { method: "POST", headers: { "Content-Type": "application/json", ...headers },
+        body: JSON.stringify(body) });
+      return { status: r.status, body: await r.json() };
+    } catch (e) { return { blocked: String(e) }; }
+  };
+  const msgs = [{ role: "user", content: "hi" }];
+  const out = {
+    openai: await call("/v1/chat/completions", { Authorization: "Bearer ${KEY}" }, { messages: msgs, max_tokens: 2 }),
+    anthropic: await call("/v1/messages", { "x-api-key": "${KEY}", "anthropic-version": "2023-06-01" },
+      { max_tokens: 2, messages: msgs }),
+  };
+  document.getElementById("out").textContent = JSON.stringify(out);
+})();
+</script></body></html>`;
+const page = http.createServer((req, res) => { res.setHeader("Content-Type", "text/html"); res.end(PAGE); });
+await new Promise((r) => page.listen(0, "127.0.0.1", r));
+const PAGE_ORIGIN = `http://127.0.0.1:${page.address().port}`;
+const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => fs.existsSync(p));
+
+// The page's result in headless Chromium with the API at `api`.
+function browse(api) {
+  return new Promise((resolve, reject) => {
+    execFile(CHROMIUM, ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000", "--dump-dom",
+      `${PAGE_ORIGIN}/?api=${encodeURIComponent(api)}`], { timeout: 60000 }, (err, stdout) => {
+      if (err) return reject(err);
+      const m = /<pre id="out">(.*?)<\/pre>/s.exec(stdout);
+      if (!m) return reject(new Error("no result in the page: " + stdout.slice(0, 500)));
+      const txt = m[1].replace(/&quot;/g, '"').replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+      resolve(txt === "pending" ? { pending: true } : JSON.parse(txt));
+    });
+  });
+}
+
 const srv = await startServer(OXINFER, model, ["-np", "2", "--api-key", KEY, "--alias", "x",
-  "--cors-origin", `${ORIGIN},http://other.example`]);
+  "--cors-origin", `${ORIGIN},http://other.example`, "--cors-origin", PAGE_ORIGIN]);
 const openai = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: KEY, maxRetries: 0 });
 const anthropic = new Anthropic({ baseURL: srv.base, apiKey: KEY, maxRetries: 0 });
 const ollama = new Ollama({ host: srv.base, headers: { Authorization: `Bearer ${KEY}` } });
@@ -387,6 +434,15 @@ try {
       headers: { Origin: ORIGIN, "Content-Type": "text/plain", Authorization: `Bearer ${KEY}` }, body: "{}" });
     assert.equal(plain.status, 415);
   });
+
+  await check("CORS in headless Chromium: a page of an allowed origin calls the OpenAI and Anthropic APIs", async () => {
+    if (!CHROMIUM) throw new Error("chromium is not installed (scripts/setup.sh installs it)");
+    const got = await browse(srv.base);
+    assert.equal(got.openai?.status, 200, JSON.stringify(got));
+    assert.equal(got.openai.body.object, "chat.completion");
+    assert.equal(got.anthropic?.status, 200, JSON.stringify(got));
+    assert.equal(got.anthropic.body.type, "message");
+  });
 } finally {
   srv.proc.kill("SIGTERM");
 }
@@ -402,8 +458,14 @@ try {
     const get = await fetch(`${bare.base}/v1/models`, { headers: { Origin: ORIGIN } });
     assert.equal(get.headers.get("access-control-allow-origin"), null);
   });
+  await check("CORS off by default: the page in headless Chromium is blocked", async () => {
+    if (!CHROMIUM) throw new Error("chromium is not installed (scripts/setup.sh installs it)");
+    const got = await browse(bare.base);
+    assert.ok(got.openai?.blocked && got.anthropic?.blocked, JSON.stringify(got));
+  });
 } finally {
   bare.proc.kill("SIGTERM");
+  page.close();
 }
 
 finish();
