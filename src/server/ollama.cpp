@@ -254,6 +254,16 @@ std::string size_label(uint64_t n) {
   return buf;
 }
 
+// prepare_chat with ollama's field name in its errors (`format`, not OpenAI's response_format).
+ChatJob prepare_ollama(const std::function<ChatJob()>& prepare) {
+  try {
+    return prepare();
+  } catch (const RequestError& e) {
+    if (e.param() == "response_format") throw RequestError(e.status(), "format", e.what());
+    throw;
+  }
+}
+
 }  // namespace
 
 json Routes::ollama_model_entry() const {
@@ -304,7 +314,7 @@ void Routes::ollama_chat(const std::string& text, httplib::Response& res) {
     return send_json(res, 200, {{"model", r.chat.model}, {"created_at", rfc3339_now()},
                                 {"message", {{"role", "assistant"}, {"content", ""}}}, {"done", true}, {"done_reason", "load"}});
   }
-  ollama_stream(prepare_chat(std::move(r.chat)), /*chat_shape=*/true, res);
+  ollama_stream(prepare_ollama([&] { return prepare_chat(std::move(r.chat)); }), /*chat_shape=*/true, res);
 }
 
 void Routes::ollama_generate(const std::string& text, httplib::Response& res) {
@@ -314,15 +324,17 @@ void Routes::ollama_generate(const std::string& text, httplib::Response& res) {
     return send_json(res, 200, {{"model", r.chat.model}, {"created_at", rfc3339_now()}, {"response", ""},
                                 {"done", true}, {"done_reason", "load"}});
   }
-  if (!r.raw) return ollama_stream(prepare_chat(std::move(r.chat)), /*chat_shape=*/false, res);
-  // raw: the prompt as given, no template; everything generated is the response.
-  ChatJob job;
-  job.prompt = r.raw_prompt;
-  job.ids = eng_.tokenize(r.raw_prompt, true, true);
+  if (!r.raw) return ollama_stream(prepare_ollama([&] { return prepare_chat(std::move(r.chat)); }), /*chat_shape=*/false, res);
+  // raw: the prompt as given, no template; everything generated is the response. (prepare_chat
+  // still checks the request, `format` included, before anything is sent.)
+  const std::string raw_prompt = r.raw_prompt;
+  ChatJob job = prepare_ollama([&] { return prepare_chat(std::move(r.chat)); });
+  job.prompt = raw_prompt;
+  job.ids = eng_.tokenize(raw_prompt, true, true);
+  job.checkpoint_at = 0;
+  job.popt = ParserOptions{};
   job.format = ChatFormat::kPlain;
   job.raw_text = true;
-  job.req = std::move(r.chat);
-  job.req.tools = json::array();
   ollama_stream(std::move(job), /*chat_shape=*/false, res);
 }
 

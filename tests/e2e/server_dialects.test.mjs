@@ -374,6 +374,12 @@ try {
     assert.match(e2.error, /mirostat/);
     const e3 = await new Ollama({ host: srv.base }).list().catch((e) => e);
     assert.equal(e3.status_code, 401);
+    for (const raw of [false, true]) {  // a bad schema is a 400 before any streaming
+      const e4 = await ollama.generate({ model: "x", prompt: "hi", raw, stream: true, format: { type: "object", properties: 5 } })
+        .catch((e) => e);
+      assert.equal(e4.status_code, 400);
+      assert.match(e4.error, /^format: /);
+    }
     const load = await ollama.generate({ model: "x", prompt: "" });
     assert.equal(load.done_reason, "load");
   });
