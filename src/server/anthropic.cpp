@@ -2,6 +2,7 @@
 // path: the request becomes an OpenAI chat request (parse_anthropic_request), runs through
 // prepare_chat / run_chat, and the parsed output (thinking, text, tool calls) becomes Anthropic
 // content blocks, streamed as Anthropic's event sequence (docs/server.md "Anthropic /v1/messages").
+#include <cctype>
 #include <string>
 
 #include "core/error.h"
@@ -167,8 +168,21 @@ AnthropicRequest parse_anthropic_request(const json& body, const Limits& limits,
   if (!in) bad("messages", "'messages' is required");
   if (!in->is_array() || in->empty()) bad("messages", "'messages' must be a non-empty array");
   for (size_t i = 0; i < in->size(); ++i) translate_message((*in)[i], i, msgs);
-  if (!count_only && msgs.back().value("role", "") == "assistant") {
-    bad("messages", "a final assistant message (prefill) is not supported; end with a user message");
+  // A final assistant message is the start of the answer (prefill): text only, no trailing
+  // whitespace, not with thinking (Anthropic's rules); the answer continues it.
+  std::string prefill;
+  if (msgs.back().value("role", "") == "assistant") {
+    const json& last = msgs.back();
+    const std::string where = "messages[" + std::to_string(in->size() - 1) + "]";
+    if (last.contains("tool_calls") || last.contains("reasoning_content")) {
+      bad(where + ".content", "a final assistant message (prefill) may hold text only");
+    }
+    prefill = last["content"].get<std::string>();
+    if (!prefill.empty() && std::isspace(static_cast<unsigned char>(prefill.back()))) {
+      bad(where + ".content", "final assistant content cannot end with trailing whitespace");
+    }
+    msgs.erase(msgs.size() - 1);
+    if (msgs.empty()) bad("messages", "the messages need a user message before the final assistant message");
   }
   oa["messages"] = std::move(msgs);
 
@@ -213,6 +227,7 @@ AnthropicRequest parse_anthropic_request(const json& body, const Limits& limits,
         bad("thinking.budget_tokens", "'thinking.budget_tokens' must be less than max_tokens");
       }
       thinking = true;
+      if (!prefill.empty()) bad("thinking", "a final assistant message (prefill) cannot be used with thinking");
     } else if (t != "disabled") {
       bad("thinking.type", "unknown thinking type '" + t + "'");
     }
@@ -223,6 +238,7 @@ AnthropicRequest parse_anthropic_request(const json& body, const Limits& limits,
   lim.max_stop = 64;  // Anthropic sets no small limit on stop_sequences
   if (count_only) oa.erase("max_tokens");
   r.chat = parse_chat_request(oa, lim);
+  r.chat.assistant_prefill = std::move(prefill);
   return r;
 }
 

@@ -113,6 +113,9 @@ class ServerEngine final : public Engine {
     ro.bos_token = loaded_->bos_text;
     ro.eos_token = loaded_->eos_text;
     std::string full = oxi::render_chat(*tmpl_, msgs, ro);
+    if (!req.assistant_prefill.empty()) {
+      full += opt_.special_in_content ? req.assistant_prefill : tok_->mark_user_text(req.assistant_prefill);
+    }
     // The turn boundary (the prompt without the generation prompt) is where the prompt cache
     // checkpoints: the next turn's prompt shares exactly that prefix.
     if (turn_prefix) {

@@ -2,7 +2,7 @@
 // synthetic Qwen 3.5 model made by oxi-gen (docs/server.md):
 //   Anthropic /v1/messages with @anthropic-ai/sdk: non-streaming equals the OpenAI endpoint's greedy
 //   text; streaming has Anthropic's event sequence and the SDK's final message equals the
-//   non-streaming one; stop_sequences → stop_reason "stop_sequence"; thinking blocks; forced
+//   non-streaming one; stop_sequences → stop_reason "stop_sequence"; an assistant prefill; thinking blocks; forced
 //   tool_use (any / named) streamed and not, with input obeying the schema; a tool_result turn;
 //   count_tokens; errors in Anthropic's shape (SDK error classes), x-api-key auth.
 //   ollama /api/* with the `ollama` client: chat and generate (stream and not, same greedy text),
@@ -173,6 +173,22 @@ try {
     const fin = await anthropic.messages.stream({ ...base, stop_sequences: [stop] }).finalMessage();
     assert.equal(fin.stop_reason, "stop_sequence");
     assert.equal(fin.stop_sequence, stop);
+  });
+
+  await check("a final assistant message is a prefill the answer continues", async () => {
+    const prefill = "The sea is";
+    const t = await fetch(`${srv.base}/apply-template`, { method: "POST",
+      headers: { Authorization: `Bearer ${KEY}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ messages: [{ role: "user", content: question }], chat_template_kwargs: { enable_thinking: false } }) });
+    const prompt = (await t.json()).prompt + prefill;
+    const cont = await openai.completions.create({ model: "x", prompt, max_tokens: 6, temperature: 0 });
+    const m = await anthropic.messages.create({ ...base, max_tokens: 6,
+      messages: [{ role: "user", content: question }, { role: "assistant", content: prefill }] });
+    assert.equal(m.content[0].text, cont.choices[0].text.trim());
+    assert.equal(m.usage.output_tokens, 6);
+    const e = await anthropic.messages.create({ ...base, messages: [{ role: "user", content: question },
+      { role: "assistant", content: "trailing " }] }).catch((e) => e);
+    assert.equal(e.status, 400);
   });
 
   await check("thinking enabled: a thinking block, streamed as thinking_delta", async () => {

@@ -78,7 +78,14 @@ TEST(Anthropic, DefaultsAndRefusals) {
   EXPECT_EQ(param, "messages[0].content[0].type");
   EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "mystery": 1, "messages": [{"role": "user", "content": "hi"}]})"); }, &param), 400);
   EXPECT_EQ(param, "mystery");
-  EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]})"); }), 400);
+  // A final assistant message is a prefill: text only, no trailing whitespace, not with thinking.
+  const auto pre = parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "Sure"}]}]})");
+  EXPECT_EQ(pre.chat.assistant_prefill, "Sure");
+  EXPECT_EQ(pre.chat.messages.size(), 1u);
+  EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure "}]})"); }), 400);
+  EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]})"); }, &param), 400);
+  EXPECT_EQ(param, "thinking");
+  EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "messages": [{"role": "assistant", "content": "Sure"}]})"); }, &param), 400);
   EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "thinking": {"type": "enabled", "budget_tokens": 10}, "messages": [{"role": "user", "content": "hi"}]})"); }, &param), 400);
   EXPECT_EQ(param, "thinking.budget_tokens");
   EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "tools": [{"type": "web_search_20250305", "name": "web_search"}], "messages": [{"role": "user", "content": "hi"}]})"); }, &param), 400);
