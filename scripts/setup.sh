@@ -16,7 +16,6 @@ PKGS=(
   emscripten                        # wasm32 build of the core, tests run under node
   g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # NEON kernels: cross build + qemu tests
   libvulkan1 mesa-vulkan-drivers    # the Vulkan device probe's test (lavapipe); dlopen'ed, not linked
-  chromium                          # headless: a web page calling the server across origins (CORS e2e)
   nodejs npm python3
 )
 missing=()
