@@ -61,6 +61,14 @@ std::optional<std::string> Args::get(const std::string& name) const {
   return out;
 }
 
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  if (!missing_value_.empty() && name == missing_value_) usage_error("option " + name + " needs a value");
+  std::vector<std::string> out;
+  auto [b, e] = values_.equal_range(name);
+  for (auto it = b; it != e; ++it) out.push_back(it->second);
+  return out;
+}
+
 std::optional<std::string> Args::get(std::initializer_list<const char*> aliases) const {
   // The last occurrence across aliases wins, as on a command line.
   std::optional<std::string> out;

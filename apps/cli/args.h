@@ -32,6 +32,8 @@ class Args {
   bool has(const std::string& name) const;  // flag or option given (any alias via names list)
   std::optional<std::string> get(const std::string& name) const;  // last value given
   std::optional<std::string> get(std::initializer_list<const char*> aliases) const;
+  // Every value given for a repeatable option, in command-line order.
+  std::vector<std::string> get_all(const std::string& name) const;
   std::string get_or(std::initializer_list<const char*> aliases, const std::string& def) const;
   // Numeric getters throw oxi::Error(kInvalidArgument) "invalid value for -n: 'x'".
   long long get_int(std::initializer_list<const char*> aliases, long long def) const;

@@ -37,6 +37,8 @@ const char* kHelp =
     "                        message forge turns; by default it stays text)\n"
     "  --shutdown-timeout S  after SIGINT/SIGTERM, running requests get S seconds to finish before\n"
     "                        they are cut (default 10; a second signal exits at once)\n"
+    "  --cors-origin O       allow web pages from origin O (e.g. http://localhost:3000; repeatable or\n"
+    "                        comma-separated; * for any) to call the API; default: no CORS headers\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
@@ -68,7 +70,7 @@ int cmd_serve(int argc, char** argv) {
     std::vector<std::string> known = {"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np",
                                       "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
-                                      "--shutdown-timeout", "--isa", "--device", "--quant"};
+                                      "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     args.check_known(known);
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
@@ -94,6 +96,22 @@ int cmd_serve(int argc, char** argv) {
     const long long max_body = args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes));
     if (max_body < 1) usage_error("--max-body-bytes must be at least 1");  // -1 is not "unlimited"
     o.max_body_bytes = static_cast<size_t>(max_body);
+    for (const std::string& v : args.get_all("--cors-origin")) {
+      size_t from = 0;
+      for (;;) {
+        const size_t comma = v.find(',', from);
+        std::string origin = v.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+        while (!origin.empty() && origin.front() == ' ') origin.erase(0, 1);
+        while (!origin.empty() && (origin.back() == ' ' || origin.back() == '/')) origin.pop_back();
+        if (origin.empty()) usage_error("--cors-origin needs an origin such as http://localhost:3000, or *");
+        if (origin != "*" && origin.find("://") == std::string::npos) {
+          usage_error("--cors-origin: '" + origin + "' is not an origin (scheme://host[:port]) or *");
+        }
+        o.cors_origins.push_back(origin);
+        if (comma == std::string::npos) break;
+        from = comma + 1;
+      }
+    }
     if (o.port < 0 || o.port > 65535) throw_error(ErrorCode::kInvalidArgument, "--port must be 0..65535");
     if (o.n_slots < 1 || o.n_slots > 256) throw_error(ErrorCode::kInvalidArgument, "-np must be 1..256");
     if (o.n_threads < 0 || o.n_threads > 1024) throw_error(ErrorCode::kInvalidArgument, "-t must be 0..1024");

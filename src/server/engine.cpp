@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -112,6 +113,9 @@ class ServerEngine final : public Engine {
     ro.bos_token = loaded_->bos_text;
     ro.eos_token = loaded_->eos_text;
     std::string full = oxi::render_chat(*tmpl_, msgs, ro);
+    if (!req.assistant_prefill.empty()) {
+      full += opt_.special_in_content ? req.assistant_prefill : tok_->mark_user_text(req.assistant_prefill);
+    }
     // The turn boundary (the prompt without the generation prompt) is where the prompt cache
     // checkpoints: the next turn's prompt shares exactly that prefix.
     if (turn_prefix) {
@@ -238,6 +242,40 @@ class ServerEngine final : public Engine {
                 {"batch_rows", batcher_ ? static_cast<double>(batcher_->rows()) : 0.0}};
   }
 
+  json model_info() const override {
+    const ModelInfo& mi = model_->info();
+    std::error_code ec;
+    namespace fs = std::filesystem;
+    const fs::path path(opt_.model_path);
+    uint64_t file_bytes = 0;
+    if (fs::is_directory(path, ec)) {
+      for (const auto& e : fs::directory_iterator(path, ec)) {
+        if (e.is_regular_file(ec) && e.path().extension() == ".safetensors") file_bytes += e.file_size(ec);
+      }
+    } else {
+      file_bytes = fs::file_size(path, ec);
+    }
+    int64_t modified = 0;
+    const auto mt = fs::last_write_time(path, ec);
+    if (!ec) {
+      modified = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::file_clock::to_sys(mt).time_since_epoch())
+                     .count();
+    }
+    return json{{"path", opt_.model_path}, {"arch", mi.arch}, {"name", mi.name},
+                {"n_params", mi.n_params}, {"weight_bytes", mi.weight_bytes}, {"file_bytes", file_bytes},
+                {"n_ctx_train", mi.n_ctx_train}, {"n_embd", mi.n_embd}, {"n_layer", mi.n_layer},
+                {"n_vocab", mi.n_vocab}, {"quant", opt_.quant}, {"chat_template", loaded_->chat_template},
+                {"format", fs::is_directory(path, ec) ? "safetensors" : "gguf"}, {"modified", modified},
+                {"bos_token", loaded_->bos_text}, {"eos_token", loaded_->eos_text},
+                {"n_slots", static_cast<int>(slots_.size())},
+                {"defaults", {{"temperature", defaults_.temperature}, {"top_k", defaults_.top_k},
+                              {"top_p", defaults_.top_p}, {"min_p", defaults_.min_p},
+                              {"repeat_penalty", defaults_.repeat_penalty}, {"repeat_last_n", defaults_.penalty_last_n},
+                              {"presence_penalty", defaults_.presence_penalty},
+                              {"frequency_penalty", defaults_.frequency_penalty}}}};
+  }
+
  private:
   static constexpr size_t kCheckpointEvery = 1024;
   static constexpr int32_t kPrefillChunk = 256;
@@ -287,6 +325,7 @@ class ServerEngine final : public Engine {
     if (s.presence_penalty) p.presence_penalty = *s.presence_penalty;
     if (s.frequency_penalty) p.frequency_penalty = *s.frequency_penalty;
     if (s.repeat_penalty) p.repeat_penalty = *s.repeat_penalty;
+    if (s.penalty_last_n) p.penalty_last_n = *s.penalty_last_n;
     if (s.seed) p.seed = *s.seed;
     try {
       p.validate();

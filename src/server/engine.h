@@ -63,6 +63,11 @@ class Engine {
                                     const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                                     const TokenSink& sink) = 0;
   virtual nlohmann::json stats() const = 0;  // for /metrics
+  // What the model is, for ollama's /api/tags and /api/show and /props: {"path", "arch", "name", "n_params",
+  // "weight_bytes", "file_bytes", "n_ctx_train", "n_embd", "n_layer", "n_vocab", "quant",
+  // "chat_template", "format" ("gguf" | "safetensors"), "modified" (file mtime, Unix seconds),
+  // "bos_token", "eos_token", "n_slots", "defaults" (the sampling defaults: temperature, top_k, …)}.
+  virtual nlohmann::json model_info() const = 0;
   // Shutdown past its deadline: running generations stop at their next token (finishing their
   // response normally) and requests waiting for a slot, or arriving later, get a 503.
   virtual void cancel_all() = 0;

@@ -28,6 +28,7 @@ int ms_until(Clock::time_point t, Clock::time_point now) {
 thread_local int tl_fd = -1;
 thread_local bool tl_gone = false;
 thread_local Clock::time_point tl_last_check{};
+thread_local Clock::time_point tl_accepted{};
 
 void set_nonblocking(int fd) {
   const int fl = fcntl(fd, F_GETFL, 0);
@@ -70,6 +71,8 @@ class InlineQueue : public httplib::TaskQueue {
 };
 
 }  // namespace
+
+Clock::time_point request_accepted() { return tl_accepted; }
 
 bool client_disconnected() {
   if (tl_fd < 0) return false;
@@ -373,6 +376,7 @@ void FrontServer::dispatch(std::unique_ptr<Conn> c) {
 void FrontServer::serve(Conn& c) {
   FrontStream strm(c, lim_);
   tl_fd = c.fd;
+  tl_accepted = c.accepted;
   tl_gone = false;
   tl_last_check = Clock::time_point{};
   bool closed = false;

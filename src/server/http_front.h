@@ -14,6 +14,7 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -42,6 +43,10 @@ struct FrontLimits {
 // True once the client of the request being handled on this thread has closed or reset its
 // connection (checked with poll at most every 50 ms; false outside a request).
 bool client_disconnected();
+
+// When the connection of the request being handled on this thread was accepted (for the request
+// log's duration).
+std::chrono::steady_clock::time_point request_accepted();
 
 class FrontServer : public httplib::Server {
  public:

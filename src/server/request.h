@@ -36,6 +36,7 @@ struct SamplingRequest {
   std::optional<float> temperature, top_p, min_p, presence_penalty, frequency_penalty,
       repeat_penalty;
   std::optional<int> top_k;
+  std::optional<int> penalty_last_n;  // ollama's repeat_last_n (llama.cpp's penalty window)
   std::optional<uint64_t> seed;
 };
 
@@ -62,6 +63,9 @@ struct ChatRequest : GenerationRequest {
   std::string tool_choice = "auto";     // "auto" | "none" | "required" | function name
   nlohmann::json response_format;       // null, {"type":"json_object"} or json_schema
   std::optional<bool> enable_thinking;  // chat_template_kwargs.enable_thinking / reasoning
+  // Text the assistant's answer starts with (Anthropic's final assistant message): appended to
+  // the rendered prompt as message text; the output continues it. Not set by the OpenAI parser.
+  std::string assistant_prefill;
 };
 
 struct CompletionRequest : GenerationRequest {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace oxi::server {
 
@@ -26,7 +27,10 @@ struct ServerOptions {
   int draft_max = 16;
   int draft_min = 0;
   bool special_in_content = false;  // --special-in-content: user text may hold control tokens (unsafe)
-  double shutdown_timeout_s = 10;  // --shutdown-timeout: running requests' grace after SIGINT/SIGTERM
+  double shutdown_timeout_s = 10;
+  // --cors-origin: origins allowed to call the API from a web page ("*": any); empty: no CORS
+  // headers at all (docs/server.md "CORS").
+  std::vector<std::string> cors_origins;  // --shutdown-timeout: running requests' grace after SIGINT/SIGTERM
 };
 
 // Blocks until the process is asked to stop (SIGINT/SIGTERM; docs/server.md "Shutdown"). Returns

@@ -11,7 +11,10 @@ std::string StopMatcher::feed(const std::string& piece) {
   size_t first = std::string::npos;
   for (const auto& s : stops_) {
     const size_t p = held_.find(s);
-    if (p != std::string::npos) first = std::min(first, p);
+    if (p != std::string::npos && p < first) {
+      first = p;
+      matched_ = s;
+    }
   }
   if (first != std::string::npos) {
     stopped_ = true;

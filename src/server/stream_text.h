@@ -15,11 +15,13 @@ class StopMatcher {
   std::string feed(const std::string& piece);
   std::string flush();  // at the end: whatever was held back
   bool stopped() const { return stopped_; }
+  const std::string& matched() const { return matched_; }  // the stop string found ("" if none)
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace oxi::server

@@ -53,6 +53,9 @@ expect 2 "option -n needs a value" -- "$OXINFER" run -m "$WORK/deep" -p hi -n
 # Issue 29 #12: serve's option checks come before any model work.
 expect 2 "max-body-bytes must be at least 1" -- "$OXINFER" serve -m "$WORK/deep" --max-body-bytes -1
 expect 2 "not both" -- "$OXINFER" serve -m "$WORK/deep" --api-key a --api-key-file "$WORK/t.jinja"
+# Issue 31: --cors-origin takes origins (scheme://host[:port]) or *.
+expect 2 "is not an origin" -- "$OXINFER" serve -m "$WORK/deep" --cors-origin localhost:3000
+expect 2 "needs an origin" -- "$OXINFER" serve -m "$WORK/deep" --cors-origin "http://a.test,,http://b.test"
 
 # Issue 29 #12: config.json values a real model never has are load errors, not silently used.
 SHARED="${OXI_SHARED_DIR:-$(dirname "$0")/../../../shared}"

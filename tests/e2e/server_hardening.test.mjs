@@ -14,28 +14,12 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import assert from "node:assert/strict";
-import { freePort, startServer as startOxinfer } from "./lib/server.mjs";
+import { freePort, startServer as startOxinfer, makeQwenModel, checks } from "./lib/server.mjs";
 
 const OXINFER = process.env.OXINFER;
-const OXI_GEN = process.env.OXI_GEN;
-const NLC_DIR = process.env.NLC_DIR;
-const SHARED = process.env.OXI_SHARED_DIR;
 const WORK = process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-hardening";
 
-let passed = 0, failed = 0;
-const ONLY = process.env.OXI_TEST_ONLY;  // run only the checks whose name contains this
-async function check(name, fn) {
-  if (ONLY && !name.includes(ONLY)) return;
-  const t0 = Date.now();
-  try {
-    await fn();
-    passed++;
-    console.log(`ok   ${name} (${Date.now() - t0} ms)`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e.stack ?? e}`);
-  }
-}
+const { check, finish } = checks();  // $OXI_TEST_ONLY: run only the checks whose name contains it
 const JSON_CT = { "Content-Type": "application/json" };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -68,13 +52,7 @@ async function processing(base) {
 }
 
 // ---- model ------------------------------------------------------------------------------------
-fs.rmSync(WORK, { recursive: true, force: true });
-fs.mkdirSync(WORK, { recursive: true });
-const tokDir = path.join(WORK, "tok");
-const model = path.join(WORK, "qwen35");
-execFileSync("node", ["tools/gen/extract_tokenizer.mjs", tokDir], { env: { ...process.env, NLC_DIR }, stdio: "inherit" });
-execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64", "--layers", "4", "--tokenizer-dir", tokDir,
-  "--chat-template", path.join(SHARED, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
+const model = makeQwenModel(WORK);
 
 const port = await freePort();
 const srv = await startOxinfer(OXINFER, model, ["-np", "2", "--max-body-bytes", "1048576", "--alias", "x"], { port });
@@ -378,5 +356,4 @@ try {
   srv.proc.kill("SIGTERM");
 }
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();

@@ -12,17 +12,14 @@
 //   with seed + i, streamed by choice index), logit_bias (object and llama-server array forms:
 //   +100 forces a token, -100 / false bans the greedy one), and unknown fields that would change
 //   the output (grammar, suffix, …) refused with 400 while harmless ones (user, metadata) pass.
-import { spawn, execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
 import assert from "node:assert/strict";
-import { startServer as startOxinfer } from "./lib/server.mjs";
+import { startServer as startOxinfer, makeQwenModel } from "./lib/server.mjs";
 
 const OXINFER = process.env.OXINFER;
-const OXI_GEN = process.env.OXI_GEN;
 const NLC_DIR = process.env.NLC_DIR;
-const SHARED = process.env.OXI_SHARED_DIR;
 const WORK = process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-e2e";
 const require = createRequire(path.join(NLC_DIR, "package.json"));
 const OpenAI = require("openai").default;
@@ -73,13 +70,7 @@ async function collectChoices(stream) {
 }
 
 // ---- model ------------------------------------------------------------------------------------
-fs.rmSync(WORK, { recursive: true, force: true });
-fs.mkdirSync(WORK, { recursive: true });
-const tokDir = path.join(WORK, "tok");
-const model = path.join(WORK, "qwen35");
-execFileSync("node", ["tools/gen/extract_tokenizer.mjs", tokDir], { env: { ...process.env, NLC_DIR }, stdio: "inherit" });
-execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64", "--layers", "4", "--tokenizer-dir", tokDir,
-  "--chat-template", path.join(SHARED, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
+const model = makeQwenModel(WORK);
 
 const API_KEY = "sk-test-123";
 const srv = await startOxinfer(OXINFER, model, ["-np", "4", "--api-key", API_KEY, "--max-body-bytes", "65536", "--alias", "x"]);

@@ -1,7 +1,9 @@
 // Shared by the server e2e tests: a free loopback port, and `oxinfer serve` started and waited for
 // until /health says ready (only 503 "loading" is accepted before that).
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
 import net from "node:net";
+import path from "node:path";
 import assert from "node:assert/strict";
 
 export function freePort() {
@@ -40,4 +42,43 @@ export async function startServer(oxinfer, model, extra = [], { port, timeoutMs 
     await new Promise((r) => setTimeout(r, 100));
   }
   return { proc, base, port, log: () => log };
+}
+
+// The synthetic Qwen 3.5 model the server tests share (oxi-gen seed 7, hidden 64, 4 layers, the
+// Qwen3.5-4B chat template), made afresh in `work` (emptied first). Returns the model directory.
+export function makeQwenModel(work) {
+  const { NLC_DIR, OXI_GEN, OXI_SHARED_DIR } = process.env;
+  fs.rmSync(work, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+  const tokDir = path.join(work, "tok");
+  const model = path.join(work, "qwen35");
+  execFileSync("node", ["tools/gen/extract_tokenizer.mjs", tokDir], { env: { ...process.env, NLC_DIR }, stdio: "inherit" });
+  execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64", "--layers", "4", "--tokenizer-dir", tokDir,
+    "--chat-template", path.join(OXI_SHARED_DIR, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
+  return model;
+}
+
+// Named checks: check(name, fn) runs one and prints ok/FAIL (only those whose name contains
+// $OXI_TEST_ONLY when set); finish() prints the totals and exits 1 if any failed.
+export function checks() {
+  let passed = 0, failed = 0;
+  const only = process.env.OXI_TEST_ONLY;
+  return {
+    async check(name, fn) {
+      if (only && !name.includes(only)) return;
+      const t0 = Date.now();
+      try {
+        await fn();
+        passed++;
+        console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+      } catch (e) {
+        failed++;
+        console.log(`FAIL ${name}: ${e.stack ?? e}`);
+      }
+    },
+    finish() {
+      console.log(`${passed} passed, ${failed} failed`);
+      process.exit(failed ? 1 : 0);
+    },
+  };
 }

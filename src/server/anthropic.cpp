@@ -1,0 +1,411 @@
+// Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens) over the OpenAI chat
+// path: the request becomes an OpenAI chat request (parse_anthropic_request), runs through
+// prepare_chat / run_chat, and the parsed output (thinking, text, tool calls) becomes Anthropic
+// content blocks, streamed as Anthropic's event sequence (docs/server.md "Anthropic /v1/messages").
+#include <cctype>
+#include <string>
+
+#include "core/error.h"
+#include "server/dialects.h"
+#include "server/http_front.h"
+#include "server/routes.h"
+
+namespace oxi::server {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw RequestError(400, param, msg); }
+
+// The text of a `system` value or a tool_result's content: a string or an array of text blocks.
+std::string text_of_blocks(const json& v, const std::string& where) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array()) bad(where, "'" + where + "' must be a string or an array of text blocks");
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& b = v[i];
+    const std::string w = where + "[" + std::to_string(i) + "]";
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) bad(w, "each block needs a string 'type'");
+    const std::string t = b["type"].get<std::string>();
+    if (t != "text") bad(w + ".type", "content block type '" + t + "' is not supported here (text only)");
+    if (!b.contains("text") || !b["text"].is_string()) bad(w + ".text", "a text block needs a string 'text'");
+    if (!out.empty()) out += "\n";
+    out += b["text"].get<std::string>();
+  }
+  return out;
+}
+
+const json* present(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+// One Anthropic message → OpenAI messages appended to `out` (a user message's tool_result blocks
+// become `tool` messages, in order, before the user's text).
+void translate_message(const json& m, size_t index, json& out) {
+  const std::string where = "messages[" + std::to_string(index) + "]";
+  if (!m.is_object()) bad(where, where + " must be an object");
+  if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", where + " needs a string 'role'");
+  const std::string role = m["role"].get<std::string>();
+  if (role != "user" && role != "assistant") bad(where + ".role", "role must be 'user' or 'assistant', got '" + role + "'");
+  if (!m.contains("content")) bad(where + ".content", where + " needs 'content'");
+  const json& content = m["content"];
+  if (content.is_string()) {
+    out.push_back({{"role", role}, {"content", content}});
+    return;
+  }
+  if (!content.is_array()) bad(where + ".content", "'content' must be a string or an array of content blocks");
+  std::string text, thinking;
+  json tool_calls = json::array();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& b = content[i];
+    const std::string w = where + ".content[" + std::to_string(i) + "]";
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) bad(w, "each content block needs a string 'type'");
+    const std::string t = b["type"].get<std::string>();
+    if (t == "text") {
+      if (!b.contains("text") || !b["text"].is_string()) bad(w + ".text", "a text block needs a string 'text'");
+      text += b["text"].get<std::string>();
+    } else if (t == "tool_result" && role == "user") {
+      if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) bad(w + ".tool_use_id", "a tool_result needs a string 'tool_use_id'");
+      std::string result = b.contains("content") && !b["content"].is_null() ? text_of_blocks(b["content"], w + ".content") : "";
+      if (b.contains("is_error") && !b["is_error"].is_null() && !b["is_error"].is_boolean()) bad(w + ".is_error", "'is_error' must be a boolean");
+      if (b.value("is_error", false)) result = "Error: " + result;
+      out.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
+    } else if (t == "tool_use" && role == "assistant") {
+      if (!b.contains("id") || !b["id"].is_string()) bad(w + ".id", "a tool_use block needs a string 'id'");
+      if (!b.contains("name") || !b["name"].is_string()) bad(w + ".name", "a tool_use block needs a string 'name'");
+      const json input = b.contains("input") && !b["input"].is_null() ? b["input"] : json::object();
+      if (!input.is_object()) bad(w + ".input", "'input' must be an object");
+      tool_calls.push_back({{"id", b["id"]}, {"type", "function"},
+                            {"function", {{"name", b["name"]}, {"arguments", input.dump()}}}});
+    } else if (t == "thinking" && role == "assistant") {
+      if (!b.contains("thinking") || !b["thinking"].is_string()) bad(w + ".thinking", "a thinking block needs a string 'thinking'");
+      thinking += b["thinking"].get<std::string>();
+    } else if (t == "redacted_thinking" && role == "assistant") {
+      // opaque: nothing to render
+    } else {
+      bad(w + ".type", "content block type '" + t + "' is not supported in a " + role + " message");
+    }
+  }
+  if (role == "user") {
+    if (!text.empty() || content.empty() || out.empty() || out.back().value("role", "") != "tool") {
+      out.push_back({{"role", "user"}, {"content", text}});
+    }
+    return;
+  }
+  json a = {{"role", "assistant"}, {"content", text}};
+  if (!thinking.empty()) a["reasoning_content"] = thinking;
+  if (!tool_calls.empty()) {
+    a["tool_calls"] = tool_calls;
+    if (text.empty()) a["content"] = nullptr;
+  }
+  out.push_back(std::move(a));
+}
+
+json translate_tools(const json& tools) {
+  if (!tools.is_array()) bad("tools", "'tools' must be an array");
+  json out = json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const std::string w = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) bad(w, w + " must be an object");
+    if (t.contains("type") && !t["type"].is_null() && t["type"] != "custom") {
+      bad(w + ".type", "tool type " + t["type"].dump() + " (an Anthropic server tool) is not supported; give client tools with an input_schema");
+    }
+    if (!t.contains("name") || !t["name"].is_string()) bad(w + ".name", "each tool needs a string 'name'");
+    if (!t.contains("input_schema") || !t["input_schema"].is_object()) bad(w + ".input_schema", "each tool needs an 'input_schema' object");
+    json f = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
+    if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
+    out.push_back({{"type", "function"}, {"function", f}});
+  }
+  return out;
+}
+
+}  // namespace
+
+AnthropicRequest parse_anthropic_request(const json& body, const Limits& limits, bool count_only) {
+  static const char* const kKnown[] = {"model", "messages", "max_tokens", "system", "temperature", "top_p", "top_k",
+                                       "stop_sequences", "stream", "tools", "tool_choice", "thinking",
+                                       // cannot change the output:
+                                       "metadata", "service_tier"};
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it->is_null()) continue;
+    bool known = false;
+    for (const char* k : kKnown) known = known || it.key() == k;
+    if (!known) bad(it.key(), "unsupported field '" + it.key() + "': it could change the output, so it is refused rather than ignored");
+  }
+  json oa = json::object();
+  if (const json* m = present(body, "model")) oa["model"] = *m;
+  // max_tokens: required by Anthropic (≥ 1).
+  if (const json* mt = present(body, "max_tokens")) {
+    if (!mt->is_number_integer() || mt->get<long long>() < 1) bad("max_tokens", "'max_tokens' must be a positive integer");
+    oa["max_tokens"] = *mt;
+  } else if (!count_only) {
+    bad("max_tokens", "'max_tokens' is required");
+  }
+  // Anthropic's ranges: temperature 0..1, top_p 0..1, top_k ≥ 0.
+  if (const json* t = present(body, "temperature")) {
+    if (!t->is_number() || !(t->get<double>() >= 0.0 && t->get<double>() <= 1.0)) bad("temperature", "'temperature' must be a number between 0 and 1");
+    oa["temperature"] = *t;
+  }
+  if (const json* t = present(body, "top_p")) oa["top_p"] = *t;
+  if (const json* t = present(body, "top_k")) {
+    if (!t->is_number_integer() || t->get<long long>() < 0) bad("top_k", "'top_k' must be a non-negative integer");
+    oa["top_k"] = *t;
+  }
+  if (const json* s = present(body, "stop_sequences")) {
+    if (!s->is_array()) bad("stop_sequences", "'stop_sequences' must be an array of strings");
+    oa["stop"] = *s;
+  }
+  if (const json* s = present(body, "stream")) oa["stream"] = *s;
+
+  json msgs = json::array();
+  if (const json* sys = present(body, "system")) {
+    msgs.push_back({{"role", "system"}, {"content", text_of_blocks(*sys, "system")}});
+  }
+  const json* in = present(body, "messages");
+  if (!in) bad("messages", "'messages' is required");
+  if (!in->is_array() || in->empty()) bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < in->size(); ++i) translate_message((*in)[i], i, msgs);
+  // A final assistant message is the start of the answer (prefill): text only, no trailing
+  // whitespace, not with thinking (Anthropic's rules); the answer continues it.
+  std::string prefill;
+  if (msgs.back().value("role", "") == "assistant") {
+    const json& last = msgs.back();
+    const std::string where = "messages[" + std::to_string(in->size() - 1) + "]";
+    if (last.contains("tool_calls") || last.contains("reasoning_content")) {
+      bad(where + ".content", "a final assistant message (prefill) may hold text only");
+    }
+    prefill = last["content"].get<std::string>();
+    if (!prefill.empty() && std::isspace(static_cast<unsigned char>(prefill.back()))) {
+      bad(where + ".content", "final assistant content cannot end with trailing whitespace");
+    }
+    msgs.erase(msgs.size() - 1);
+    if (msgs.empty()) bad("messages", "the messages need a user message before the final assistant message");
+  }
+  oa["messages"] = std::move(msgs);
+
+  AnthropicRequest r;
+  if (const json* tools = present(body, "tools")) oa["tools"] = translate_tools(*tools);
+  if (const json* tc = present(body, "tool_choice")) {
+    if (!tc->is_object() || !tc->contains("type") || !(*tc)["type"].is_string()) {
+      bad("tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
+    }
+    const std::string t = (*tc)["type"].get<std::string>();
+    if (t == "auto") {
+      oa["tool_choice"] = "auto";
+    } else if (t == "any") {
+      oa["tool_choice"] = "required";
+    } else if (t == "none") {
+      oa["tool_choice"] = "none";
+    } else if (t == "tool") {
+      if (!tc->contains("name") || !(*tc)["name"].is_string()) bad("tool_choice.name", "tool_choice type 'tool' needs a string 'name'");
+      oa["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*tc)["name"]}}}};
+    } else {
+      bad("tool_choice.type", "unknown tool_choice type '" + t + "'");
+    }
+    if (const json* d = present(*tc, "disable_parallel_tool_use")) {
+      if (!d->is_boolean()) bad("tool_choice.disable_parallel_tool_use", "'disable_parallel_tool_use' must be a boolean");
+      r.disable_parallel_tool_use = d->get<bool>();
+    }
+  }
+  // Thinking is off unless asked for (Anthropic's default); budget_tokens is checked as Anthropic
+  // does (≥ 1024, below max_tokens) and bounds nothing beyond max_tokens (docs/server.md).
+  bool thinking = false;
+  if (const json* th = present(body, "thinking")) {
+    if (!th->is_object() || !th->contains("type") || !(*th)["type"].is_string()) {
+      bad("thinking", "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+    }
+    const std::string t = (*th)["type"].get<std::string>();
+    if (t == "enabled") {
+      const json* bt = present(*th, "budget_tokens");
+      if (!bt || !bt->is_number_integer() || bt->get<long long>() < 1024) {
+        bad("thinking.budget_tokens", "'thinking.budget_tokens' must be an integer of at least 1024");
+      }
+      if (oa.contains("max_tokens") && bt->get<long long>() >= oa["max_tokens"].get<long long>()) {
+        bad("thinking.budget_tokens", "'thinking.budget_tokens' must be less than max_tokens");
+      }
+      thinking = true;
+      if (!prefill.empty()) bad("thinking", "a final assistant message (prefill) cannot be used with thinking");
+    } else if (t != "disabled") {
+      bad("thinking.type", "unknown thinking type '" + t + "'");
+    }
+  }
+  oa["chat_template_kwargs"] = {{"enable_thinking", thinking}};
+
+  Limits lim = limits;
+  lim.max_stop = 64;  // Anthropic sets no small limit on stop_sequences
+  if (count_only) oa.erase("max_tokens");
+  r.chat = parse_chat_request(oa, lim);
+  r.chat.assistant_prefill = std::move(prefill);
+  return r;
+}
+
+namespace {
+
+const char* stop_reason_of(const ChatRun& run) {
+  if (run.finish == "tool_calls") return "tool_use";
+  if (!run.stop_matched.empty()) return "stop_sequence";
+  if (run.finish == "length") return "max_tokens";
+  return "end_turn";
+}
+
+json tool_input(const ToolCall& c) {
+  json in = json::parse(c.arguments, nullptr, false);
+  return in.is_object() ? in : json::object();
+}
+
+json usage_of(const GenerationResult& r) {
+  // Anthropic counts the cache reads apart: input_tokens + cache_read_input_tokens = the prompt.
+  return json{{"input_tokens", r.n_prompt - r.n_cached}, {"cache_creation_input_tokens", 0},
+              {"cache_read_input_tokens", r.n_cached}, {"output_tokens", r.n_generated}};
+}
+
+// The content blocks of a stream: opens a block when the kind of output changes, closes the open
+// one, and gives each block its index.
+class BlockStream {
+ public:
+  explicit BlockStream(StreamWriter& out) : out_(out) {}
+
+  void text(const std::string& kind, const std::string& s) {  // kind: "text" | "thinking"
+    if (s.empty()) return;
+    if (open_ != kind) {
+      close();
+      out_.event("content_block_start", {{"type", "content_block_start"}, {"index", index_},
+                                         {"content_block", kind == "text" ? json{{"type", "text"}, {"text", ""}}
+                                                                          : json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}}});
+      open_ = kind;
+    }
+    json delta = kind == "text" ? json{{"type", "text_delta"}, {"text", s}} : json{{"type", "thinking_delta"}, {"thinking", s}};
+    out_.event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_}, {"delta", delta}});
+  }
+
+  void tool_use(const ToolCall& c) {
+    close();
+    out_.event("content_block_start", {{"type", "content_block_start"}, {"index", index_},
+                                       {"content_block", {{"type", "tool_use"}, {"id", random_id("toolu_")},
+                                                          {"name", c.name}, {"input", json::object()}}}});
+    out_.event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                       {"delta", {{"type", "input_json_delta"}, {"partial_json", tool_input(c).dump()}}}});
+    open_ = "tool_use";
+    close();
+  }
+
+  void close() {
+    if (open_.empty()) return;
+    if (open_ == "thinking") {
+      out_.event("content_block_delta", {{"type", "content_block_delta"}, {"index", index_},
+                                         {"delta", {{"type", "signature_delta"}, {"signature", ""}}}});
+    }
+    out_.event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
+    open_.clear();
+    ++index_;
+  }
+
+  void empty_text() {
+    close();
+    out_.event("content_block_start", {{"type", "content_block_start"}, {"index", index_},
+                                       {"content_block", {{"type", "text"}, {"text", ""}}}});
+    open_ = "text";
+    close();
+  }
+
+  int count() const { return index_; }
+
+ private:
+  StreamWriter& out_;
+  std::string open_;
+  int index_ = 0;
+};
+
+}  // namespace
+
+void Routes::count_tokens(const std::string& text, httplib::Response& res) {
+  AnthropicRequest a = parse_anthropic_request(parse_body(text), limits_, /*count_only=*/true);
+  check_model(a.chat, eng_.model_id());
+  const ChatJob job = prepare_chat(std::move(a.chat));
+  send_json(res, 200, {{"input_tokens", job.ids.size()}});
+}
+
+void Routes::messages(const std::string& text, httplib::Response& res) {
+  AnthropicRequest a = parse_anthropic_request(parse_body(text), limits_);
+  check_model(a.chat, eng_.model_id());
+  const bool one_call = a.disable_parallel_tool_use;
+  auto job = std::make_shared<ChatJob>(prepare_chat(std::move(a.chat)));
+  const std::string id = random_id("msg_");
+  const std::string model = eng_.model_id();
+  // disable_parallel_tool_use: generation stops once the first tool call is complete.
+  auto keep_on = [one_call](const ChatDelta& d) { return !(one_call && !d.tool_calls.empty()); };
+
+  if (!job->req.stream) {
+    ChatRun run;
+    {
+      InFlight guard(metrics_);
+      run = run_chat(*job, 0, [&](const ChatDelta& d, const TokenOut*) { return keep_on(d); },
+                     [] { return !client_disconnected(); });
+    }
+    if (run.error) std::rethrow_exception(run.error);
+    json content = json::array();
+    const ChatMessage& m = run.message;
+    if (!m.reasoning_content.empty()) content.push_back({{"type", "thinking"}, {"thinking", m.reasoning_content}, {"signature", ""}});
+    if (!m.content.empty()) content.push_back({{"type", "text"}, {"text", m.content}});
+    for (size_t i = 0; i < m.tool_calls.size() && !(one_call && i > 0); ++i) {
+      content.push_back({{"type", "tool_use"}, {"id", random_id("toolu_")}, {"name", m.tool_calls[i].name},
+                         {"input", tool_input(m.tool_calls[i])}});
+    }
+    if (content.empty()) content.push_back({{"type", "text"}, {"text", ""}});
+    return send_json(res, 200, {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
+                                {"content", content}, {"stop_reason", stop_reason_of(run)},
+                                {"stop_sequence", run.stop_matched.empty() ? json(nullptr) : json(run.stop_matched)},
+                                {"usage", usage_of(run.result)}});
+  }
+
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", [this, job, id, model, one_call](size_t, httplib::DataSink& sink) {
+    StreamWriter out(sink);
+    out.event("message_start",
+              {{"type", "message_start"},
+               {"message", {{"id", id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
+                            {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr},
+                            {"usage", {{"input_tokens", job->ids.size()}, {"cache_creation_input_tokens", 0},
+                                       {"cache_read_input_tokens", 0}, {"output_tokens", 0}}}}}});
+    out.event("ping", {{"type", "ping"}});
+    BlockStream blocks(out);
+    bool called = false;
+    ChatRun run;
+    {
+      InFlight guard(metrics_);
+      run = run_chat(
+          *job, 0,
+          [&](const ChatDelta& d, const TokenOut*) {
+            blocks.text("thinking", d.reasoning_content);
+            blocks.text("text", d.content);
+            for (const auto& [index, call] : d.tool_calls) {
+              if (one_call && called) break;
+              blocks.tool_use(call);
+              called = true;
+            }
+            return !(one_call && called);
+          },
+          [&] { return out.alive.load(); });
+    }
+    if (run.error) {
+      // Never a 500 mid-stream: Anthropic's in-band error event ends the stream.
+      out.event("error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", error_message(run.error)}}}});
+      out.done(false);
+      return true;
+    }
+    blocks.close();
+    if (blocks.count() == 0) blocks.empty_text();  // a message always has a content block
+    out.event("message_delta", {{"type", "message_delta"},
+                                {"delta", {{"stop_reason", stop_reason_of(run)},
+                                           {"stop_sequence", run.stop_matched.empty() ? json(nullptr) : json(run.stop_matched)}}},
+                                {"usage", usage_of(run.result)}});
+    out.event("message_stop", {{"type", "message_stop"}});
+    out.done(false);
+    return true;
+  });
+}
+
+}  // namespace oxi::server

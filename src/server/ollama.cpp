@@ -1,0 +1,413 @@
+// ollama's native API over the OpenAI chat path (docs/server.md "ollama /api/*"): /api/chat and
+// /api/generate (NDJSON streaming by default, `stream: false` for one object), /api/tags,
+// /api/show, /api/version. Requests become OpenAI chat requests (parse_ollama_request) and run
+// through prepare_chat / run_chat; `format` maps onto the JSON constraint, `options` onto the
+// sampling fields.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+#include "server/dialects.h"
+#include "server/http_front.h"
+#include "server/routes.h"
+
+namespace oxi::server {
+
+using nlohmann::json;
+
+// The ollama API version this server speaks (reported by /api/version; clients compare it).
+const char* const kOllamaCompatVersion = "0.12.0";
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw RequestError(400, param, msg); }
+
+const json* present(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+bool nonempty(const json* v) {
+  return v && !(v->is_string() && v->get<std::string>().empty()) && !(v->is_array() && v->empty());
+}
+
+// ollama `options` → OpenAI sampling fields of `oa`; `repeat_last_n` → `penalty_last_n`.
+void translate_options(const json& o, json& oa, std::optional<int>& penalty_last_n) {
+  if (!o.is_object()) bad("options", "'options' must be an object");
+  // Same meaning under the same name.
+  static const char* const kSame[] = {"temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty",
+                                      "presence_penalty", "frequency_penalty", "stop"};
+  // Load, memory and thread settings: cannot change the output (the server's own apply).
+  static const char* const kHarmless[] = {"num_ctx", "num_batch", "num_gpu", "main_gpu", "use_mmap", "use_mlock",
+                                          "num_thread", "low_vram", "f16_kv", "vocab_only", "numa", "num_keep",
+                                          "logits_all", "embedding_only"};
+  for (auto it = o.begin(); it != o.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (v.is_null()) continue;
+    auto in = [&](const auto& list) {
+      for (const char* n : list) {
+        if (k == n) return true;
+      }
+      return false;
+    };
+    if (in(kSame)) {
+      oa[k] = v;
+    } else if (in(kHarmless)) {
+    } else if (k == "num_predict") {
+      if (!v.is_number_integer()) bad("options.num_predict", "'num_predict' must be an integer");
+      // -1: until the end of generation, -2: until the context is full; both are "no limit" here.
+      if (v.get<long long>() >= 0) oa["max_tokens"] = v;
+      else if (v.get<long long>() < -2) bad("options.num_predict", "'num_predict' must be -2, -1 or a token count");
+    } else if (k == "repeat_last_n") {
+      if (!v.is_number_integer() || v.get<long long>() < -1 || v.get<long long>() > 1000000) {
+        bad("options.repeat_last_n", "'repeat_last_n' must be an integer, -1 or more");
+      }
+      penalty_last_n = static_cast<int>(v.get<long long>());
+    } else if ((k == "typical_p" || k == "tfs_z") && v.is_number() && v.get<double>() == 1.0) {
+      // 1.0: off
+    } else if (k == "mirostat" && v.is_number() && v.get<double>() == 0.0) {
+      // 0: off
+    } else if ((k == "mirostat_tau" || k == "mirostat_eta") && v.is_number()) {
+      // only used with mirostat, which is off (else refused above)
+    } else if (k == "penalize_newline" && v.is_boolean()) {
+      // removed from ollama's sampler: a no-op there too
+    } else {
+      bad("options." + k, "unsupported option '" + k + "': it could change the output, so it is refused rather than ignored");
+    }
+  }
+}
+
+void check_images(const json& m, const std::string& where) {
+  if (nonempty(present(m, "images"))) bad(where + ".images", "images are not supported (text only)");
+}
+
+json translate_chat_message(const json& m, size_t i) {
+  const std::string where = "messages[" + std::to_string(i) + "]";
+  if (!m.is_object()) bad(where, where + " must be an object");
+  check_images(m, where);
+  json out = {{"role", m.contains("role") ? m["role"] : json(nullptr)},
+              {"content", m.contains("content") && !m["content"].is_null() ? m["content"] : json("")}};
+  if (const json* th = present(m, "thinking")) out["reasoning_content"] = *th;
+  if (const json* tcs = present(m, "tool_calls")) {
+    if (!tcs->is_array()) bad(where + ".tool_calls", "'tool_calls' must be an array");
+    json calls = json::array();
+    for (const auto& tc : *tcs) {
+      if (!tc.is_object() || !tc.contains("function") || !tc["function"].is_object()) {
+        bad(where + ".tool_calls", "each tool call needs a 'function' object");
+      }
+      json f = tc["function"];
+      if (f.contains("arguments") && f["arguments"].is_object()) f["arguments"] = f["arguments"].dump();
+      calls.push_back({{"type", "function"}, {"function", f}});
+    }
+    out["tool_calls"] = calls;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool ollama_model_matches(const std::string& requested, const std::string& served) {
+  if (requested == served) return true;
+  const bool served_tagged = served.find(':') != std::string::npos;
+  return !served_tagged && requested == served + ":latest";
+}
+
+OllamaRequest parse_ollama_request(const json& body, const Limits& limits, bool generate) {
+  static const char* const kChat[] = {"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"};
+  static const char* const kGenerate[] = {"model", "prompt", "system", "format", "options", "stream", "keep_alive",
+                                          "think", "raw", "suffix", "template", "context", "images"};
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it->is_null()) continue;
+    bool known = false;
+    if (generate) {
+      for (const char* k : kGenerate) known = known || it.key() == k;
+    } else {
+      for (const char* k : kChat) known = known || it.key() == k;
+    }
+    if (!known) bad(it.key(), "unsupported field '" + it.key() + "': it could change the output, so it is refused rather than ignored");
+  }
+  const json* model = present(body, "model");
+  if (!model || !model->is_string() || model->get<std::string>().empty()) bad("model", "model is required");
+
+  OllamaRequest r;
+  json oa = json::object();
+  oa["stream"] = true;  // ollama streams unless told not to
+  if (const json* s = present(body, "stream")) oa["stream"] = *s;
+  std::optional<int> penalty_last_n;
+  if (const json* o = present(body, "options")) translate_options(*o, oa, penalty_last_n);
+  if (const json* f = present(body, "format")) {
+    if (f->is_string() && f->get<std::string>() == "json") {
+      oa["response_format"] = {{"type", "json_object"}};
+    } else if (f->is_object()) {
+      oa["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "format"}, {"schema", *f}}}};
+    } else if (!(f->is_string() && f->get<std::string>().empty())) {
+      bad("format", "'format' must be \"json\" or a JSON schema object");
+    }
+  }
+  if (const json* t = present(body, "think")) {
+    if (t->is_boolean()) {
+      oa["chat_template_kwargs"] = {{"enable_thinking", t->get<bool>()}};
+    } else if (t->is_string() && (*t == "high" || *t == "medium" || *t == "low")) {
+      oa["chat_template_kwargs"] = {{"enable_thinking", true}};
+    } else {
+      bad("think", "'think' must be a boolean or \"high\", \"medium\", \"low\"");
+    }
+  }
+
+  json msgs = json::array();
+  if (generate) {
+    for (const char* k : {"suffix", "template", "context", "images"}) {
+      if (nonempty(present(body, k))) {
+        bad(k, std::string("'") + k + "' is not supported" +
+                   (std::string(k) == "template" ? " (the model's Jinja chat template is used)" : ""));
+      }
+    }
+    const json* p = present(body, "prompt");
+    if (p && !p->is_string()) bad("prompt", "'prompt' must be a string");
+    const std::string prompt = p ? p->get<std::string>() : "";
+    if (const json* raw = present(body, "raw")) {
+      if (!raw->is_boolean()) bad("raw", "'raw' must be a boolean");
+      r.raw = raw->get<bool>();
+    }
+    if (prompt.empty()) {
+      r.load_only = true;
+      msgs.push_back({{"role", "user"}, {"content", ""}});
+    } else {
+      if (const json* sys = present(body, "system")) {
+        if (!sys->is_string()) bad("system", "'system' must be a string");
+        if (r.raw) bad("system", "'system' cannot be used with raw (the prompt is not templated)");
+        msgs.push_back({{"role", "system"}, {"content", *sys}});
+      }
+      msgs.push_back({{"role", "user"}, {"content", prompt}});
+      r.raw_prompt = prompt;
+    }
+  } else {
+    const json* in = present(body, "messages");
+    if (in && !in->is_array()) bad("messages", "'messages' must be an array");
+    if (!in || in->empty()) {
+      r.load_only = true;
+      msgs.push_back({{"role", "user"}, {"content", ""}});
+    } else {
+      for (size_t i = 0; i < in->size(); ++i) msgs.push_back(translate_chat_message((*in)[i], i));
+    }
+    if (const json* tools = present(body, "tools")) oa["tools"] = *tools;
+  }
+  oa["messages"] = std::move(msgs);
+  Limits lim = limits;
+  lim.max_stop = 64;
+  r.chat = parse_chat_request(oa, lim);
+  r.chat.model = model->get<std::string>();
+  r.chat.sampling.penalty_last_n = penalty_last_n;
+  return r;
+}
+
+namespace {
+
+// RFC 3339 UTC with microseconds, as ollama's created_at.
+std::string rfc3339_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us));
+  return buf;
+}
+
+std::string rfc3339(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return buf;
+}
+
+// ollama's tool_calls entries: arguments as an object; index: the call's place in the message.
+json ollama_call(size_t index, const ToolCall& c) {
+  json args = json::parse(c.arguments, nullptr, false);
+  if (!args.is_object()) args = json::object();
+  return {{"function", {{"index", index}, {"name", c.name}, {"arguments", args}}}};
+}
+
+// The final object's statistics (durations in nanoseconds, as ollama reports them).
+void add_stats(json& j, const GenerationResult& r, std::chrono::steady_clock::time_point t0) {
+  const auto total = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  j["total_duration"] = total;
+  j["load_duration"] = 0;
+  j["prompt_eval_count"] = r.n_prompt;
+  j["prompt_eval_duration"] = static_cast<int64_t>(std::llround(r.prompt_ms * 1e6));
+  j["eval_count"] = r.n_generated;
+  j["eval_duration"] = static_cast<int64_t>(std::llround(r.gen_ms * 1e6));
+}
+
+std::string size_label(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000000ull) std::snprintf(buf, sizeof(buf), "%.1fB", static_cast<double>(n) / 1e9);
+  else std::snprintf(buf, sizeof(buf), "%.1fM", static_cast<double>(n) / 1e6);
+  return buf;
+}
+
+// prepare_chat with ollama's field name in its errors (`format`, not OpenAI's response_format).
+ChatJob prepare_ollama(const std::function<ChatJob()>& prepare) {
+  try {
+    return prepare();
+  } catch (const RequestError& e) {
+    if (e.param() == "response_format") throw RequestError(e.status(), "format", e.what());
+    throw;
+  }
+}
+
+}  // namespace
+
+json Routes::ollama_model_entry() const {
+  const json mi = eng_.model_info();
+  const std::string id = eng_.model_id();
+  const std::string name = id.find(':') == std::string::npos ? id + ":latest" : id;
+  const std::string arch = mi.value("arch", "");
+  const std::string quant = mi.value("quant", "");
+  json details = {{"parent_model", ""}, {"format", mi.value("format", "gguf")}, {"family", arch},
+                  {"families", json::array({arch})}, {"parameter_size", size_label(mi.value("n_params", uint64_t{0}))},
+                  {"quantization_level", quant.empty() ? "unknown" : quant}};
+  return json{{"name", name}, {"model", name}, {"modified_at", rfc3339(mi.value("modified", int64_t{0}))},
+              {"size", mi.value("file_bytes", uint64_t{0})}, {"digest", ""}, {"details", details}};
+}
+
+void Routes::ollama_tags(httplib::Response& res) { send_json(res, 200, {{"models", json::array({ollama_model_entry()})}}); }
+
+void Routes::ollama_show(const std::string& text, httplib::Response& res) {
+  const json body = parse_body(text);
+  const json* m = present(body, "model");
+  if (!m) m = present(body, "name");  // the older spelling
+  if (!m || !m->is_string()) bad("model", "model is required");
+  if (!ollama_model_matches(m->get<std::string>(), eng_.model_id())) {
+    throw RequestError(404, "", "model '" + m->get<std::string>() + "' not found");
+  }
+  const json mi = eng_.model_info();
+  const json entry = ollama_model_entry();
+  const std::string arch = mi.value("arch", "");
+  const std::string tmpl = mi.value("chat_template", "");
+  json caps = json::array({"completion"});
+  if (tmpl.find("tools") != std::string::npos) caps.push_back("tools");
+  if (eng_.chat_format() != ChatFormat::kPlain) caps.push_back("thinking");
+  json info = {{"general.architecture", arch}, {"general.name", mi.value("name", "")},
+               {"general.parameter_count", mi.value("n_params", uint64_t{0})},
+               {arch + ".context_length", mi.value("n_ctx_train", int64_t{0})},
+               {arch + ".embedding_length", mi.value("n_embd", int64_t{0})},
+               {arch + ".block_count", mi.value("n_layer", int64_t{0})},
+               {"tokenizer.ggml.vocab_size", mi.value("n_vocab", int64_t{0})}};
+  send_json(res, 200, {{"license", ""}, {"modelfile", ""}, {"parameters", ""}, {"template", tmpl},
+                       {"details", entry["details"]}, {"model_info", info}, {"capabilities", caps},
+                       {"modified_at", entry["modified_at"]}});
+}
+
+void Routes::ollama_chat(const std::string& text, httplib::Response& res) {
+  OllamaRequest r = parse_ollama_request(parse_body(text), limits_, /*generate=*/false);
+  if (!ollama_model_matches(r.chat.model, eng_.model_id())) throw RequestError(404, "", "model '" + r.chat.model + "' not found");
+  if (r.load_only) {
+    return send_json(res, 200, {{"model", r.chat.model}, {"created_at", rfc3339_now()},
+                                {"message", {{"role", "assistant"}, {"content", ""}}}, {"done", true}, {"done_reason", "load"}});
+  }
+  ollama_stream(prepare_ollama([&] { return prepare_chat(std::move(r.chat)); }), /*chat_shape=*/true, res);
+}
+
+void Routes::ollama_generate(const std::string& text, httplib::Response& res) {
+  OllamaRequest r = parse_ollama_request(parse_body(text), limits_, /*generate=*/true);
+  if (!ollama_model_matches(r.chat.model, eng_.model_id())) throw RequestError(404, "", "model '" + r.chat.model + "' not found");
+  if (r.load_only) {
+    return send_json(res, 200, {{"model", r.chat.model}, {"created_at", rfc3339_now()}, {"response", ""},
+                                {"done", true}, {"done_reason", "load"}});
+  }
+  if (!r.raw) return ollama_stream(prepare_ollama([&] { return prepare_chat(std::move(r.chat)); }), /*chat_shape=*/false, res);
+  // raw: the prompt as given, no template; everything generated is the response. (prepare_chat
+  // still checks the request, `format` included, before anything is sent.)
+  const std::string raw_prompt = r.raw_prompt;
+  ChatJob job = prepare_ollama([&] { return prepare_chat(std::move(r.chat)); });
+  job.prompt = raw_prompt;
+  job.ids = eng_.tokenize(raw_prompt, true, true);
+  job.checkpoint_at = 0;
+  job.popt = ParserOptions{};
+  job.format = ChatFormat::kPlain;
+  job.raw_text = true;
+  ollama_stream(std::move(job), /*chat_shape=*/false, res);
+}
+
+// Runs a chat job and answers in ollama's shape: /api/chat objects carry `message`, /api/generate
+// objects `response` (and `thinking`). Streams NDJSON unless the request said stream: false.
+void Routes::ollama_stream(ChatJob job_in, bool chat_shape, httplib::Response& res) {
+  auto job = std::make_shared<ChatJob>(std::move(job_in));
+  const std::string model = job->req.model;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto piece = [chat_shape, model](const std::string& content, const std::string& thinking, const json& calls) {
+    json j = {{"model", model}, {"created_at", rfc3339_now()}};
+    if (chat_shape) {
+      json m = {{"role", "assistant"}, {"content", content}};
+      if (!thinking.empty()) m["thinking"] = thinking;
+      if (!calls.empty()) m["tool_calls"] = calls;
+      j["message"] = m;
+    } else {
+      j["response"] = content;
+      if (!thinking.empty()) j["thinking"] = thinking;
+    }
+    return j;
+  };
+  auto final_fields = [t0](json& j, const ChatRun& run) {
+    j["done"] = true;
+    j["done_reason"] = run.finish == "length" ? "length" : "stop";
+    add_stats(j, run.result, t0);
+  };
+
+  if (!job->req.stream) {
+    ChatRun run;
+    {
+      InFlight guard(metrics_);
+      run = run_chat(*job, 0, [](const ChatDelta&, const TokenOut*) { return true; }, [] { return !client_disconnected(); });
+    }
+    if (run.error) std::rethrow_exception(run.error);
+    json calls = json::array();
+    for (size_t i = 0; i < run.message.tool_calls.size(); ++i) calls.push_back(ollama_call(i, run.message.tool_calls[i]));
+    json j = piece(run.message.content, run.message.reasoning_content, calls);
+    final_fields(j, run);
+    return send_json(res, 200, j);
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("application/x-ndjson", [this, job, piece, final_fields](size_t, httplib::DataSink& sink) {
+    StreamWriter out(sink);
+    ChatRun run;
+    {
+      InFlight guard(metrics_);
+      run = run_chat(
+          *job, 0,
+          [&](const ChatDelta& d, const TokenOut*) {
+            json calls = json::array();
+            for (const auto& [index, call] : d.tool_calls) calls.push_back(ollama_call(index, call));
+            if (!d.content.empty() || !d.reasoning_content.empty() || !calls.empty()) {
+              json j = piece(d.content, d.reasoning_content, calls);
+              j["done"] = false;
+              out.line(j);
+            }
+            return true;
+          },
+          [&] { return out.alive.load(); });
+    }
+    if (run.error) {
+      // Never a 500 mid-stream: ollama reports a failure in-band as {"error": …} and ends.
+      out.line({{"error", error_message(run.error)}});
+      out.done(false);
+      return true;
+    }
+    json j = piece("", "", json::array());
+    final_fields(j, run);
+    out.line(j);
+    out.done(false);
+    return true;
+  });
+}
+
+}  // namespace oxi::server
