@@ -14,6 +14,7 @@
 import { createRequire } from 'node:module';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -124,6 +125,37 @@ const servers = [];
 process.on('exit', () => servers.forEach((s) => s.kill()));
 const portA = 18000 + (process.pid % 1000) * 2, portB = portA + 1;
 servers.push(await serve(portA, true), await serve(portB, false));
+// A stand-in for the Hugging Face Hub (another origin, CORS as the Hub sends it): a repo listing
+// and /resolve/ downloads with ranges.
+const hfFiles = { 'q35-Q8_0.gguf': models[0].file, 'q35-Q4_K_M.gguf': models[1].file, 'mmproj-q35-F16.gguf': models[0].file };
+const hf = http.createServer((req, res) => {
+  const cors = { 'Access-Control-Allow-Origin': '*', 'Access-Control-Allow-Headers': 'Range',
+    'Access-Control-Expose-Headers': 'Content-Range, Content-Length', 'Cross-Origin-Resource-Policy': 'cross-origin' };
+  if (req.method === 'OPTIONS') { res.writeHead(204, cors); res.end(); return; }
+  const u = new URL(req.url, 'http://x');
+  if (u.pathname === '/api/models/org/q35/tree/main') {
+    const list = [{ type: 'file', path: 'README.md' }, ...Object.keys(hfFiles).map((p) => ({ type: 'file', path: p }))];
+    res.writeHead(200, { ...cors, 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(list));
+    return;
+  }
+  const m = /^\/org\/q35\/resolve\/main\/(.+)$/.exec(u.pathname);
+  if (!m || !hfFiles[m[1]]) { res.writeHead(404, cors); res.end(); return; }
+  const data = fs.readFileSync(path.join(work, hfFiles[m[1]]));
+  const r = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range || '');
+  if (r) {
+    const a = Number(r[1]), b = r[2] ? Math.min(Number(r[2]), data.length - 1) : data.length - 1;
+    res.writeHead(206, { ...cors, 'Content-Range': `bytes ${a}-${b}/${data.length}`, 'Content-Length': b - a + 1 });
+    res.end(data.subarray(a, b + 1));
+  } else {
+    res.writeHead(200, { ...cors, 'Content-Length': data.length });
+    res.end(data);
+  }
+});
+await new Promise((r) => hf.listen(0, '127.0.0.1', r));
+const hfEndpoint = `http://127.0.0.1:${hf.address().port}`;
+process.on('exit', () => hf.close());
+
 const browser = await chromium.launch({
   executablePath: chromiumPath,
   args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
@@ -143,7 +175,7 @@ async function openPage(port) {
 async function inPage(page, fn, args) {
   return page.evaluate(async ({ src, args }) => {
     const { createOxinfer } = await import('./oxinfer.mjs');
-    const oxi = await createOxinfer({ threads: 2, device: 'cpu' });
+    const oxi = await createOxinfer({ threads: 2, device: 'cpu', hfEndpoint: args && args.hfEndpoint });
     const f = new Function('oxi', 'args', `return (${src})(oxi, args);`);
     try {
       return await f(oxi, args);
@@ -192,18 +224,34 @@ try {
   await inPage(page, async (oxi, { url }) => { const m = await oxi.loadModel(url); await m.free(); }, { url });
   check(!requests.some((u) => u.includes('/models/')), 'a second load reads the cache: no model request');
 
-  const abort = await inPage(page, async (oxi, { url, prompt }) => {
-    const m = await oxi.loadModel(url);
-    const ac = new AbortController();
-    let n = 0;
-    const a = await m.generate({ tokens: prompt, maxTokens: 400, temperature: 0, signal: ac.signal,
-      onToken: () => { if (++n === 3) ac.abort(); } });
-    const b = await m.generate({ tokens: prompt, maxTokens: 4, temperature: 0 });
-    await m.free();
-    return { a: a.stop_reason, na: a.tokens.length, b: b.tokens.length };
-  }, { url, prompt: PROMPT });
-  check(abort.a === 'aborted' && abort.na >= 3 && abort.na < 50 && abort.b === 4,
-    `abort stops the generation (${JSON.stringify(abort)}) and the next request runs`);
+  for (const [label, p] of [['isolated', page], ['not isolated', (await openPage(portB)).page]]) {
+    const abort = await inPage(p, async (oxi, { url, prompt }) => {
+      const m = await oxi.loadModel(url);
+      const ac = new AbortController();
+      let n = 0;
+      const a = await m.generate({ tokens: prompt, maxTokens: 400, temperature: 0, signal: ac.signal,
+        onToken: () => { if (++n === 3) ac.abort(); } });
+      const b = await m.generate({ tokens: prompt, maxTokens: 4, temperature: 0 });
+      await m.free();
+      return { a: a.stop_reason, na: a.tokens.length, b: b.tokens.length };
+    }, { url, prompt: PROMPT });
+    check(abort.a === 'aborted' && abort.na >= 3 && abort.na < 50 && abort.b === 4,
+      `${label}: abort stops the generation (${JSON.stringify(abort)}) and the next request runs`);
+  }
+
+  const hfRes = await inPage(page, async (oxi) => {
+    const a = await oxi.loadModel('org/q35:Q8_0');
+    const ia = a.info();
+    await a.free();
+    const b = await oxi.loadModel('org/q35');
+    const ib = b.info();
+    await b.free();
+    let err = '';
+    try { await oxi.loadModel('org/q35:IQ2_XS'); } catch (e) { err = e.message; }
+    return { a: [ia.arch, ia.file_type], b: [ib.arch, ib.file_type], err };
+  }, { hfEndpoint });
+  check(hfRes.a && hfRes.a[1] === 'Q8_0' && hfRes.b[0] === 'qwen35moe' && /IQ2_XS/.test(hfRes.err) && /q35-Q8_0.gguf/.test(hfRes.err),
+    `Hugging Face ids: org/q35:Q8_0 → ${hfRes.a}, org/q35 → ${hfRes.b} (Q4_K_M by default), missing quant: "${hfRes.err}"`);
 
   for (const [what, src, want] of [
     ['404', '/models/missing.gguf', /HTTP 404/],

@@ -2,6 +2,7 @@
 // one JSON line per token {"id","logprob"}. Used to compare wasm numerics with the native build
 // (tests/web/web.test.mjs runs the browser module; this isolates the engine from the page).
 //   node oxi-wasm-run.js MODEL.gguf IDS(1,2,3) N [spec none|auto] [isa scalar|simd128]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,10 +41,14 @@ int main(int argc, char** argv) {
     std::printf("{\"id\":%d,\"logprob\":%.6f}\n", e->id, e->logprob);
     return 0;
   };
-  if (oxi_generate(ctx, ids.data(), ids.size(), &p, cb, nullptr, nullptr) != OXI_OK) {
+  oxi_generate_result res{};
+  if (oxi_generate(ctx, ids.data(), ids.size(), &p, cb, nullptr, &res) != OXI_OK) {
     std::fprintf(stderr, "%s\n", oxi_last_error());
     return 1;
   }
+  std::fprintf(stderr, "prompt %d tokens %.1f tok/s, generated %d tokens %.2f tok/s\n", res.n_prompt,
+               res.n_prompt / std::max(res.prompt_seconds, 1e-9), res.n_generated,
+               (res.n_generated - 1) / std::max(res.gen_seconds, 1e-9));
   oxi_context_free(ctx);
   oxi_model_free(m);
   return 0;
