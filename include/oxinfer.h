@@ -17,8 +17,8 @@ extern "C" {
 /* Structs are extended only at their end; get them from the _default_params() functions so new
  * fields get their defaults. 2: oxi_generate_params.json_schema. 3: speculative decoding
  * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats) and
- * oxi_chat_tokenize (message text never becomes control tokens). */
-#define OXI_API_VERSION 3
+ * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn. */
+#define OXI_API_VERSION 4
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -46,6 +46,8 @@ typedef struct oxi_model_params {
   const char* chat_template; /* NULL: the model's own; else Jinja source used instead (copied) */
   const char* device; /* NULL: env OXI_DEVICE, else "auto"; "none" | "auto" | a backend name
                          (process-wide, like the thread pool; docs/backends.md) */
+  int32_t flash_attn; /* llama.cpp's -fa: -1 auto (default: each family's llama.cpp default order),
+                         1 on (the same), 0 off (Gemma 4: llama.cpp's non-flash attention order) */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);

@@ -38,7 +38,7 @@ class OxinferError(RuntimeError):
 
 class _ModelParams(ctypes.Structure):
     _fields_ = [("n_threads", ctypes.c_int32), ("quant", ctypes.c_char_p),
-                ("chat_template", ctypes.c_char_p), ("device", ctypes.c_char_p)]
+                ("chat_template", ctypes.c_char_p), ("device", ctypes.c_char_p), ("flash_attn", ctypes.c_int32)]
 
 
 class _ModelDesc(ctypes.Structure):

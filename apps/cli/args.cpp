@@ -1,14 +1,17 @@
 #include "args.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include <cerrno>
 #include <climits>
 
 #include "core/byte_source.h"
+#include <sys/mman.h>
 #include "core/error.h"
 #include "backend/backend.h"
 #include "hub/hub.h"
@@ -264,6 +267,57 @@ std::string quant_from_args(const Args& args) {
   return s;
 }
 
+const std::vector<std::string> kCompatFlags = {"--jinja", "--no-mmap", "--mlock"};
+const std::vector<std::string> kCompatOptions = {"-fa", "--flash-attn", "-ngl", "--n-gpu-layers", "--gpu-layers",
+                                                 "-b", "--batch-size", "-ub", "--ubatch-size", "--chat-template"};
+
+std::vector<std::string> with_compat_flags(std::vector<std::string> flags) {
+  flags.insert(flags.end(), kCompatFlags.begin(), kCompatFlags.end());
+  return flags;
+}
+
+int flash_attn_from_args(const Args& args) {
+  const auto fa = args.get({"-fa", "--flash-attn"});
+  if (!fa) return -1;
+  if (*fa == "on" || *fa == "1" || *fa == "true") return 1;
+  if (*fa == "off" || *fa == "0" || *fa == "false") return 0;
+  if (*fa == "auto") return -1;
+  usage_error("invalid value for -fa: '" + *fa + "' (expected on, off or auto)");
+}
+
+std::string apply_compat_options(const Args& args) {
+  flash_attn_from_args(args);  // validated here, applied by the loader
+  if (args.flag({"--no-mmap"})) set_use_mmap(false);
+  if (args.get({"-ngl", "--n-gpu-layers", "--gpu-layers"})) {
+    const long long n = args.get_int({"-ngl", "--n-gpu-layers", "--gpu-layers"}, 0);
+    if (n < -1) usage_error("invalid value for -ngl: " + std::to_string(n));
+    if (n != 0) std::fprintf(stderr, "oxinfer: note: -ngl: no GPU backend is in use in this build; running on the CPU\n");
+  }
+  for (auto names : {std::initializer_list<const char*>{"-b", "--batch-size"}, {"-ub", "--ubatch-size"}}) {
+    if (!args.get(names)) continue;
+    const long long n = args.get_int(names, 0);
+    if (n < 1) usage_error(std::string("invalid value for ") + *names.begin() + ": must be at least 1");
+    std::fprintf(stderr, "oxinfer: note: %s: accepted; oxinfer sizes its own batches (prefill in 512-token chunks)\n",
+                 *names.begin());
+  }
+  const auto tmpl = args.get({"--chat-template"});
+  if (!tmpl) return "";
+  if (tmpl->empty()) usage_error("--chat-template needs a template file or Jinja source");
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(*tmpl, ec)) return read_text_file(*tmpl);
+  if (tmpl->find("{{") != std::string::npos || tmpl->find("{%") != std::string::npos) return *tmpl;
+  usage_error("--chat-template '" + *tmpl + "': not a file or Jinja source (oxinfer has no built-in templates by "
+              "name; it uses the model's own template unless given one)");
+}
+
+void lock_memory_if_asked(const Args& args) {
+  if (!args.flag({"--mlock"})) return;
+  if (::mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {  // what is mapped now and later (the model, caches)
+    std::fprintf(stderr, "oxinfer: warning: --mlock: mlockall failed (%s); raise RLIMIT_MEMLOCK (ulimit -l)\n",
+                 std::strerror(errno));
+  }
+}
+
 void apply_isa_from_args(const Args& args) {
   const auto isa = args.get({"--isa"});
   if (!isa) return;
@@ -294,13 +348,13 @@ oxi_model* open_model_from_args(const Args& args) {
   if (device) mp.device = device->c_str();
   const std::string quant = quant_from_args(args);
   if (!quant.empty()) mp.quant = quant.c_str();
-  std::string tmpl;
-  if (auto f = args.get({"--chat-template-file"})) {
-    tmpl = read_text_file(*f);
-    mp.chat_template = tmpl.c_str();
-  }
+  std::string tmpl = apply_compat_options(args);
+  if (auto f = args.get({"--chat-template-file"})) tmpl = read_text_file(*f);
+  if (!tmpl.empty()) mp.chat_template = tmpl.c_str();
+  mp.flash_attn = flash_attn_from_args(args);
   oxi_model* model = nullptr;
   check_status(oxi_model_open(path.c_str(), &mp, &model));
+  lock_memory_if_asked(args);
   return model;
 }
 

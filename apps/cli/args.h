@@ -86,6 +86,22 @@ SpecArgs spec_from_args(const Args& args);
 // Model options shared by the commands that load a model: -m/--model, -hf/--hf-repo,
 // --hf-token, -t/--threads, --chat-template-file, --isa, --device, --quant.
 extern const std::vector<std::string> kModelOptions;
+
+// llama.cpp's flags that users carry over (run / chat / serve), docs/cli_compat.md:
+//   --jinja (templates are always Jinja: no-op)  --no-mmap (read the weights into memory)
+//   --mlock (lock the process's memory after the load)  -fa / --flash-attn on|off|auto
+//   -ngl / --n-gpu-layers N (no GPU backend yet: noted, runs on the CPU)  -b / -ub N (accepted,
+//   oxinfer sizes its own batches)  --chat-template NAME|FILE|JINJA.
+// kCompatFlags take no value (pass them to Args' flag list); kCompatOptions take one.
+extern const std::vector<std::string> kCompatFlags;
+extern const std::vector<std::string> kCompatOptions;
+std::vector<std::string> with_compat_flags(std::vector<std::string> flags);
+// Validates and applies them before the model is loaded (one stderr note per flag that does not
+// apply); returns the --chat-template source to use ("" when not given). --mlock is applied by
+// lock_memory_if_asked() after the load.
+std::string apply_compat_options(const Args& args);
+int flash_attn_from_args(const Args& args);  // -fa → oxi_model_params.flash_attn (-1, 0, 1)
+void lock_memory_if_asked(const Args& args);
 // Opens the model named by the arguments (resolve_model_path, threads, --chat-template-file).
 // Throws oxi::Error with the C API's message on failure. Free with oxi_model_free.
 oxi_model* open_model_from_args(const Args& args);

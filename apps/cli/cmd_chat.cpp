@@ -160,7 +160,7 @@ int cmd_chat(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--template-only")) return cmd_chat_template_only(argc, argv);
   }
   try {
-    Args args(argc - 1, argv + 1, {"--no-think", "--special-in-content", "-h", "--help", "--offline"});
+    Args args(argc - 1, argv + 1, with_compat_flags({"--no-think", "--special-in-content", "-h", "--help", "--offline"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       return 0;
@@ -168,6 +168,7 @@ int cmd_chat(int argc, char** argv) {
     std::vector<std::string> known = kModelOptions;
     known.insert(known.end(), kSamplingOptions.begin(), kSamplingOptions.end());
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
+    known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     for (const char* k : {"-n", "--n-predict", "-c", "--ctx-size", "--system", "-sys", "--system-prompt"}) {
       known.emplace_back(k);
     }

@@ -108,7 +108,8 @@ struct ModelHolder {
 int cmd_run(int argc, char** argv) {
   try {
     Args args(argc - 1, argv + 1,
-              {"--no-chat", "--json", "--no-think", "--ignore-eos", "--special-in-content", "-h", "--help", "--offline"});
+              with_compat_flags({"--no-chat", "--json", "--no-think", "--ignore-eos", "--special-in-content", "-h",
+                                 "--help", "--offline"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       std::fputs(kQuantHelp, stdout);
@@ -117,6 +118,7 @@ int cmd_run(int argc, char** argv) {
     std::vector<std::string> known = kModelOptions;
     known.insert(known.end(), kSamplingOptions.begin(), kSamplingOptions.end());
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
+    known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     for (const char* k : {"-p", "--prompt", "-f", "--file", "--tokens", "-n", "--n-predict",
                           "-c", "--ctx-size", "--top-logprobs", "--system", "-sys",
                           "--system-prompt"}) {

@@ -62,7 +62,7 @@ std::string api_key_from(const Args& args) {
 
 int cmd_serve(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline", "--special-in-content"});
+    Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -72,6 +72,7 @@ int cmd_serve(int argc, char** argv) {
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
                                       "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
+    known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     args.check_known(known);
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
     server::ServerOptions o;
@@ -84,6 +85,8 @@ int cmd_serve(int argc, char** argv) {
     o.api_key = api_key_from(args);
     o.cache_ram_mib = args.get_int({"--cache-ram"}, o.cache_ram_mib);
     o.chat_template_file = args.get_or({"--chat-template-file"}, "");
+    if (std::string t = apply_compat_options(args); !t.empty() && o.chat_template_file.empty()) o.chat_template = t;
+    o.flash_attn = flash_attn_from_args(args);
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
     const SpecArgs spec = spec_from_args(args);
@@ -121,6 +124,7 @@ int cmd_serve(int argc, char** argv) {
     if (o.n_threads > 0) set_num_threads(o.n_threads);
     backend::init(args.get_or({"--device"}, ""));  // before the load: the engine keeps this choice
     log_kernels();
+    lock_memory_if_asked(args);  // MCL_FUTURE: the model and caches mapped by the load are locked too
     return server::run_server(o);
   } catch (const std::exception& e) {
     return report_error(e);

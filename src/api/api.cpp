@@ -185,6 +185,7 @@ oxi_model_params oxi_model_default_params(void) {
   p.quant = nullptr;
   p.chat_template = nullptr;
   p.device = nullptr;
+  p.flash_attn = -1;
   return p;
 }
 
@@ -200,6 +201,8 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
     req.options.n_threads = p.n_threads;
     req.options.quant = p.quant ? p.quant : "";
     req.device = p.device ? p.device : "";
+    OXI_REQUIRE(p.flash_attn >= -1 && p.flash_attn <= 1, "oxi_model_open: flash_attn must be -1, 0 or 1");
+    if (p.flash_attn == 0) req.options.attention = oxi::AttentionPath::kNoFlash;
     if (p.chat_template) req.chat_template = std::string(p.chat_template);
     auto m = std::make_unique<oxi_model>();
     m->loaded = oxi::load_model_bundle(req);

@@ -279,33 +279,12 @@ ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name) {
   return std::make_shared<MemorySource>(std::move(bytes), std::move(name));
 }
 
-ByteSourcePtr open_file_source(const std::string& path) {
-#ifdef OXI_HAVE_MMAP
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) io_error(path, "cannot open");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    io_error(path, "cannot stat");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw_error(ErrorCode::kIo, path + ": not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  void* base = nullptr;
-  if (size > 0) {
-    base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-      ::close(fd);
-      io_error(path, "mmap failed");
-    }
-  }
-  ::close(fd);
-  return std::make_shared<MappedSource>(path, base, size);
-#else
-  // Read whole, at its size, into an uninitialised buffer in 16 MiB reads (few calls into the
-  // browser's file reader); a file that is not regular or changes size is read the general way.
+namespace {
+
+// The whole file in memory: read at its size into an uninitialised buffer in 16 MiB reads (the wasm
+// build's model files: no zero-fill, few calls into the browser's file reader); a file that is not
+// regular is read the general way.
+ByteSourcePtr read_file_source(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) io_error(path, "cannot open");
   struct stat st {};
@@ -330,6 +309,41 @@ ByteSourcePtr open_file_source(const std::string& path) {
   }
   std::fclose(f);
   return memory_source(read_all(path, ~0ull), path);
+}
+
+std::atomic<bool> g_use_mmap{true};
+
+}  // namespace
+
+void set_use_mmap(bool use) { g_use_mmap = use; }
+
+ByteSourcePtr open_file_source(const std::string& path) {
+#ifdef OXI_HAVE_MMAP
+  if (!g_use_mmap) return read_file_source(path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) io_error(path, "cannot open");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    io_error(path, "cannot stat");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw_error(ErrorCode::kIo, path + ": not a regular file");
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  void* base = nullptr;
+  if (size > 0) {
+    base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      ::close(fd);
+      io_error(path, "mmap failed");
+    }
+  }
+  ::close(fd);
+  return std::make_shared<MappedSource>(path, base, size);
+#else
+  return read_file_source(path);
 #endif
 }
 

@@ -47,6 +47,10 @@ using ByteSourcePtr = std::shared_ptr<const ByteSource>;
 
 // Opens a file read-only: mmap where available, else reads it whole. Throws oxi::Error(kIo).
 ByteSourcePtr open_file_source(const std::string& path);
+// Process-wide: false makes open_file_source read files into memory instead of mapping them
+// (llama.cpp's --no-mmap: the weights then count in the process's memory, nothing is paged back
+// from the file). Default true.
+void set_use_mmap(bool use);
 // Wraps an in-memory buffer (moved in).
 ByteSourcePtr memory_source(std::vector<uint8_t> bytes, std::string name);
 

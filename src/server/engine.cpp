@@ -288,7 +288,9 @@ class ServerEngine final : public Engine {
       req.path = opt_.model_path;
       req.options.n_threads = opt_.n_threads;
       req.options.quant = opt_.quant;
+      if (opt_.flash_attn == 0) req.options.attention = AttentionPath::kNoFlash;
       req.chat_template_file = opt_.chat_template_file;
+      if (opt_.chat_template) req.chat_template = *opt_.chat_template;
       req.require_chat_template = true;
       req.stream_special_tokens = true;
       loaded_ = load_model_bundle(req);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ struct ServerOptions {
   int n_slots = 4;          // -np: sequences served at once
   int n_ctx = 4096;         // -c: context per slot
   int n_threads = 0;        // -t
+  int flash_attn = -1;      // -fa: -1 auto, 1 on, 0 off (oxi_model_params.flash_attn)
+  std::optional<std::string> chat_template;  // --chat-template: Jinja source (else the file / model's)
   std::string api_key;      // --api-key: required as "Authorization: Bearer KEY" on /v1/*
   int64_t cache_ram_mib = 2048;  // --cache-ram: prompt-cache budget
   size_t max_body_bytes = 8u << 20;  // larger request bodies → 413

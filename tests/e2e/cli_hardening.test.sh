@@ -46,7 +46,10 @@ printf '{{ messages[0].content }}' >"$WORK/t.jinja"
 expect 1 "nested deeper than 512 levels" -- "$OXINFER" chat --template-only --chat-template-file "$WORK/t.jinja" --messages "$deep_msgs"
 
 # Usage errors: the unknown name wins over "needs a value" when it is the last argument.
-expect 2 "unknown option --jinja" -- "$OXINFER" run -m "$WORK/deep" -p hi --jinja
+expect 2 "unknown option --frobnicate" -- "$OXINFER" run -m "$WORK/deep" -p hi --frobnicate
+# llama.cpp flags that carry over are accepted (issue 31 item 5): --jinja is a no-op, -fa validated.
+expect 2 "invalid value for -fa" -- "$OXINFER" run -m "$WORK/deep" -p hi --jinja -fa maybe
+expect 2 "not a file or Jinja source" -- "$OXINFER" run -m "$WORK/deep" -p hi --chat-template chatml
 expect 2 "unknown option --definitely-not-an-option" -- "$OXINFER" run -m "$WORK/deep" -p hi --definitely-not-an-option
 expect 2 "option -n needs a value" -- "$OXINFER" run -m "$WORK/deep" -p hi -n
 
