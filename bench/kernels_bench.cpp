@@ -51,6 +51,8 @@ Weights make_weights(DType t, int64_t rows, int64_t cols, uint64_t min_total) {
       case DType::Q8_0: case DType::Q4_0: std::memcpy(b, &h, 2); break;
       case DType::Q4_K: case DType::Q5_K: std::memcpy(b, &h, 2); std::memcpy(b + 2, &h, 2); break;
       case DType::Q6_K: std::memcpy(b + 208, &h, 2); break;
+      case DType::Q3_K: std::memcpy(b + 108, &h, 2); break;
+      case DType::IQ4_XS: std::memcpy(b, &h, 2); break;
       default: break;
     }
   }
@@ -230,8 +232,8 @@ struct Reg {
         benchmark::RegisterBenchmark(
             ("attn_prefill/" + std::string(mode == 0 ? "f32" : mode == 1 ? "f16" : "f16cvt") + "/" + std::to_string(n)).c_str(),
             BM_attn_prefill, mode, n);
-    const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                           DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS};
     for (DType t : types) {
       const std::string n = dtype_name(t);
       benchmark::RegisterBenchmark(("gemv/" + n + "/1024x3584").c_str(), BM_gemv, t, 1024, 3584)->UseRealTime();

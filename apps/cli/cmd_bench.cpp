@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "format/model_files.h"
 #include "kernels/isa.h"
+#include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
 #include "loader/loaded_model.h"
 #include "models/model.h"
@@ -328,6 +329,21 @@ int cmd_bench(int argc, char** argv) {
     const double load_ms = loaded->load_seconds * 1e3;
     log_kernels();
 
+    // Weight types this kernel set has no kernel for (matmul dequantises their rows to f32 first):
+    // named on stderr and in the JSON, so a slow number is not taken for the kernels' speed.
+    std::map<DType, std::pair<int, uint64_t>> deq_types;
+    for (const auto& [name, t] : files.tensors().all()) {
+      if (t.shape.size() < 2 || std::string(matmul_path(t.dtype)) != "dequantise") continue;
+      deq_types[t.dtype].first += 1;
+      deq_types[t.dtype].second += t.nbytes;
+    }
+    nlohmann::ordered_json deq_json = nlohmann::ordered_json::array();
+    for (const auto& [dt, nb] : deq_types) {
+      std::fprintf(stderr, "bench: %s: %d tensors (%.1f MiB) have no %s kernel: dequantised to f32 (slower)\n",
+                   dtype_name(dt).c_str(), nb.first, nb.second / 1048576.0, isa_name());
+      deq_json.push_back(dtype_name(dt));
+    }
+
     const ModelInfo& info = model->info();
     uint64_t size = info.weight_bytes;
     if (size == 0) {
@@ -421,6 +437,7 @@ int cmd_bench(int argc, char** argv) {
       j["model_n_params"] = info.n_params;
       j["arch"] = info.arch;
       j["isa"] = isa;
+      j["dequantised_types"] = deq_json;
       j["n_threads"] = n_threads;
       j["n_prompt"] = t.n_prompt;
       j["n_gen"] = t.n_gen;

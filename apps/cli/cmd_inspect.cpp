@@ -14,6 +14,8 @@
 #include "commands.h"
 #include "core/error.h"
 #include "format/model_files.h"
+#include "kernels/isa.h"
+#include "kernels/matmul.h"
 
 namespace oxi::cli {
 
@@ -126,6 +128,7 @@ void flatten(const std::string& prefix, const json& j, std::vector<std::pair<std
 
 struct TypeStats {
   uint64_t tensors = 0, bytes = 0, params = 0;
+  DType dtype = DType::F32;
 };
 
 // One .safetensors file on its own (a shard, or a file outside any checkpoint).
@@ -242,13 +245,17 @@ int cmd_inspect(int argc, char** argv) {
       s.tensors += 1;
       s.bytes += t.nbytes;
       s.params += n;
+      s.dtype = t.dtype;
       tensors.push_back({{"name", name}, {"type", dtype_name(t.dtype)}, {"shape", t.shape},
                          {"offset", t.offset}, {"bytes", t.nbytes}, {"file", t.source->name()}});
     }
+    // "matmul": how this build multiplies such weights on this CPU's kernel set (isa): "kernel",
+    // "dequantise" (to f32 first: slower until the type has a kernel) or "none".
     json types = json::object();
     for (const auto& [tn, s] : by_type) {
-      types[tn] = {{"tensors", s.tensors}, {"bytes", s.bytes}, {"parameters", s.params}};
+      types[tn] = {{"tensors", s.tensors}, {"bytes", s.bytes}, {"parameters", s.params}, {"matmul", matmul_path(s.dtype)}};
     }
+    out["isa"] = isa_name();
 
     std::vector<std::pair<std::string, json>> meta;  // flattened, for text output
     json files = json::array();
@@ -307,9 +314,11 @@ int cmd_inspect(int argc, char** argv) {
     line("tensors:       " + std::to_string(ti.size()) + ", " + human_bytes(bytes) + " (" + std::to_string(bytes) +
          " bytes)");
     for (const auto& [tn, s] : by_type) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "  %-8s %6" PRIu64 " tensors  %12s  %s params", tn.c_str(), s.tensors,
-                    human_bytes(s.bytes).c_str(), human_count(s.params).c_str());
+      char buf[200];
+      const bool deq = std::string(matmul_path(s.dtype)) == "dequantise";
+      std::snprintf(buf, sizeof buf, "  %-8s %6" PRIu64 " tensors  %12s  %s params%s%s%s", tn.c_str(), s.tensors,
+                    human_bytes(s.bytes).c_str(), human_count(s.params).c_str(),
+                    deq ? "  (no " : "", deq ? isa_name() : "", deq ? " kernel: dequantised to f32, slower)" : "");
       line(buf);
     }
     line(std::string(mf.gguf ? "metadata" : "config") + " (" + std::to_string(meta.size()) + " keys):");

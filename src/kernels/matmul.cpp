@@ -31,6 +31,8 @@ int wtype_index(DType t) {
     case DType::Q4_K: return kWQ4_K;
     case DType::Q5_K: return kWQ5_K;
     case DType::Q6_K: return kWQ6_K;
+    case DType::Q3_K: return kWQ3_K;
+    case DType::IQ4_XS: return kWIQ4_XS;
     default: return -1;
   }
 }
@@ -47,8 +49,8 @@ AType atype_of(int wtype) {
 }
 
 DType wtype_dtype(int wtype) {
-  static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
-                            DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS};
   return k[wtype];
 }
 
@@ -132,7 +134,8 @@ void check_view(const MatrixView& w) {
 
 namespace {
 
-// Types with a dequantiser but no direct kernel: matmul dequantises row chunks to f32.
+// Types with a dequantiser but no kernel in every ISA table: matmul dequantises row chunks to f32
+// where the active table has none (native_wtype below).
 bool is_fallback_type(DType t) {
   switch (t) {
     case DType::Q4_1:
@@ -251,6 +254,39 @@ void matmul_fallback(const MatrixView& w, const float* x, int64_t n_tokens, floa
 }  // namespace
 
 bool matmul_supports(DType t) { return kern::wtype_index(t) >= 0 || is_fallback_type(t); }
+
+namespace {
+// Weight types whose kernels are switched off (env OXI_KERNEL_OFF=IQ4_XS,Q3_K: those dequantised
+// to f32 instead, as on an ISA without them; same-binary A/B runs, docs/benchmarks.md).
+bool kernel_off(int wt) {
+  static const uint32_t off = [] {
+    uint32_t m = 0;
+    const char* e = std::getenv("OXI_KERNEL_OFF");
+    for (std::string s = e ? e : ""; !s.empty();) {
+      const size_t c = s.find(',');
+      const auto t = dtype_from_name(s.substr(0, c));
+      const int i = t ? kern::wtype_index(*t) : -1;
+      if (i >= 0 && is_fallback_type(*t)) m |= 1u << i;
+      s = c == std::string::npos ? "" : s.substr(c + 1);
+    }
+    return m;
+  }();
+  return (off >> wt) & 1u;
+}
+
+// The table index of t if the active ISA has a kernel for it, else −1 (fallback or unsupported).
+int native_wtype(DType t) {
+  const int wt = kern::wtype_index(t);
+  return wt >= 0 && kern::active_kernels().mm[wt] && !kernel_off(wt) ? wt : -1;
+}
+}  // namespace
+
+bool matmul_is_native(DType t) { return native_wtype(t) >= 0; }
+
+const char* matmul_path(DType t) {
+  if (native_wtype(t) >= 0) return "kernel";
+  return is_fallback_type(t) ? "dequantise" : "none";
+}
 
 namespace {
 
@@ -490,7 +526,7 @@ int64_t matmul_exact_tokens(DType t) {
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
   using namespace kern;
-  const int wt = wtype_index(w.dtype);
+  const int wt = native_wtype(w.dtype);
   if (wt < 0 && !is_fallback_type(w.dtype)) unsupported(w.dtype, "no matmul kernel");
   check_view(w);
   if (n_tokens <= 0 || w.rows == 0) return;
@@ -509,7 +545,7 @@ void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x,
   }
   bool all_native = true;
   for (int j = 0; j < n; ++j) {
-    const int wt = wtype_index(ws[j].dtype);
+    const int wt = native_wtype(ws[j].dtype);
     if (wt < 0 && !is_fallback_type(ws[j].dtype)) unsupported(ws[j].dtype, "no matmul kernel");
     check_view(ws[j]);
     if (ws[j].cols != ws[0].cols)
@@ -526,7 +562,7 @@ void matmul_batch(const MatrixView* ws, float* const* ys, int n, const float* x,
   int m = 0;
   for (int j = 0; j < n; ++j) {
     if (ws[j].rows == 0) continue;
-    if (wtype_index(ws[j].dtype) < 0) {
+    if (native_wtype(ws[j].dtype) < 0) {
       matmul_fallback(ws[j], x, n_tokens, ys[j]);
     } else {
       nw[m] = ws[j];

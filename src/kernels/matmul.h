@@ -53,6 +53,12 @@ int64_t matmul_exact_tokens(DType t);
 
 // Whether `matmul` can compute this dtype.
 bool matmul_supports(DType t);
+// Whether the active kernel set has a kernel for this dtype; false for the types `matmul` runs by
+// dequantising rows to f32 first (slower; `inspect` and `bench` name them).
+bool matmul_is_native(DType t);
+// How `matmul` computes a weight dtype under the active kernel set: "kernel", "dequantise" (rows
+// dequantised to f32, then the F32 kernel) or "none" (unsupported).
+const char* matmul_path(DType t);
 
 // Dequantise n elements (a multiple of the block size) of type t from src to f32.
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,

@@ -48,6 +48,29 @@ struct BlockQ6_K {  // 210 bytes
   int8_t scales[16];
   uint16_t d;
 };
+// Q3_K: 16 sub-blocks of 16 with 6-bit scales biased by 32 (12 bytes: low nibbles of bytes 0..7
+// are scales 0..7, their high nibbles scales 8..15; bits 2i..2i+1 of byte 8 + j are the high bits
+// of scale 4i + j). value = d·(sc − 32)·(q − 4·(1 − h)): q the 2-bit field (shift 2g of byte
+// 32h + l of qs for element 128h + 32g + l), h bit 4h + g of hmask[l].
+struct BlockQ3_K {  // 110 bytes
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+// IQ4_XS: 8 sub-blocks of 32 with 6-bit scales biased by 32 (low 4 bits: nibble ib of
+// scales_l, high 2: bits 2ib..2ib+1 of scales_h); value = d·(ls − 32)·kIQ4NL[nibble], sub-block
+// ib's 16 bytes of qs hold elements 0..15 in their low nibbles and 16..31 in their high ones.
+struct BlockIQ4_XS {  // 136 bytes
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+// IQ4_NL's fixed non-linear grid (ggml's kvalues_iq4nl), also IQ4_XS's (internal linkage: no
+// COMDAT symbol in the per-ISA objects).
+constexpr int8_t kIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // Q8_K: activation blocks for the K-quant dot products.
 struct BlockQ8_K {  // 292 bytes
   float d;
@@ -62,6 +85,8 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 // 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block.
 inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
@@ -101,9 +126,11 @@ float ref_dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
 float ref_dot_q4_K(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
 
 // The activation format a weight type's dot product consumes (ggml's vec_dot_type):
-// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0 → Q8_0, K-quants → Q8_K.
+// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0 → Q8_0, K-quants and IQ4_XS → Q8_K.
 DType activation_type(DType weight);
 
 }  // namespace oxi::kern

@@ -109,8 +109,7 @@ void unpack_q4_K(const BlockQ4_K& b, uint8_t* q, uint8_t* sc, uint8_t* m) {
 }
 
 
-// ---- further ggml types: dequantisation only (matmul falls back to f32 rows) --------------------
-const int8_t kIQ4NL[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// ---- further ggml types (matmul dequantises rows to f32 where an ISA has no kernel for them) -----
 
 inline float rd_f16(const uint8_t* p) {
   uint16_t h;
@@ -158,18 +157,17 @@ void dequant_iq4_nl(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
-// IQ4_XS (136 B / 256): f16 d, u16 scales_h, u8 scales_l[4], qs[128]; 8 sub-blocks of 32 with
-// 6-bit scales (low 4 bits in scales_l nibbles, high 2 in scales_h) biased by 32.
-void dequant_iq4_xs(const uint8_t* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, b += 136) {
-    const float d = rd_f16(b);
-    uint16_t sh;
-    std::memcpy(&sh, b + 2, 2);
-    const uint8_t* sl = b + 4;
-    const uint8_t* qs = b + 8;
+// IQ4_XS (136 B / 256, BlockIQ4_XS): 8 sub-blocks of 32 with 6-bit scales biased by 32.
+int iq4xs_scale(const BlockIQ4_XS& b, int ib) {
+  return (((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
+
+void dequant_iq4_xs(const BlockIQ4_XS* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(b[i].d);
+    const uint8_t* qs = b[i].qs;
     for (int ib = 0; ib < 8; ++ib, qs += 16, y += 32) {
-      const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
-      const float dl = d * (ls - 32);
+      const float dl = d * iq4xs_scale(b[i], ib);
       for (int j = 0; j < 16; ++j) {
         y[j] = dl * kIQ4NL[qs[j] & 0xF];
         y[j + 16] = dl * kIQ4NL[qs[j] >> 4];
@@ -197,34 +195,25 @@ void dequant_q2_K(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
-// Q3_K (110 B / 256): hmask[32] (third bit, one plane per 32 elements), qs[64] (low 2 bits),
-// scales[12] (16 6-bit scales biased by 32), f16 d. value = d·(s − 32)·(q − (hbit ? 0 : 4)).
-void dequant_q3_K(const uint8_t* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, b += 110) {
-    const uint8_t* hm = b;
-    const uint8_t* q = b + 32;
-    const uint8_t* s = b + 96;
-    const float d = rd_f16(b + 108);
-    int sc[16];
+// Q3_K (110 B / 256, BlockQ3_K): scale of 16-element sub-block j (−32..31), and element e's
+// quant (−4..3) = low 2 bits − 4 unless its hmask bit is set.
+int q3k_scale(const BlockQ3_K& b, int j) {
+  const int low = j < 8 ? (b.scales[j] & 0xF) : (b.scales[j - 8] >> 4);
+  const int high = (b.scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+int q3k_value(const BlockQ3_K& b, int e) {
+  const int h = e / 128, g = (e % 128) / 32, l = e % 32;
+  return ((b.qs[32 * h + l] >> (2 * g)) & 3) - (((b.hmask[l] >> (4 * h + g)) & 1) ? 0 : 4);
+}
+
+void dequant_q3_K(const BlockQ3_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i)
     for (int j = 0; j < 16; ++j) {
-      const int low = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
-      const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-      sc[j] = (low | (high << 4)) - 32;
+      const float dl = f16_to_f32(b[i].d) * q3k_scale(b[i], j);
+      for (int l = 0; l < 16; ++l) *y++ = dl * q3k_value(b[i], 16 * j + l);
     }
-    int is = 0;
-    uint8_t m = 1;
-    for (int half = 0; half < 2; ++half, q += 32) {
-      for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
-        for (int part = 0; part < 2; ++part, ++is) {
-          const float dl = d * sc[is];
-          for (int l = 0; l < 16; ++l) {
-            const int k = 16 * part + l;
-            *y++ = dl * (((q[k] >> shift) & 3) - ((hm[k] & m) ? 0 : 4));
-          }
-        }
-      }
-    }
-  }
 }
 }  // namespace
 
@@ -253,9 +242,9 @@ void ref_dequantize(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_0: return dequant_q5(static_cast<const uint8_t*>(src), dst, n / 32, false);
     case DType::Q5_1: return dequant_q5(static_cast<const uint8_t*>(src), dst, n / 32, true);
     case DType::IQ4_NL: return dequant_iq4_nl(static_cast<const uint8_t*>(src), dst, n / 32);
-    case DType::IQ4_XS: return dequant_iq4_xs(static_cast<const uint8_t*>(src), dst, n / 256);
+    case DType::IQ4_XS: return dequant_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n / 256);
     case DType::Q2_K: return dequant_q2_K(static_cast<const uint8_t*>(src), dst, n / 256);
-    case DType::Q3_K: return dequant_q3_K(static_cast<const uint8_t*>(src), dst, n / 256);
+    case DType::Q3_K: return dequant_q3_K(static_cast<const BlockQ3_K*>(src), dst, n / 256);
     default:
       throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(t) +
                                                " (no dequantisation kernel)");
@@ -656,20 +645,46 @@ float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n) {
   return sum;
 }
 
-float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+namespace {
+// Super-blocks of 16 sub-blocks of 16 (Q6_K, Q3_K), as ggml's vec_dot: the integer sum
+// Σ_j scale(b, j)·Σ_l value(b, 16j + l)·x_q, then one float multiply by d_x·d_w.
+template <class B, class Value, class Scale>
+float ref_dot_16x16(const B* w, const BlockQ8_K* x, int64_t n, Value value, Scale scale) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / 256; ++i) {
     int sumi = 0;
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = w[i].ql + 64 * h;
-      const uint8_t* qh = w[i].qh + 32 * h;
-      const int8_t* sc = w[i].scales + 8 * h;
-      const int8_t* xq = x[i].qs + 128 * h;
-      for (int g = 0; g < 8; ++g) {  // 16-element sub-blocks, in element order
-        int s = 0;
-        for (int l = 0; l < 16; ++l) s += q6_value(ql, qh, 16 * g + l) * xq[16 * g + l];
-        sumi += sc[g] * s;
-      }
+    for (int j = 0; j < 16; ++j) {
+      int s = 0;
+      for (int l = 0; l < 16; ++l) s += value(w[i], 16 * j + l) * x[i].qs[16 * j + l];
+      sumi += scale(w[i], j) * s;
+    }
+    sum += x[i].d * f16_to_f32(w[i].d) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+}  // namespace
+
+float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n) {
+  return ref_dot_16x16(
+      w, x, n, [](const BlockQ6_K& b, int e) { return q6_value(b.ql + 64 * (e / 128), b.qh + 32 * (e / 128), e % 128); },
+      [](const BlockQ6_K& b, int j) { return static_cast<int>(b.scales[j]); });
+}
+
+float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n) {
+  return ref_dot_16x16(w, x, n, q3k_value, q3k_scale);
+}
+
+// IQ4_XS as ggml's vec_dot: Σ_ib scale_ib·Σ grid(q)·x_q in integers, then d_x·d_w.
+float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 256; ++i) {
+    int sumi = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint8_t* qs = w[i].qs + 16 * ib;
+      const int8_t* xq = x[i].qs + 32 * ib;
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += kIQ4NL[qs[j] & 0xF] * xq[j] + kIQ4NL[qs[j] >> 4] * xq[j + 16];
+      sumi += iq4xs_scale(w[i], ib) * s;
     }
     sum += x[i].d * f16_to_f32(w[i].d) * static_cast<float>(sumi);
   }
@@ -685,7 +700,9 @@ DType activation_type(DType weight) {
     case DType::Q4_0: return DType::Q8_0;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return DType::Q8_K;
+    case DType::Q6_K:
+    case DType::Q3_K:
+    case DType::IQ4_XS: return DType::Q8_K;
     default:
       throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(weight) +
                                                " (no matmul kernel)");

@@ -43,6 +43,8 @@ const Kernels kScalarKernels = {
         mm_ref<BlockQ4_K, BlockQ8_K, ref_dot_q4_K>,
         mm_ref<BlockQ5_K, BlockQ8_K, ref_dot_q5_K>,
         mm_ref<BlockQ6_K, BlockQ8_K, ref_dot_q6_K>,
+        mm_ref<BlockQ3_K, BlockQ8_K, ref_dot_q3_K>,
+        mm_ref<BlockIQ4_XS, BlockQ8_K, ref_dot_iq4_xs>,
     },
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
 };

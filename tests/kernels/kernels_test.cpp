@@ -60,14 +60,16 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
       case DType::Q4_K:
       case DType::Q5_K: put16(0, f32_to_f16(sc(rng))); put16(2, f32_to_f16(sc(rng))); break;
       case DType::Q6_K: put16(208, f32_to_f16(sc(rng) * 0.1f)); break;
+      case DType::Q3_K: put16(108, f32_to_f16(sc(rng) * 0.1f)); break;
+      case DType::IQ4_XS: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
       default: break;
     }
   }
   return buf;
 }
 
-const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                           DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS};
 
 struct IsaGuard {
   ~IsaGuard() { set_isa("auto"); }
@@ -460,7 +462,7 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16})
     for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
       for (int64_t nt : {1, 2, 3, 4, 67, 68}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS})
     for (int64_t cols : {256, 768})
       for (int64_t nt : {1, 2, 3, 4, 66, 68}) cases.push_back({t, {13, cols, nt}});
   for (const auto& [t, s] : cases) {

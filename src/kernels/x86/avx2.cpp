@@ -6,8 +6,10 @@
 #include <cstring>
 
 #include "kernels/dispatch.h"
+#include "kernels/kq_scales.h"
 #include "kernels/quant.h"
 #include "kernels/tile_drive.h"
+#include "kernels/x86/kq_decode.h"
 
 namespace oxi::kern {
 namespace {
@@ -223,7 +225,46 @@ inline void unpack(const BlockQ6_K& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
-template <class B, int Kind>  // Kind 0: mins (Q4_K/Q5_K); 1: offset 32 (Q6_K)
+// Q3_K: 8 chunks of 32 elements, chunk c = 4h + g (h: 128-element half, g: 2-bit field): the field
+// at shift 2g of qs[32h + l], plus 4 where bit c of hmask[l] is set, so q = value + 4 (0..7, the
+// offset removed through bsums as Q6_K's 32); int16 scales per 16 elements.
+inline void unpack(const BlockQ3_K& b, KRow& o) {
+  uint64_t lo, hi;
+  q3k_scale_bytes(b.scales, lo, hi);
+  const __m128i s8 = _mm_sub_epi8(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)),
+                                  _mm_set1_epi8(32));
+  o.mins16 = _mm256_cvtepi8_epi16(s8);
+  const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+    for (int g = 0; g < 4; ++g) {
+      const int c = 4 * h + g;
+      o.q[c] = q3k_chunk(Q, H, g, c);
+      const uint64_t w = c < 4 ? lo : hi;
+      const int sh = 16 * (c % 4);  // scales 2c, 2c + 1: bytes 2(c % 4), 2(c % 4) + 1 of lo / hi
+      o.sc[c] = split16(static_cast<int>((w >> sh) & 0xFF) - 32, static_cast<int>((w >> (sh + 8)) & 0xFF) - 32);
+    }
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
+// IQ4_XS: chunk ib = sub-block ib, its 16 bytes' low nibbles then high nibbles looked up in the
+// IQ4_NL grid (signed values; TileK's Kind 3 multiplies them by the sign trick); one int16 scale.
+inline void unpack(const BlockIQ4_XS& b, KRow& o) {
+  const uint64_t ls = iq4xs_scale_bytes(b);
+  const __m256i grid = iq4_grid<0>();
+  for (int ib = 0; ib < 8; ++ib) {
+    o.q[ib] = iq4xs_sub(grid, b.qs + 16 * ib);
+    o.sc[ib] = _mm256_set1_epi16(static_cast<short>(static_cast<int>((ls >> (8 * ib)) & 0xFF) - 32));
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
+// Kind 0: mins (Q4_K/Q5_K); 1: offset 32 (Q6_K); 2: offset 4 (Q3_K); 3: signed quants, no
+// correction (IQ4_XS: |q| × sign(x, q), pairs ≤ 2·127·127, no int16 saturation).
+template <class B, int Kind>
 struct TileK {
   template <int R, int T>
   struct Tile {
@@ -247,14 +288,18 @@ struct TileK {
             __m256i s = _mm256_setzero_si256();
             for (int k = 0; k < 8; ++k) {
               const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb.qs + 32 * k));
-              s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(rw[i].q[k], xv), rw[i].sc[k]));
+              const __m256i p = Kind == 3 ? _mm256_maddubs_epi16(_mm256_sign_epi8(rw[i].q[k], rw[i].q[k]),
+                                                                 _mm256_sign_epi8(xv, rw[i].q[k]))
+                                          : _mm256_maddubs_epi16(rw[i].q[k], xv);
+              s = _mm256_add_epi32(s, _mm256_madd_epi16(p, rw[i].sc[k]));
             }
-            const __m256i mb = _mm256_madd_epi16(rw[i].mins16, bs);
             if constexpr (Kind == 0) {
+              const __m256i mb = _mm256_madd_epi16(rw[i].mins16, bs);
               acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(rw[i].d * xb.d), acc[i][j]);
               acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mb), _mm256_set1_ps(rw[i].dmin * xb.d), acc[i][j]);
             } else {
-              s = _mm256_sub_epi32(s, _mm256_slli_epi32(mb, 5));
+              if constexpr (Kind == 1 || Kind == 2)
+                s = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(rw[i].mins16, bs), Kind == 1 ? 5 : 2));
               acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(rw[i].d * xb.d), acc[i][j]);
             }
           }
@@ -273,6 +318,8 @@ template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
 template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
+template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 2>::Tile<R, T>;
+template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
 
 // ---- activations --------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -330,12 +377,14 @@ void mm_q4_0(const MMArgs& a) { drive_stream_tiles<TQ4_0, 4, 2>(a); }
 void mm_q4_K(const MMArgs& a) { drive_stream_tiles<TQ4_K, 1, 4>(a); }
 void mm_q5_K(const MMArgs& a) { drive_stream_tiles<TQ5_K, 1, 4>(a); }
 void mm_q6_K(const MMArgs& a) { drive_stream_tiles<TQ6_K, 1, 4>(a); }
+void mm_q3_K(const MMArgs& a) { drive_stream_tiles<TQ3_K, 1, 4>(a); }
+void mm_iq4_xs(const MMArgs& a) { drive_stream_tiles<TIQ4_XS, 1, 4>(a); }
 
 }  // namespace
 
 const Kernels kAvx2Kernels = {
     "avx2",
-    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
     8,
 };

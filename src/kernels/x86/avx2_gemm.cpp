@@ -1,4 +1,4 @@
-// AVX2 GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with 5+ tokens: the
+// AVX2 GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS), 5+ tokens: the
 // scheme of avx512_gemm.cpp at 256 bits and without vpdpbusd.
 //
 // A work unit is computed 8 weight rows at a time. The 8 rows are unpacked to one byte per
@@ -15,6 +15,8 @@
 //   Q8_0 (signed weights): the sign trick, |w| × sign(x, w), pair ≤ 2·128·127 = 32512: one step.
 //   Q4_K 0..15: 8 steps (one 32-element sub-block); Q5_K 0..31: 4 steps (half a sub-block);
 //   Q6_K 0..63 (−32 via Q8_K's bsums): 2 steps (half of a 16-element sub-block).
+//   Q3_K 0..7 (−4 via bsums): 4 steps (a 16-element sub-block, ≤ 7112).
+//   IQ4_XS (signed grid values −127..113): the sign trick as Q8_0, one step, int32 per step.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -124,6 +126,7 @@ template <class B>
 struct PackQ45_K : PackKBase<8> {
   static constexpr bool kQ5 = sizeof(B) == sizeof(BlockQ5_K);
   static constexpr int kNS = 8, kSteps = 8, kChunk = kQ5 ? 4 : 8;  // 4-element steps per sub-block / int16 run
+  static constexpr int kMode = 0, kShift = 0;  // kMode 0: mins; 1: offset 1 << kShift via bsums; 2: signed
   static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
     for (int64_t b = 0; b < nsb; ++b) {
       const B& blk = reinterpret_cast<const B*>(src)[b];
@@ -142,7 +145,7 @@ using PackQ4_K = PackQ45_K<BlockQ4_K>;
 using PackQ5_K = PackQ45_K<BlockQ5_K>;
 
 struct PackQ6_K : PackKBase<16> {
-  static constexpr int kNS = 16, kSteps = 4, kChunk = 2;
+  static constexpr int kNS = 16, kSteps = 4, kChunk = 2, kMode = 1, kShift = 5;
   static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
     for (int64_t b = 0; b < nsb; ++b) {
       const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(src)[b];
@@ -154,6 +157,31 @@ struct PackQ6_K : PackKBase<16> {
     }
   }
 };
+
+// Q3_K (bytes value + 4, 0..7, offset 4 via bsums; 16 scales) and IQ4_XS (signed grid values, the
+// sign trick; 8 scales, no bsums term).
+template <class B, int NS>
+struct PackSignedK : PackKBase<NS> {
+  using Scales = KScales<NS>;
+  static constexpr int kNS = NS, kSteps = 64 / NS, kChunk = NS == 16 ? 4 : 1, kMode = NS == 16 ? 1 : 2, kShift = 2;
+  static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
+    for (int64_t b = 0; b < nsb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      if constexpr (NS == 16) decode_q3k(blk, dst + b * 256);
+      else decode_iq4xs<0>(blk, dst + b * 256);
+      int sc[NS];
+      block_scales(blk, sc);
+      for (int j = 0; j < NS; ++j) s[b].sc[j][lane] = static_cast<int32_t>(pair16(sc[j], sc[j]));
+      for (int p = 0; p < 8; ++p) s[b].mn[p][lane] = 0;
+      if constexpr (kMode == 1)
+        for (int p = 0; p < 8; ++p) s[b].mn[p][lane] = static_cast<int32_t>(pair16(sc[2 * p], sc[2 * p + 1]));
+      s[b].d[lane] = _cvtsh_ss(blk.d);
+      s[b].dmin[lane] = 0.0f;
+    }
+  }
+};
+using PackQ3_K = PackSignedK<BlockQ3_K, 16>;
+using PackIQ4_XS = PackSignedK<BlockIQ4_XS, 8>;
 
 // Unpacks the 8-row group at row r (nr real rows, the rest zero) into q (+ per-type scales).
 template <class P, class S>
@@ -230,6 +258,18 @@ void kern_k(const uint8_t* q, const typename P::Scales* sc, int64_t nsb, const u
     for (int j = 0; j < T; ++j) A[j] = _mm256_setzero_si256();
     for (int sb = 0; sb < NS; ++sb) {
       const __m256i scv = _mm256_load_si256(reinterpret_cast<const __m256i*>(s.sc[sb]));
+      if constexpr (P::kMode == 2) {  // signed weights: |w| × sign(x, w), int32 per step
+        for (int g = 0; g < G; ++g) {
+          const int step = sb * G + g;
+          const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + step * 32));
+          const __m256i aw = _mm256_abs_epi8(w);
+          for (int j = 0; j < T; ++j) {
+            const __m256i xs = _mm256_sign_epi8(bcast32(xq + 256 * j + step * 4), w);
+            A[j] = _mm256_add_epi32(A[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), scv));
+          }
+        }
+        continue;
+      }
       for (int h = 0; h < G; h += H) {
         for (int j = 0; j < T; ++j) S[j] = _mm256_setzero_si256();
         for (int g = h; g < h + H; ++g) {
@@ -240,15 +280,20 @@ void kern_k(const uint8_t* q, const typename P::Scales* sc, int64_t nsb, const u
         for (int j = 0; j < T; ++j) A[j] = _mm256_add_epi32(A[j], _mm256_madd_epi16(S[j], scv));
       }
     }
-    // Q4_K/Q5_K: M = Σ_s m_s·bsum32_s (4 pairs); Q6_K: M = Σ_s sc_s·bsum16_s (8 pairs).
+    const __m256 d = _mm256_load_ps(s.d);
+    if constexpr (P::kMode == 2) {
+      for (int j = 0; j < T; ++j)
+        accf[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(A[j]), _mm256_mul_ps(d, _mm256_set1_ps(xd[j])), accf[j]);
+      continue;
+    }
+    // Q4_K/Q5_K: M = Σ_s m_s·bsum32_s (4 pairs); Q6_K/Q3_K: M = Σ_s sc_s·bsum16_s (8 pairs).
     constexpr int kPairs = NS == 8 ? 4 : 8;
     for (int j = 0; j < T; ++j) S[j] = _mm256_setzero_si256();
     for (int p = 0; p < kPairs; ++p) {
       const __m256i mv = _mm256_load_si256(reinterpret_cast<const __m256i*>(s.mn[p]));
       for (int j = 0; j < T; ++j) S[j] = _mm256_add_epi32(S[j], _mm256_madd_epi16(mv, bcast32(xb + 16 * j + 2 * p)));
     }
-    const __m256 d = _mm256_load_ps(s.d);
-    if constexpr (NS == 8) {
+    if constexpr (P::kMode == 0) {
       const __m256 dm = _mm256_load_ps(s.dmin);
       for (int j = 0; j < T; ++j) {
         const __m256 xv = _mm256_set1_ps(xd[j]);
@@ -257,7 +302,7 @@ void kern_k(const uint8_t* q, const typename P::Scales* sc, int64_t nsb, const u
       }
     } else {
       for (int j = 0; j < T; ++j) {
-        const __m256i s32 = _mm256_sub_epi32(A[j], _mm256_slli_epi32(S[j], 5));
+        const __m256i s32 = _mm256_sub_epi32(A[j], _mm256_slli_epi32(S[j], P::kShift));
         accf[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_set1_ps(xd[j])), accf[j]);
       }
     }
@@ -321,6 +366,8 @@ void run_q4_0(const MMArgs& a) { gemm_q8_impl<PackQ4_0>(a); }
 void run_q4_K(const MMArgs& a) { gemm_k_impl<PackQ4_K>(a); }
 void run_q5_K(const MMArgs& a) { gemm_k_impl<PackQ5_K>(a); }
 void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
+void run_q3_K(const MMArgs& a) { gemm_k_impl<PackQ3_K>(a); }
+void run_iq4_xs(const MMArgs& a) { gemm_k_impl<PackIQ4_XS>(a); }
 
 }  // namespace
 
@@ -329,8 +376,8 @@ const GemmKernels kAvx2Gemm = {
     "avx2",
     5,
     {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k<true>, pack_k<true>,
-     pack_k<false>},
-    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K},
+     pack_k<false>, pack_k<false>, pack_k<true>},
+    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs},
 };
 
 }  // namespace oxi::kern

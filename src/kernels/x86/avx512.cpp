@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/dispatch.h"
+#include "kernels/kq_scales.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/tile_drive.h"
@@ -564,7 +565,8 @@ inline __m512i idx_quads(int c) {
 struct KRow {
   __m512i q[4];
   __m512i sc[4];
-  __m256i mins16;  // Q4_K/Q5_K: per-16 mins (each m_j twice); Q6_K: per-16 scales
+  __m256i mins16;  // Q4_K/Q5_K: per-16 mins (each m_j twice); Q6_K, Q3_K: per-16 scales
+  __mmask64 neg[4];  // IQ4_XS: q holds |value|, neg its negative lanes
   float d, dmin;
 };
 
@@ -597,16 +599,24 @@ inline void unpack_q5k(const BlockQ5_K& b, KRow& o, const __m512i* idx) {
 // One weight row's super-block against one token: s = Σ_k maddubs(q_k, x_k) · sc_k (int32 lanes),
 // then acc += d_w·d_x·s − (Q4_K/Q5_K) d_min·d_x·Σ m_j·bsum_j, or (Q6_K) the offset 32 removed as
 // 32·Σ sc_j·bsum_j.
+// Kind 0: Q4_K/Q5_K (mins), 1: Q6_K (offset 32), 2: Q3_K (offset 4), 3: IQ4_XS (|q| against x
+// negated where q < 0: products ≤ 127·127, no correction).
 template <int Kind>
 inline void k_accum_one(const KRow& w, const __m512i (&xv)[4], __m256i bs, float xd, __m512& acc) {
   __m512i s = _mm512_setzero_si512();
-  for (int k = 0; k < 4; ++k) s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.q[k], xv[k]), w.sc[k]);
-  const __m256i mb = _mm256_madd_epi16(w.mins16, bs);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i x = Kind == 3 ? _mm512_mask_sub_epi8(xv[k], w.neg[k], _mm512_setzero_si512(), xv[k]) : xv[k];
+    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.q[k], x), w.sc[k]);
+  }
   if constexpr (Kind == 0) {
+    const __m256i mb = _mm256_madd_epi16(w.mins16, bs);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(w.d * xd), acc);
     acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(mb)), _mm512_set1_ps(w.dmin * xd), acc);
   } else {
-    s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(mb, 5)));
+    if constexpr (Kind == 1 || Kind == 2) {
+      const __m256i mb = _mm256_madd_epi16(w.mins16, bs);
+      s = _mm512_sub_epi32(s, _mm512_zextsi256_si512(_mm256_slli_epi32(mb, Kind == 1 ? 5 : 2)));
+    }
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(w.d * xd), acc);
   }
 }
@@ -663,19 +673,74 @@ inline void unpack_q6k(const BlockQ6_K& b, KRow& o, const __m512i* idx) {
   o.dmin = 0.0f;
 }
 
+// Q3_K: chunk k (64 elements) = half h = k/2, 2-bit fields g0 = 2(k%2) (lanes 0..31) and g0 + 1
+// (32..63). [qs | qs] (32 bytes of the half) and [hmask | hmask], one bit matrix each per 256-bit
+// half: the field to bits 0-1 and hmask bit 4h + g to bit 2, so q = value + 4 (0..7; the offset
+// comes off through bsums).
+inline long long gf_from(int src, int dst) { return (1ll << src) << (8 * (7 - dst)); }  // out bit dst <- in bit src
+
+inline void unpack_q3k(const BlockQ3_K& b, KRow& o, const __m512i* idx) {
+  uint64_t lo, hi;
+  q3k_scale_bytes(b.scales, lo, hi);
+  const __m128i s8 = _mm_sub_epi8(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)),
+                                  _mm_set1_epi8(32));
+  o.mins16 = _mm256_cvtepi8_epi16(s8);
+  const __m512i s512 = _mm512_castsi256_si512(o.mins16);
+  const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
+  for (int k = 0; k < 4; ++k) {
+    const int h = k / 2, g0 = 2 * (k % 2);
+    const long long q0 = gf_from(2 * g0, 0) | gf_from(2 * g0 + 1, 1), q1 = gf_from(2 * g0 + 2, 0) | gf_from(2 * g0 + 3, 1);
+    const long long h0 = gf_from(4 * h + g0, 2), h1 = gf_from(4 * h + g0 + 1, 2);
+    const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h)));
+    o.q[k] = _mm512_or_si512(gf_bits(Q, _mm512_set_epi64(q1, q1, q1, q1, q0, q0, q0, q0)),
+                             gf_bits(H, _mm512_set_epi64(h1, h1, h1, h1, h0, h0, h0, h0)));
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], s512);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
+// IQ4_XS: chunk k = sub-blocks 2k, 2k+1 (qs bytes 32k..32k+31). vpermb spreads the 32 bytes to
+// [0..15, 0..15, 16..31, 16..31] and one bit matrix per qword takes low / high nibbles, which is
+// element order; the grid lookup (vpshufb) gives |value|, and nibbles < 8 are the negative ones.
+constexpr int8_t kIQ4Abs[16] = {127, 104, 83, 65, 49, 35, 22, 10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+inline void unpack_iq4xs(const BlockIQ4_XS& b, KRow& o, const __m512i* idx) {
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(
+      _mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(iq4xs_scale_bytes(b))), _mm_set1_epi8(32))));
+  const __m512i spread = _mm512_set_epi64(0x1f1e1d1c1b1a1918ll, 0x1716151413121110ll, 0x1f1e1d1c1b1a1918ll,
+                                          0x1716151413121110ll, 0x0f0e0d0c0b0a0908ll, 0x0706050403020100ll,
+                                          0x0f0e0d0c0b0a0908ll, 0x0706050403020100ll);
+  const __m512i nibm = _mm512_set_epi64(kGfHi, kGfHi, kGfLo, kGfLo, kGfHi, kGfHi, kGfLo, kGfLo);
+  const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Abs)));
+  const __m512i eight = _mm512_set1_epi8(8);
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * k)));
+    const __m512i nib = gf_bits(_mm512_permutexvar_epi8(spread, v), nibm);
+    o.q[k] = _mm512_shuffle_epi8(grid, nib);
+    o.neg[k] = _mm512_testn_epi8_mask(nib, eight);
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
 template <class B>
 inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
-  if constexpr (sizeof(B) == sizeof(BlockQ4_K)) unpack_q4k(reinterpret_cast<const BlockQ4_K&>(blk), o, idx);
-  else if constexpr (sizeof(B) == sizeof(BlockQ5_K)) unpack_q5k(reinterpret_cast<const BlockQ5_K&>(blk), o, idx);
-  else unpack_q6k(reinterpret_cast<const BlockQ6_K&>(blk), o, idx);
+  if constexpr (std::is_same_v<B, BlockQ4_K>) unpack_q4k(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockQ5_K>) unpack_q5k(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockQ6_K>) unpack_q6k(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockQ3_K>) unpack_q3k(blk, o, idx);
+  else unpack_iq4xs(blk, o, idx);
 }
 
+// Scale spreading per 64-element chunk: 32-element sub-blocks (Q4_K/Q5_K, IQ4_XS) or 16 (Q6_K, Q3_K).
 template <int Kind>
 inline void k_indices(__m512i* idx) {
-  for (int k = 0; k < 4; ++k) idx[k] = Kind == 0 ? idx_pairs(k) : idx_quads(k);
+  for (int k = 0; k < 4; ++k) idx[k] = Kind == 0 || Kind == 3 ? idx_pairs(k) : idx_quads(k);
 }
 
-template <class B, int Kind>  // Kind 0: Q4_K/Q5_K (mins), 1: Q6_K (offset 32)
+template <class B, int Kind>  // Kind: see k_accum_one
 struct TileK {
   template <int R, int T>
   struct Tile {
@@ -758,6 +823,8 @@ void mm_k_gemm(const MMArgs& a) {
 template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
+template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 2>::Tile<R, T>;
+template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
 
 // ---- activations ------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -880,12 +947,20 @@ void mm_q6_K(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ6_K, 1, 2, 4>(a);
   gemv_k<TQ6_K>(a);
 }
+void mm_q3_K(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ3_K, 2, 2, 4>(a);
+  gemv_k<TQ3_K>(a);
+}
+void mm_iq4_xs(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ4_XS, 3, 2, 4>(a);
+  gemv_k<TIQ4_XS>(a);
+}
 
 }  // namespace
 
 const Kernels kAvx512Kernels = {
     "avx512",
-    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
@@ -897,7 +972,7 @@ const Kernels kAvx512Kernels = {
 // The same kernels; matmul's multi-token GEMM runs on AMX tiles with this set (kernels/gemm.h).
 const Kernels kAvx512AmxKernels = {
     "avx512-amx",
-    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},

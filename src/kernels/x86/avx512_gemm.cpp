@@ -1,4 +1,4 @@
-// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) with 5+ tokens,
+// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS), 5+ tokens,
 // and (set avx512-amx, end of file) the same GEMMs on AMX-INT8 tiles.
 //
 // A work unit (row chunk × token tile, see matmul.cpp) is computed 16 weight rows at a time. The
@@ -14,7 +14,7 @@
 //
 // Offsets: Q8_0 weights are stored as w + 128 and Q4_0 as the raw nibble (w + 8); the
 // k·Σx term is removed by starting each block's int32 sum at −k·Σx (per token and block).
-// Q4_K/Q5_K mins and the Q6_K −32 offset come from Q8_K's per-16 bsums via vpdpwssd.
+// Q4_K/Q5_K mins and the Q6_K −32 / Q3_K −4 / IQ4_XS −128 offsets come from Q8_K's bsums via vpdpwssd.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -135,7 +135,7 @@ struct PackKBase {
 // Q4_K and Q5_K (B = BlockQ4_K or BlockQ5_K; Q5_K adds the fifth bit from qh).
 template <class B>
 struct PackQ45_K : PackKBase<8> {
-  static constexpr int kNS = 8;
+  static constexpr int kNS = 8, kOff = 0;  // kOff 0: mins (dmin); else the offset removed via bsums
   using Scales = KScales<8>;
   static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
     for (int64_t b = 0; b < nsb; ++b) {
@@ -154,7 +154,7 @@ using PackQ4_K = PackQ45_K<BlockQ4_K>;
 using PackQ5_K = PackQ45_K<BlockQ5_K>;
 
 struct PackQ6_K : PackKBase<16> {
-  static constexpr int kNS = 16;
+  static constexpr int kNS = 16, kOff = 32;
   using Scales = KScales<16>;
   static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
     for (int64_t b = 0; b < nsb; ++b) {
@@ -167,6 +167,31 @@ struct PackQ6_K : PackKBase<16> {
     }
   }
 };
+
+// Q3_K (bytes value + 4, 0..7, offset 4; 16 scales) and IQ4_XS (grid value + 128, unsigned
+// 1..241 for vpdpbusd with int32 sums, offset 128 through the per-32 bsums; 8 scales): signed
+// sub-block scales, and pairs of them for the bsums term.
+template <class B, int NS, int Off>
+struct PackSignedK : PackKBase<NS> {
+  static constexpr int kNS = NS, kOff = Off;
+  using Scales = KScales<NS>;
+  static void row(const uint8_t* src, int64_t nsb, uint8_t* dst, Scales* s, int lane) {
+    for (int64_t b = 0; b < nsb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      if constexpr (NS == 16) decode_q3k(blk, dst + b * 256);
+      else decode_iq4xs<Off>(blk, dst + b * 256);
+      int sc[NS];
+      block_scales(blk, sc);
+      for (int j = 0; j < NS; ++j) s[b].sc[j][lane] = sc[j];
+      for (int p = 0; p < 8; ++p) s[b].mn[p][lane] = 0;
+      for (int p = 0; 2 * p < NS; ++p) s[b].mn[p][lane] = static_cast<int32_t>(pair16(sc[2 * p], sc[2 * p + 1]));
+      s[b].d[lane] = h2f(blk.d);
+      s[b].dmin[lane] = 0.0f;
+    }
+  }
+};
+using PackQ3_K = PackSignedK<BlockQ3_K, 16, 4>;
+using PackIQ4_XS = PackSignedK<BlockIQ4_XS, 8, 128>;
 
 // ---- inner kernels: 16 rows × T tokens -------------------------------------------------------
 
@@ -216,8 +241,9 @@ void kern_q8(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* X, in
   for (int j = 0; j < T; ++j) store_rows(y + j * ldy, accf[j], nr);
 }
 
-// K-quants: q packed (nsb × 64 vectors), scales per super-block; X as above.
-template <int NS, int T>
+// K-quants: q packed (nsb × 64 vectors), scales per super-block; X as above. Off: 0 for the mins
+// (Q4_K/Q5_K), else the constant added to every weight byte (Q6_K 32, Q3_K 4, IQ4_XS 128).
+template <int NS, int Off, int T>
 void kern_k(const uint8_t* q, const KScales<NS>* sc, int64_t nsb, const uint8_t* X, int64_t N, int64_t t,
             float* y, int64_t ldy, int nr) {
   constexpr int kGroups = 64 / NS;  // 4-element groups per sub-block: 8 (Q4_K/Q5_K) or 4 (Q6_K)
@@ -247,14 +273,14 @@ void kern_k(const uint8_t* q, const KScales<NS>* sc, int64_t nsb, const uint8_t*
       for (int j = 0; j < T; ++j) A[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[j]), scf, A[j]);
     }
     // Q4_K/Q5_K: M = Σ_s m_s·bsum32_s (the packed bsums of these types are per 32: 4 pairs);
-    // Q6_K: M = Σ_s sc_s·bsum_s (per 16: 8 pairs).
+    // IQ4_XS likewise with its scales; Q6_K/Q3_K: M = Σ_s sc_s·bsum_s (per 16: 8 pairs).
     constexpr int kPairs = NS == 8 ? 4 : 8;
     for (int p = 0; p < kPairs; ++p) {
       const __m512i mv = _mm512_load_si512(s.mn[p]);
       for (int j = 0; j < T; ++j) M[j] = _mm512_dpwssd_epi32(M[j], mv, bcast32(xb + 16 * j + 2 * p));
     }
     const __m512 d = _mm512_load_ps(s.d);
-    if constexpr (NS == 8) {
+    if constexpr (Off == 0) {
       const __m512 dm = _mm512_load_ps(s.dmin);
       for (int j = 0; j < T; ++j) {
         const __m512 xv = _mm512_set1_ps(xd[j]);
@@ -262,9 +288,9 @@ void kern_k(const uint8_t* q, const KScales<NS>* sc, int64_t nsb, const uint8_t*
         accf[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[j]), _mm512_mul_ps(dm, xv), accf[j]);
       }
     } else {
-      const __m512 k32 = _mm512_set1_ps(32.0f);
+      const __m512 koff = _mm512_set1_ps(static_cast<float>(Off));
       for (int j = 0; j < T; ++j) {
-        const __m512 s32 = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[j]), k32, A[j]);
+        const __m512 s32 = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(M[j]), koff, A[j]);
         accf[j] = _mm512_fmadd_ps(s32, _mm512_mul_ps(d, _mm512_set1_ps(xd[j])), accf[j]);
       }
     }
@@ -324,7 +350,7 @@ void gemm_q8_impl(const MMArgs& a) {
 
 template <class P>
 void gemm_k_impl(const MMArgs& a) {
-  constexpr int NS = P::kNS;
+  constexpr int NS = P::kNS, Off = P::kOff;
   using S = typename P::Scales;
   const int64_t nsb = a.cols / 256, N = static_cast<int64_t>(a.x_stride);
   uint8_t* tmp = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(kRows * a.cols)));
@@ -337,12 +363,12 @@ void gemm_k_impl(const MMArgs& a) {
       const int n = static_cast<int>(a.t1 - t < kTK ? a.t1 - t : kTK);
       float* y = a.y + t * a.ldy + r;
       switch (n) {
-        case 6: kern_k<NS, 6>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
-        case 5: kern_k<NS, 5>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
-        case 4: kern_k<NS, 4>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
-        case 3: kern_k<NS, 3>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
-        case 2: kern_k<NS, 2>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
-        default: kern_k<NS, 1>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
+        case 6: kern_k<NS, Off, 6>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
+        case 5: kern_k<NS, Off, 5>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
+        case 4: kern_k<NS, Off, 4>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
+        case 3: kern_k<NS, Off, 3>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
+        case 2: kern_k<NS, Off, 2>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
+        default: kern_k<NS, Off, 1>(q, sc, nsb, a.x, N, t, y, a.ldy, nr); break;
       }
     }
   }
@@ -353,6 +379,8 @@ void run_q4_0(const MMArgs& a) { gemm_q8_impl<PackQ4_0>(a); }
 void run_q4_K(const MMArgs& a) { gemm_k_impl<PackQ4_K>(a); }
 void run_q5_K(const MMArgs& a) { gemm_k_impl<PackQ5_K>(a); }
 void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
+void run_q3_K(const MMArgs& a) { gemm_k_impl<PackQ3_K>(a); }
+void run_iq4_xs(const MMArgs& a) { gemm_k_impl<PackIQ4_XS>(a); }
 
 
 #if defined(OXI_HAVE_AMX)
@@ -647,8 +675,8 @@ const GemmKernels kAvx512Gemm = {
     "avx512-vnni",
     5,
     {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k<true>, pack_k<true>,
-     pack_k<false>},
-    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K},
+     pack_k<false>, pack_k<false>, pack_k<true>},
+    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs},
 };
 
 #if defined(OXI_HAVE_AMX)

@@ -10,7 +10,9 @@
 #include <cstring>
 
 #include "kernels/dispatch.h"
+#include "kernels/kq_scales.h"
 #include "kernels/quant.h"
+#include "kernels/x86/kq_decode.h"
 
 namespace oxi::kern {
 namespace {
@@ -110,6 +112,34 @@ inline void decode_q6k(const BlockQ6_K& blk, uint8_t* dst) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 96),
                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4), hbits(H, 6)));
   }
+}
+
+// Q3_K / IQ4_XS super-block → 256 bytes in element order (IQ4_XS: grid value + kOff).
+inline void decode_q3k(const BlockQ3_K& blk, uint8_t* dst) {
+  const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * h));
+    for (int g = 0; g < 4; ++g)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128 * h + 32 * g), q3k_chunk(Q, H, g, 4 * h + g));
+  }
+}
+
+template <int kOff>
+inline void decode_iq4xs(const BlockIQ4_XS& blk, uint8_t* dst) {
+  const __m256i grid = iq4_grid<kOff>();
+  for (int ib = 0; ib < 8; ++ib)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * ib), iq4xs_sub(grid, blk.qs + 16 * ib));
+}
+
+// The signed sub-block scales of a Q3_K (16) / IQ4_XS (8) super-block.
+inline void block_scales(const BlockQ3_K& blk, int* sc) {
+  uint64_t w[2];
+  q3k_scale_bytes(blk.scales, w[0], w[1]);
+  for (int j = 0; j < 16; ++j) sc[j] = static_cast<int>((w[j / 8] >> (8 * (j % 8))) & 0xFF) - 32;
+}
+inline void block_scales(const BlockIQ4_XS& blk, int* sc) {
+  const uint64_t w = iq4xs_scale_bytes(blk);
+  for (int j = 0; j < 8; ++j) sc[j] = static_cast<int>((w >> (8 * j)) & 0xFF) - 32;
 }
 
 // Decodes rows r..r+nr−1 of a work unit with P::row into R rows of tmp (`cols` bytes apart; P
