@@ -199,33 +199,14 @@ class MappedSource final : public ByteSource {
 std::vector<uint8_t> read_all(const std::string& path, uint64_t max_bytes) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) io_error(path, "cannot open");
-  auto too_big = [&] {
-    std::fclose(f);
-    throw_error(ErrorCode::kIo, path + ": file is larger than " + std::to_string(max_bytes) + " bytes");
-  };
   std::vector<uint8_t> out;
-  // A regular file is read at its size into one exact allocation, in large reads: the wasm build
-  // reads whole model files this way (no doubling growth that could need twice a 2 GB file in a
-  // 4 GB heap; few calls into the browser's file reader).
-  struct stat st {};
-  if (::fstat(::fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    if (size > max_bytes) too_big();
-    if (size > static_cast<uint64_t>(SIZE_MAX)) too_big();
-    out.resize(static_cast<size_t>(size));
-    size_t off = 0;
-    while (off < out.size()) {
-      const size_t want = std::min<size_t>(out.size() - off, size_t{16} << 20);
-      const size_t n = std::fread(out.data() + off, 1, want, f);
-      if (n == 0) break;
-      off += n;
-    }
-    out.resize(off);  // shrank while read: keep what was there (the format checks catch a cut file)
-  }
   uint8_t buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    if (out.size() + n > max_bytes) too_big();
+    if (out.size() + n > max_bytes) {
+      std::fclose(f);
+      throw_error(ErrorCode::kIo, path + ": file is larger than " + std::to_string(max_bytes) + " bytes");
+    }
     out.insert(out.end(), buf, buf + n);
   }
   const bool err = std::ferror(f) != 0;
