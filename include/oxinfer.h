@@ -17,8 +17,9 @@ extern "C" {
 /* Structs are extended only at their end; get them from the _default_params() functions so new
  * fields get their defaults. 2: oxi_generate_params.json_schema. 3: speculative decoding
  * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats) and
- * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn. */
-#define OXI_API_VERSION 4
+ * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn.
+ * 5: oxi_model_params.n_gpu_layers. */
+#define OXI_API_VERSION 5
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -48,6 +49,10 @@ typedef struct oxi_model_params {
                          (process-wide, like the thread pool; docs/backends.md) */
   int32_t flash_attn; /* llama.cpp's -fa: -1 auto (default: each family's llama.cpp default order),
                          1 on (the same), 0 off (Gemma 4: llama.cpp's non-flash attention order) */
+  int32_t n_gpu_layers; /* llama.cpp's -ngl, used when the device has block kernels (vulkan): -1
+                           (default) or N > 0: the whole model on the device (partial offload is
+                           not implemented: any N > 0 means all layers); 0: weights and decode
+                           stay on the CPU, large prefill matmuls go to the device */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);

@@ -13,10 +13,13 @@ PKGS=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev libhwy-dev
   libcurl4-openssl-dev
+  libstb-dev libwebp-dev            # image input: stb_image (PNG/JPEG/GIF/BMP…) and libwebp
+  python3-pil                       # test reference: Pillow's decoders and BICUBIC resize (HF's)
   emscripten                        # wasm32 build of the core, tests run under node
   chromium                          # the browser build's tests (headless, via npm playwright-core)
   g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # NEON kernels: cross build + qemu tests
-  libvulkan1 mesa-vulkan-drivers    # the Vulkan device probe's test (lavapipe); dlopen'ed, not linked
+  libvulkan1 mesa-vulkan-drivers    # the Vulkan device's tests (lavapipe); dlopen'ed, not linked
+  glslc glslang-tools libvulkan-dev # the Vulkan device's shaders (GLSL → SPIR-V) and headers; optional
   nodejs npm python3
 )
 missing=()

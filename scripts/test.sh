@@ -18,6 +18,11 @@ done
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$JOBS"
+# llama.cpp's multimodal reference (llama-mtmd-cli) for e2e_mtmd_oracle: built once, then cached in
+# ~/.cache/oxinfer-llama (about 8 min of 2 quiet cores the first time; 0 s after).
+if [ -f tools/node/node_modules/node-llama-cpp/llama/gitRelease.bundle ]; then
+  JOBS="$JOBS" scripts/build_llama_mtmd.sh >/dev/null
+fi
 ctest --preset release -j"$JOBS" --timeout 1200
 
 if [ "$WASM" = 1 ]; then

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include "core/error.h"
 #include "backend/backend.h"
+#include "nn/device.h"
 #include "hub/hub.h"
 #include "kernels/isa.h"
 
@@ -285,14 +286,17 @@ int flash_attn_from_args(const Args& args) {
   usage_error("invalid value for -fa: '" + *fa + "' (expected on, off or auto)");
 }
 
+int gpu_layers_from_args(const Args& args) {
+  if (!args.get({"-ngl", "--n-gpu-layers", "--gpu-layers"})) return -1;
+  const long long n = args.get_int({"-ngl", "--n-gpu-layers", "--gpu-layers"}, 0);
+  if (n < -1 || n > 100000) usage_error("invalid value for -ngl: " + std::to_string(n));
+  return static_cast<int>(n);
+}
+
 std::string apply_compat_options(const Args& args) {
   flash_attn_from_args(args);  // validated here, applied by the loader
   if (args.flag({"--no-mmap"})) set_use_mmap(false);
-  if (args.get({"-ngl", "--n-gpu-layers", "--gpu-layers"})) {
-    const long long n = args.get_int({"-ngl", "--n-gpu-layers", "--gpu-layers"}, 0);
-    if (n < -1) usage_error("invalid value for -ngl: " + std::to_string(n));
-    if (n != 0) std::fprintf(stderr, "oxinfer: note: -ngl: no GPU backend is in use in this build; running on the CPU\n");
-  }
+  gpu_layers_from_args(args);  // validated here, applied by the loader
   for (auto names : {std::initializer_list<const char*>{"-b", "--batch-size"}, {"-ub", "--ubatch-size"}}) {
     if (!args.get(names)) continue;
     const long long n = args.get_int(names, 0);
@@ -327,9 +331,15 @@ void apply_isa_from_args(const Args& args) {
   set_isa(*isa);
 }
 
-void log_kernels() {
+void log_kernels(int gpu_layers) {
   std::fprintf(stderr, "oxinfer: %s\n", kernels_summary().c_str());
   std::fprintf(stderr, "oxinfer: %s\n", backend::device_line().c_str());  // docs/backends.md
+  // What runs where (the loader's rule, LoadRequest::gpu_layers): a block device takes the whole
+  // model unless -ngl 0; the per-matmul devices only ever take large prefill matmuls.
+  if (const auto bd = backend::active_block_device())
+    std::fprintf(stderr, "oxinfer: offload: %s\n",
+                 gpu_layers == 0 ? "-ngl 0: weights, caches and decode on the CPU; large prefill matmuls on the device"
+                                 : ("the whole model on " + bd->name() + " (weights, KV caches, recurrent states; every layer)").c_str());
 }
 
 void check_status(oxi_status st) {
@@ -352,6 +362,7 @@ oxi_model* open_model_from_args(const Args& args) {
   if (auto f = args.get({"--chat-template-file"})) tmpl = read_text_file(*f);
   if (!tmpl.empty()) mp.chat_template = tmpl.c_str();
   mp.flash_attn = flash_attn_from_args(args);
+  mp.n_gpu_layers = gpu_layers_from_args(args);
   oxi_model* model = nullptr;
   check_status(oxi_model_open(path.c_str(), &mp, &model));
   lock_memory_if_asked(args);

@@ -90,7 +90,7 @@ extern const std::vector<std::string> kModelOptions;
 // llama.cpp's flags that users carry over (run / chat / serve), docs/cli_compat.md:
 //   --jinja (templates are always Jinja: no-op)  --no-mmap (read the weights into memory)
 //   --mlock (lock the process's memory after the load)  -fa / --flash-attn on|off|auto
-//   -ngl / --n-gpu-layers N (no GPU backend yet: noted, runs on the CPU)  -b / -ub N (accepted,
+//   -ngl / --n-gpu-layers N (a block device such as vulkan: 0 keeps the model on the CPU)  -b / -ub N (accepted,
 //   oxinfer sizes its own batches)  --chat-template NAME|FILE|JINJA.
 // kCompatFlags take no value (pass them to Args' flag list); kCompatOptions take one.
 extern const std::vector<std::string> kCompatFlags;
@@ -101,6 +101,8 @@ std::vector<std::string> with_compat_flags(std::vector<std::string> flags);
 // lock_memory_if_asked() after the load.
 std::string apply_compat_options(const Args& args);
 int flash_attn_from_args(const Args& args);  // -fa → oxi_model_params.flash_attn (-1, 0, 1)
+// -ngl / --n-gpu-layers N → oxi_model_params.n_gpu_layers: -1 when absent (usage error below -1).
+int gpu_layers_from_args(const Args& args);
 void lock_memory_if_asked(const Args& args);
 // Opens the model named by the arguments (resolve_model_path, threads, --chat-template-file).
 // Throws oxi::Error with the C API's message on failure. Free with oxi_model_free.
@@ -115,7 +117,8 @@ std::string quant_from_args(const Args& args);
 // The help lines for --quant, shared by run / chat / serve / bench.
 extern const char* const kQuantHelp;
 // The start-up line on stderr: "oxinfer: isa avx512 (host: avx512 avx2 scalar), 2 threads".
-void log_kernels();
+// The kernels, device and offload lines on stderr (gpu_layers: -ngl, -1 when absent).
+void log_kernels(int gpu_layers = -1);
 // Throws oxi::Error(code, oxi_last_error()) when st != OXI_OK.
 void check_status(oxi_status st);
 

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "backend/backend.h"
 #include "bench_spec.h"
 #include "commands.h"
 #include "core/error.h"
@@ -40,6 +41,7 @@
 #include "kernels/thread_pool.h"
 #include "loader/loaded_model.h"
 #include "models/model.h"
+#include "nn/device.h"
 #include "oxinfer.h"
 
 namespace oxi::cli {
@@ -50,6 +52,7 @@ const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
     "         [-npl K[,K..]] [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
     "         [--quant q8_0|q4_0|q4_k] [--verify K[,K..]] [--spec MODE[,MODE..]] [--draft-max N]\n"
+    "         [--device D] [-ngl N]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
@@ -66,6 +69,8 @@ const char* kUsage =
     "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
     "  -o, --output md|json    markdown table (default) or a JSON array, one object per test\n"
     "  --isa NAME              kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
+    "  --device D, -ngl N      device as for run (vulkan: the whole model on it unless -ngl 0); the\n"
+    "                          JSON's \"device\" names where the pass ran (\"cpu\" or the device)\n"
     "  --quant TYPE            quantise f32/f16/bf16 weights at load (load time includes it; the\n"
     "                          model column shows e.g. 'Q4_0 (at load)', size the quantised bytes)\n";
 
@@ -262,7 +267,8 @@ int cmd_bench(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
-                      "-npl", "--n-parallel", "--verify", "--spec", "--draft-max"});
+                      "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "--device", "-ngl", "--n-gpu-layers",
+                      "--gpu-layers"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const bool parallel = args.has("-npl") || args.has("--n-parallel");
     const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, parallel ? "32" : "512"), "-p");
@@ -322,12 +328,17 @@ int cmd_bench(int argc, char** argv) {
     req.options.n_threads = static_cast<int>(threads);
     req.options.quant = quant_from_args(args);
     req.tokenizer = false;
+    req.device = args.get_or({"--device"}, "");  // "": env OXI_DEVICE, else auto
+    req.gpu_layers = gpu_layers_from_args(args);
     const std::unique_ptr<LoadedModel> loaded = load_model_bundle(req);
     const ModelFiles& files = loaded->files;
     const LoadOptions& lo = req.options;
     const std::unique_ptr<Model>& model = loaded->model;
     const double load_ms = loaded->load_seconds * 1e3;
-    log_kernels();
+    log_kernels(req.gpu_layers);
+    // Where the pass runs: "cpu", or the block device that holds the whole model.
+    const std::shared_ptr<nn::Device> block_dev = req.gpu_layers != 0 ? backend::active_block_device() : nullptr;
+    const std::string device = block_dev ? block_dev->name() : "cpu";
 
     // Weight types this kernel set has no kernel for (matmul dequantises their rows to f32 first):
     // named on stderr and in the JSON, so a slow number is not taken for the kernels' speed.
@@ -437,6 +448,7 @@ int cmd_bench(int argc, char** argv) {
       j["model_n_params"] = info.n_params;
       j["arch"] = info.arch;
       j["isa"] = isa;
+      j["device"] = device;
       j["dequantised_types"] = deq_json;
       j["n_threads"] = n_threads;
       j["n_prompt"] = t.n_prompt;

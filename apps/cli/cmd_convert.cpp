@@ -1,4 +1,4 @@
-// oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k]
+// oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k] [--mmproj MMPROJ.gguf]
 // Writes a GGUF that llama.cpp loads: per-architecture converters in models/<arch>/convert.cpp.
 #include <cstdio>
 #include <string>
@@ -13,14 +13,16 @@ namespace oxi::cli {
 
 namespace {
 const char* kHelp =
-    "usage: oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k]\n"
+    "usage: oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k] [--mmproj MMPROJ.gguf]\n"
     "  HF_DIR may also be given as -m DIR or -hf org/name (a checkpoint in the HF cache).\n"
     "  --type: type of the 2-D weight matrices (default f32 where the checkpoint is f32,\n"
     "          else f16 for f16 checkpoints and bf16 for bf16 ones); norms stay f32.\n"
     "          q8_0 / q4_0 / q4_k follow llama-quantize's per-tensor rule (routers, conv kernels\n"
     "          and Gemma's per_layer_model_proj keep the checkpoint's type; tied embeddings take\n"
     "          Q6_K under 4-bit): q8_0 and q4_0 give the bytes llama-quantize Q8_0 / Q4_0 would;\n"
-    "          q4_k is Q4_K throughout (llama.cpp's Q4_K_S also bumps a few tensors to Q5_K).\n";
+    "          q4_k is Q4_K throughout (llama.cpp's Q4_K_S also bumps a few tensors to Q5_K).\n"
+    "  --mmproj: also write the vision tower as the mmproj GGUF llama.cpp's mtmd tools load\n"
+    "          (Qwen 3.5: projector qwen3vl_merger; matrices f32 for --type f32, else f16).\n";
 }
 
 int cmd_convert(int argc, char** argv) {
@@ -31,7 +33,7 @@ int cmd_convert(int argc, char** argv) {
       return 0;
     }
     args.check_known({"-o", "--outfile", "--type", "--outtype", "-m", "--model", "-hf", "--hf-repo",
-                      "--hf-token"});
+                      "--hf-token", "--mmproj"});
     std::string dir;
     if (!args.positional().empty()) {
       if (args.positional().size() > 1) throw_error(ErrorCode::kInvalidArgument, "convert takes one HF_DIR");
@@ -63,6 +65,10 @@ int cmd_convert(int argc, char** argv) {
     }
     convert_hf_to_gguf(hf, *out, opt);
     std::fprintf(stderr, "wrote %s (%s)\n", out->c_str(), dtype_name(opt.out_type).c_str());
+    if (auto mm = args.get({"--mmproj"})) {
+      convert_hf_to_mmproj(hf, *mm, opt);
+      std::fprintf(stderr, "wrote %s (mmproj)\n", mm->c_str());
+    }
     return 0;
   } catch (const std::exception& e) {
     return report_error(e);

@@ -15,6 +15,7 @@
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "oxinfer.h"
+#include "run_media.h"
 
 namespace oxi::cli {
 
@@ -28,7 +29,7 @@ const char* kUsage =
     "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
     "         [--ignore-eos] [--isa scalar|avx2|avx512|avx512-amx|auto] [--device none|auto|NAME]\n"
     "         [--quant q8_0|q4_0|q4_k] [--spec auto|none|ngram|mtp|draft] [--draft-max N]\n"
-    "         [--draft-min N]\n"
+    "         [--draft-min N] [--mmproj FILE --image FILE [--image FILE ...]]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
@@ -49,8 +50,15 @@ const char* kUsage =
     "                    is special)\n"
     "  --ignore-eos      keep generating past end-of-generation tokens\n"
     "  --spec MODE       speculative decoding (default auto: prompt-lookup drafts, verified in one\n"
-    "                    pass, used only while they pay; greedy output is unchanged); none: off\n"
+    "                    pass, used only while they pay; greedy output is unchanged); none: off;\n"
+    "                    mtp: the model's MTP head drafts (Qwen 3.5/3.6 files that carry one)\n"
     "  --draft-max N     most drafts per verify step (0..16, default 16); --draft-min N fewest\n"
+    "  --image FILE      an image (PNG, JPEG, WebP, GIF, BMP; repeatable): placed at the prompt's\n"
+    "                    <__media__> markers in order, else before the prompt text (as\n"
+    "                    llama-mtmd-cli); needs --mmproj (Qwen 3.5: the qwen3vl_merger tower) unless\n"
+    "                    -m is an HF checkpoint with its vision tower\n"
+    "  --mmproj FILE     the model's vision tower, as llama.cpp's mmproj GGUF\n"
+    "  --image-preproc M hf (default: the HF image processor's resize) or llama (llama.cpp mtmd's)\n"
     "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
     "  --device D        device backend for large matmuls: none, auto (default; env OXI_DEVICE)\n"
     "                    or a name (cpu-ref: the reference test backend)\n";
@@ -121,7 +129,7 @@ int cmd_run(int argc, char** argv) {
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     for (const char* k : {"-p", "--prompt", "-f", "--file", "--tokens", "-n", "--n-predict",
                           "-c", "--ctx-size", "--top-logprobs", "--system", "-sys",
-                          "--system-prompt"}) {
+                          "--system-prompt", "--image", "--mmproj", "--image-preproc"}) {
       known.emplace_back(k);
     }
     args.check_known(known);
@@ -149,15 +157,38 @@ int cmd_run(int argc, char** argv) {
       usage_error("--tokens is used exactly as given: --system, --no-think and --chat-template-file "
                   "do not apply");
     }
+    const std::vector<std::string> images = args.get_all("--image");
+    const auto mmproj = args.get({"--mmproj"});
+    if (!images.empty() && tokens_text) usage_error("--image cannot be combined with --tokens");
+    const std::string preproc = args.get_or({"--image-preproc"}, "hf");
+    if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
     // Validate sampling flags before the (slow) model load.
     (void)sampling_from_args(args, oxi_sampling_default_params());
     const SpecArgs spec = spec_from_args(args);
 
     ModelHolder h;
     h.m = open_model_from_args(args);
-    log_kernels();
+    log_kernels(gpu_layers_from_args(args));
     oxi_model_desc desc;
     check_status(oxi_model_describe(h.m, &desc));
+
+    if (!images.empty()) {
+      MediaRun mr;
+      mr.mmproj = mmproj.value_or("");
+      mr.images = images;
+      mr.text = prompt_text ? *prompt_text : read_text_file(*prompt_file);
+      mr.system = system ? *system : "";
+      mr.chat = !no_chat && desc.has_chat_template;
+      mr.no_think = args.flag({"--no-think"});
+      mr.llama_preproc = preproc == "llama";
+      mr.n_predict = n_predict;
+      mr.n_ctx = n_ctx;
+      mr.ignore_eos = args.flag({"--ignore-eos"});
+      mr.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
+      if (json) usage_error("--json is not supported with --image yet");
+      run_with_images(h.m, mr);
+      return 0;
+    }
 
     // The prompt ids.
     std::vector<int32_t> prompt;

@@ -27,7 +27,8 @@ const char* kHelp =
     "                        prefer --api-key-file or env OXI_API_KEY)\n"
     "  --api-key-file F      the API key is the first line of file F\n"
     "  --cache-ram MiB       prompt-cache budget (default 2048; 0 disables checkpoints)\n"
-    "  --spec MODE           speculative decoding: auto (default), none, ngram (see run --help);\n"
+    "  --spec MODE           speculative decoding: auto (default), none, ngram (see run --help; mtp\n"
+    "                        works in run/chat, not in the server yet);\n"
     "                        --draft-max N (0..16) / --draft-min N; requests may lower them with\n"
     "                        speculative.n_max / speculative.n_min\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
@@ -87,9 +88,12 @@ int cmd_serve(int argc, char** argv) {
     o.chat_template_file = args.get_or({"--chat-template-file"}, "");
     if (std::string t = apply_compat_options(args); !t.empty() && o.chat_template_file.empty()) o.chat_template = t;
     o.flash_attn = flash_attn_from_args(args);
+    o.gpu_layers = gpu_layers_from_args(args);
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
     const SpecArgs spec = spec_from_args(args);
+    // The MTP head drafts from hidden states the continuous batcher does not keep yet.
+    if (spec.mode == 3) usage_error("--spec mtp is not available in the server yet (continuous batching); use auto or ngram");
     o.spec_mode = spec.mode;
     o.draft_max = spec.draft_max;
     o.draft_min = spec.draft_min;
@@ -123,7 +127,7 @@ int cmd_serve(int argc, char** argv) {
     // The server sets the same thread count when it loads; set here so the start-up line is true.
     if (o.n_threads > 0) set_num_threads(o.n_threads);
     backend::init(args.get_or({"--device"}, ""));  // before the load: the engine keeps this choice
-    log_kernels();
+    log_kernels(o.gpu_layers);
     lock_memory_if_asked(args);  // MCL_FUTURE: the model and caches mapped by the load are locked too
     return server::run_server(o);
   } catch (const std::exception& e) {

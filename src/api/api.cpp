@@ -186,6 +186,7 @@ oxi_model_params oxi_model_default_params(void) {
   p.chat_template = nullptr;
   p.device = nullptr;
   p.flash_attn = -1;
+  p.n_gpu_layers = -1;
   return p;
 }
 
@@ -201,6 +202,8 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
     req.options.n_threads = p.n_threads;
     req.options.quant = p.quant ? p.quant : "";
     req.device = p.device ? p.device : "";
+    OXI_REQUIRE(p.n_gpu_layers >= -1, "oxi_model_open: n_gpu_layers must be -1 or more");
+    req.gpu_layers = p.n_gpu_layers;
     OXI_REQUIRE(p.flash_attn >= -1 && p.flash_attn <= 1, "oxi_model_open: flash_attn must be -1, 0 or 1");
     if (p.flash_attn == 0) req.options.attention = oxi::AttentionPath::kNoFlash;
     if (p.chat_template) req.chat_template = std::string(p.chat_template);

@@ -11,6 +11,10 @@
 
 #include "kernels/matmul.h"
 
+namespace oxi::nn {
+class Device;
+}
+
 namespace oxi::backend {
 
 // A backend's own copy of one weight matrix (device memory, repacked layout...).
@@ -49,6 +53,9 @@ class Backend {
   // CPU then runs the whole batch (overwriting anything written). Called concurrently from several
   // threads: must be thread-safe.
   virtual bool matmul_batch(std::span<const Job> jobs, const float* x, int64_t n_tokens) = 0;
+  // The backend's block-level device (nn/device.h: whole layers on the device), made on first
+  // call and shared; nullptr when it has none (cpu-ref, a build without shaders, a failed start).
+  virtual std::shared_ptr<nn::Device> block_device() { return nullptr; }
 };
 
 // Counters since the last reset, for tests and diagnostics.
@@ -92,6 +99,8 @@ std::string init(const std::string& spec = "");
 void activate(std::unique_ptr<Backend> b);
 void activate(std::unique_ptr<Backend> b, const SizeRule& rule);
 Backend* active();
+// The active backend's block device; nullptr when no device is selected or it has none.
+std::shared_ptr<nn::Device> active_block_device();
 SizeRule active_rule();
 void set_rule(const SizeRule& rule);
 std::string device_line();

@@ -154,6 +154,11 @@ Backend* active() {
   return R().backend.get();
 }
 
+std::shared_ptr<nn::Device> active_block_device() {
+  std::lock_guard<std::mutex> lock(R().mu);  // the backend stays while its device is made
+  return R().backend ? R().backend->block_device() : nullptr;
+}
+
 SizeRule active_rule() { return {R().min_tokens.load(), R().min_flops.load()}; }
 
 void set_rule(const SizeRule& rule) {

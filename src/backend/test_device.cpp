@@ -251,6 +251,97 @@ class TestDevice final : public nn::Device {
       }
     }
   }
+
+  // ---- the small blocks, in double (the base class's host versions are the CPU's f32 ones)
+  void rms_norm_heads(nn::Heads x, int64_t rows, int64_t heads, int64_t width, Ref w, float eps) override {
+    double* xp = at(x.at, (rows - 1) * x.row_stride + (heads - 1) * x.head_stride + width, "rms_norm_heads");
+    const double* wp = w ? at(w, width, "rms_norm_heads weight") : nullptr;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        double* v = xp + r * x.row_stride + h * x.head_stride;
+        const double s = rms_scale(v, width, eps);
+        for (int64_t e = 0; e < width; ++e) v[e] *= s * (wp ? wp[e] : 1.0);
+      }
+  }
+  void l2_norm_heads(nn::Heads x, int64_t rows, int64_t heads, int64_t width, float eps, float scale) override {
+    double* xp = at(x.at, (rows - 1) * x.row_stride + (heads - 1) * x.head_stride + width, "l2_norm_heads");
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        double* v = xp + r * x.row_stride + h * x.head_stride;
+        double ss = 0;
+        for (int64_t e = 0; e < width; ++e) ss += v[e] * v[e];
+        const double f = static_cast<double>(scale) / std::max(std::sqrt(ss), static_cast<double>(eps));
+        for (int64_t e = 0; e < width; ++e) v[e] *= f;
+      }
+  }
+  void mul_sigmoid_heads(nn::Heads x, nn::Heads gate, int64_t rows, int64_t heads, int64_t width) override {
+    double* xp = at(x.at, (rows - 1) * x.row_stride + (heads - 1) * x.head_stride + width, "mul_sigmoid_heads");
+    const double* gp = at(gate.at, (rows - 1) * gate.row_stride + (heads - 1) * gate.head_stride + width, "mul_sigmoid_heads gate");
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < width; ++e)
+          xp[r * x.row_stride + h * x.head_stride + e] *= 1.0 / (1.0 + std::exp(-gp[r * gate.row_stride + h * gate.head_stride + e]));
+  }
+  void gdn_gates(Ref a, Ref b, Ref ssm_a, Ref dt_bias, int64_t rows, int64_t H, Ref gb) override {
+    const double* ap = at(a, rows * H, "gdn_gates a");
+    const double* bp = at(b, rows * H, "gdn_gates b");
+    const double* sa = at(ssm_a, H, "gdn_gates ssm_a");
+    const double* dt = at(dt_bias, H, "gdn_gates dt_bias");
+    double* o = at(gb, rows * 2 * H, "gdn_gates out");
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < H; ++h) {
+        const double z = ap[r * H + h] + dt[h];
+        o[r * 2 * H + h] = sa[h] * (z > 20 ? z : std::log1p(std::exp(z)));
+        o[r * 2 * H + H + h] = 1.0 / (1.0 + std::exp(-bp[r * H + h]));
+      }
+  }
+  void gather_rows(Ref src, std::span<const int32_t> ids, int64_t width, Ref dst) override {
+    double* d = at(dst, static_cast<int64_t>(ids.size()) * width, "gather_rows out");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const double* s = at(src.at(static_cast<int64_t>(ids[i]) * width), width, "gather_rows");
+      std::copy_n(s, width, d + static_cast<int64_t>(i) * width);
+    }
+  }
+  void add_rows_scaled(Ref src, std::span<const int32_t> ids, std::span<const float> w, int64_t width, Ref dst) override {
+    if (ids.size() != w.size()) throw_error(ErrorCode::kInvalidArgument, "test device: add_rows_scaled: counts differ");
+    const double* s = at(src, static_cast<int64_t>(ids.size()) * width, "add_rows_scaled");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      double* d = at(dst.at(static_cast<int64_t>(ids[i]) * width), width, "add_rows_scaled out");
+      for (int64_t e = 0; e < width; ++e) d[e] += w[i] * s[static_cast<int64_t>(i) * width + e];
+    }
+  }
+  void scale(Ref x, int64_t n, float s) override {
+    double* xp = at(x, n, "scale");
+    for (int64_t i = 0; i < n; ++i) xp[i] *= s;
+  }
+  void add(Ref x, Ref y, int64_t n) override {
+    double* xp = at(x, n, "add");
+    const double* yp = at(y, n, "add y");
+    for (int64_t i = 0; i < n; ++i) xp[i] += yp[i];
+  }
+  void mul_cols(Ref x, Ref w, int64_t rows, int64_t width) override {
+    double* xp = at(x, rows * width, "mul_cols");
+    const double* wp = at(w, width, "mul_cols w");
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < width; ++i) xp[r * width + i] *= wp[i];
+  }
+  void rope_neox_div(Ref x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_stride, int64_t n_rot, float theta,
+                     std::span<const int32_t> pos, std::span<const float> div) override {
+    double* xp = at(x, (rows - 1) * row_stride + (heads - 1) * head_stride + n_rot, "rope_neox_div");
+    const int64_t half = n_rot / 2;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < half; ++j) {
+        const double phi = pos[static_cast<size_t>(r)] *
+                           std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(j) / static_cast<double>(n_rot)) /
+                           div[static_cast<size_t>(j)];
+        for (int64_t hh = 0; hh < heads; ++hh) {
+          double* v = xp + r * row_stride + hh * head_stride;
+          const double a = v[j], b = v[j + half];
+          v[j] = a * std::cos(phi) - b * std::sin(phi);
+          v[j + half] = b * std::cos(phi) + a * std::sin(phi);
+        }
+      }
+  }
 };
 
 }  // namespace

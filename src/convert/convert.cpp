@@ -9,6 +9,8 @@ namespace oxi {
 // Implemented in convert/qwen35.cpp and convert/gemma4.cpp.
 void convert_qwen35(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
 void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
+// Implemented in convert/qwen35_mmproj.cpp.
+void convert_qwen35_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
 
 void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& options) {
   const std::string arch = hf.config.value("model_type", std::string());
@@ -16,6 +18,12 @@ void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path, con
   if (family == "qwen35") return convert_qwen35(hf, out_path, options);
   if (family == "gemma4") return convert_gemma4(hf, out_path, options);
   throw_error(ErrorCode::kUnsupported, hf.dir + ": cannot convert unknown architecture '" + arch + "'");
+}
+
+void convert_hf_to_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& options) {
+  const std::string arch = hf.config.value("model_type", std::string());
+  if (model_family(arch) == "qwen35") return convert_qwen35_mmproj(hf, out_path, options);
+  throw_error(ErrorCode::kUnsupported, hf.dir + ": no mmproj converter for architecture '" + arch + "'");
 }
 
 }  // namespace oxi

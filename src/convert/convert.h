@@ -18,4 +18,10 @@ struct ConvertOptions {
 void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path,
                         const ConvertOptions& options);
 
+// The checkpoint's vision tower → the mmproj GGUF llama.cpp's mtmd loads (general.architecture
+// "clip"). Qwen 3.5: projector `qwen3vl_merger`. Matrices are f32 when options.out_type is F32,
+// else f16 (llama.cpp's default mmproj type); norms, biases and position embeddings stay f32.
+// oxi::Error(kUnsupported) when the checkpoint has no vision tower or the family has none of ours.
+void convert_hf_to_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& options);
+
 }  // namespace oxi

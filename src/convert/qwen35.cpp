@@ -2,9 +2,10 @@
 // Transforms: strip language_model., A_log → −exp(A_log) (ssm_a), dt_bias → ssm_dt.bias, conv1d
 // squeezed to [C, K], +1 on every zero-centred norm (not linear_attn.norm), V heads reordered from
 // HF's grouped order to ggml's tiled order when Hk ≠ Hv, fused MoE gate_up split into gate/up
-// stacks (per-expert tensors stacked), vocab padded with [PADn] (UNUSED) tokens. The MTP block and
-// vision tower are not written (block_count = num_hidden_layers), as the eden.cpp converter does;
-// our loader ignores them. Tensors are produced row by row at write time (streaming).
+// stacks (per-expert tensors stacked), vocab padded with [PADn] (UNUSED) tokens. The MTP block is
+// written as llama.cpp's converter does (block n_layer: the decoder block + nextn.eh_proj / enorm /
+// hnorm / shared_head_norm, nextn_predict_layers = 1); the vision tower is not (mmproj).
+// Tensors are produced row by row at write time (streaming).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -131,11 +132,11 @@ void Converter::run(const std::string& out_path) {
   norm_plus1("output_norm.weight", lm + "norm.weight", d);
   if (!c_.tied) simple("output.weight", "lm_head.weight", {c_.n_vocab, d}, false);
   else used_.insert("lm_head.weight");
-  for (int64_t i = 0; i < c_.n_layer; ++i) {
-    const std::string p = lm + "layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
+  // One decoder block: HF prefix p → GGUF prefix b.
+  auto block = [&](const std::string& p, const std::string& b, bool recurrent) {
     norm_plus1(b + "attn_norm.weight", p + "input_layernorm.weight", d);
     norm_plus1(b + "post_attention_norm.weight", p + "post_attention_layernorm.weight", d);
-    if (c_.recurrent[static_cast<size_t>(i)]) {
+    if (recurrent) {
       const std::string q = p + "linear_attn.";
       simple(b + "attn_qkv.weight", q + "in_proj_qkv.weight", {C, d}, false, nullptr, rows_perm(C, 2 * KD, dv));
       simple(b + "attn_gate.weight", q + "in_proj_z.weight", {VD, d}, false, nullptr, rows_perm(VD, 0, dv));
@@ -202,7 +203,7 @@ void Converter::run(const std::string& out_path) {
       simple(b + "ffn_gate.weight", m + "gate_proj.weight", {c_.n_ff, d}, false);
       simple(b + "ffn_up.weight", m + "up_proj.weight", {c_.n_ff, d}, false);
       simple(b + "ffn_down.weight", m + "down_proj.weight", {d, c_.n_ff}, false);
-      continue;
+      return;
     }
     const int64_t E = c_.n_expert, I = c_.n_ff_exp;
     simple(b + "ffn_gate_inp.weight", m + "gate.weight", {E, d}, true);  // router stays f32
@@ -242,8 +243,21 @@ void Converter::run(const std::string& out_path) {
       simple(b + "ffn_gate_inp_shexp.weight", m + "shared_expert_gate.weight", {1, d}, true);
       plans_.back().shape = {d};
     }
+  };
+  for (int64_t i = 0; i < c_.n_layer; ++i)
+    block(lm + "layers." + std::to_string(i) + ".", "blk." + std::to_string(i) + ".", c_.recurrent[static_cast<size_t>(i)]);
+  // The MTP head as llama.cpp's converter writes it: block n_layer with the nextn.* tensors
+  // (nextn_predict_layers = 1). Checkpoints whose MTP tensors were stripped get none.
+  const bool mtp = c_.n_mtp > 0 && idx.contains("mtp.fc.weight");
+  if (mtp) {
+    const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
+    block("mtp.layers.0.", b, false);
+    simple(b + "nextn.eh_proj.weight", "mtp.fc.weight", {d, 2 * d}, false);
+    norm_plus1(b + "nextn.enorm.weight", "mtp.pre_fc_norm_embedding.weight", d);
+    norm_plus1(b + "nextn.hnorm.weight", "mtp.pre_fc_norm_hidden.weight", d);
+    norm_plus1(b + "nextn.shared_head_norm.weight", "mtp.norm.weight", d);
   }
-  // Everything else must be a part we knowingly drop (vision tower, MTP head).
+  // Everything else must be a part we knowingly drop (vision tower; an MTP block beyond the first).
   for (const auto& [name, t] : idx.all()) {
     if (used_.count(name)) continue;
     if (name.rfind("mtp.", 0) == 0 || name.rfind("model.visual.", 0) == 0 || name.rfind("visual.", 0) == 0) continue;
@@ -261,7 +275,8 @@ void Converter::run(const std::string& out_path) {
   w.set_u32("general.file_type", ftype);
   if (quant) w.set_u32("general.quantization_version", 2);
   auto u32 = [&](const std::string& k, int64_t v) { w.set_u32(a + k, static_cast<uint32_t>(v)); };
-  u32("block_count", c_.n_layer);
+  u32("block_count", c_.n_layer + (mtp ? 1 : 0));
+  if (mtp) u32("nextn_predict_layers", 1);
   u32("context_length", c_.n_ctx_train);
   u32("embedding_length", d);
   if (!c_.moe) u32("feed_forward_length", c_.n_ff);

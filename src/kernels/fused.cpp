@@ -69,6 +69,8 @@ void attend_causal_f16(const float* q, int64_t q_stride, int64_t nq, const float
 
 void silu_mul(const float* x, const float* m, float* y, int64_t n) { kern::active_fused().silu_mul(x, m, y, n); }
 
+void softmax_row(float* x, int64_t n) { kern::active_fused().softmax(x, n); }
+
 void conv_silu(const float* X, const float* wT, int64_t C, int64_t K, float* y) {
   kern::active_fused().conv_silu(X, wT, C, K, y);
 }

@@ -63,6 +63,10 @@ void attend_causal_f16(const float* q, int64_t q_stride, int64_t nq, const float
                        const uint16_t* V, int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale,
                        float* out, int64_t out_stride);
 
+// x ← softmax(x) in place over n values (max subtracted; e^x as the vector polynomial silu_mul
+// uses, within 2 ulp; the sum in double). The vision tower's attention rows.
+void softmax_row(float* x, int64_t n);
+
 // y[i] = silu(x[i]) · m[i] = x / (1 + e^−x) · m (y may alias x or m). e^x is a vector
 // polynomial within 2 ulp (llama.cpp's CPU SiLU is a SIMD approximation too), not libm's.
 void silu_mul(const float* x, const float* m, float* y, int64_t n);
@@ -107,6 +111,7 @@ struct FusedKernels {
   void (*f32_to_f16_row)(const float*, uint16_t*, int64_t);
   void (*fma_chains_f32)(const float*, const float*, int64_t, int64_t, float*);
   void (*fma_chains_f16)(const uint16_t*, const float*, int64_t, int64_t, float*);
+  void (*softmax)(float*, int64_t);
 };
 // The generic build, and the one matching the active matmul set (generic where none is compiled).
 const FusedKernels& generic_fused();

@@ -85,7 +85,9 @@ std::unique_ptr<LoadedModel> load_model_bundle(const LoadRequest& req) {
     if (!m->tokenizer) throw_error(ErrorCode::kFormat, req.path + ": no tokenizer");
   }
   if (req.weights) {
-    m->model = load_model(m->files, req.options);
+    LoadOptions opt = req.options;
+    if (!opt.device && req.gpu_layers != 0) opt.device = backend::active_block_device();
+    m->model = load_model(m->files, opt);
     if (!m->model) throw_error(ErrorCode::kInternal, req.path + ": model loader returned nothing");
   }
   m->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

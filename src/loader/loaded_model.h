@@ -45,6 +45,9 @@ struct LoadRequest {
   LoadOptions options;  // threads (> 0 also sizes the process-wide pool), --quant, KV type, attention
   // backend::init spec: "" keeps the device already chosen, else env OXI_DEVICE, else auto.
   std::string device;
+  // llama.cpp's -ngl, when the chosen device runs whole blocks (backend::active_block_device):
+  // -1 or > 0 the whole model on it (LoadOptions::device), 0 only the per-matmul prefill offload.
+  int32_t gpu_layers = -1;
   bool weights = true;    // false: no device, no thread pool change, no weights (model stays null)
   bool tokenizer = true;  // false: no tokenizer (text stays null; BOS/EOS text from the metadata)
   // Chat template: this source when set (even ""), else this file when non-empty, else the

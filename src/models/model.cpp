@@ -92,7 +92,16 @@ void Model::forward_batch(std::span<SequenceState* const> states, const Batch& b
     const int64_t n_out = static_cast<int64_t>(p.out_rows.size());
     if (o.logits) o.logits += n_out * mi.n_vocab;
     if (o.hidden) o.hidden += n_out * mi.n_embd;
+    if (o.hidden_all) o.hidden_all += p.n * mi.n_embd;
   }
+}
+
+std::unique_ptr<SequenceState> Model::new_mtp_state(int64_t) const {
+  throw_error(ErrorCode::kUnsupported, info().arch + ": this model has no MTP head");
+}
+
+void Model::mtp_forward(SequenceState&, const float*, const int32_t*, int64_t, float*, float*) const {
+  throw_error(ErrorCode::kUnsupported, info().arch + ": this model has no MTP head");
 }
 
 int64_t Model::exact_batch_tokens() const {
@@ -101,7 +110,8 @@ int64_t Model::exact_batch_tokens() const {
   return std::max<int64_t>(1, n);
 }
 
-void Model::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const {
+void Model::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits,
+                    float* hidden_all) const {
   if (tokens.empty()) return;
   SequenceState* st[1] = {&state};
   std::vector<uint8_t> want;
@@ -114,6 +124,7 @@ void Model::forward(SequenceState& state, std::span<const int32_t> tokens, float
   }
   BatchOutput o;
   o.logits = logits;
+  o.hidden_all = hidden_all;
   forward_batch(st, b, o);
 }
 

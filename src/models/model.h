@@ -19,6 +19,10 @@
 #include "format/model_files.h"
 #include "kernels/pack.h"
 
+namespace oxi::nn {
+class Device;
+}
+
 namespace oxi {
 
 struct ModelInfo {
@@ -45,6 +49,10 @@ struct LoadOptions {
   // OXI_KV_F32=1 overrides to f32 (debugging, exactness tests).
   bool kv_f32 = false;
   AttentionPath attention = AttentionPath::kAuto;  // environment OXI_GEMMA4_ATTN=0..3 overrides
+  // A block-level compute device (nn/device.h) that runs the whole forward pass: weights uploaded
+  // at load, KV caches and recurrent states in its memory (docs/backends.md, "Whole-model
+  // offload"). nullptr: the CPU kernels path. Families without a device forward log it and ignore it.
+  std::shared_ptr<nn::Device> device;
 };
 
 // Per-sequence state: KV caches, sliding-window rings, conv and recurrent states.
@@ -89,6 +97,9 @@ struct Batch {
 struct BatchOutput {
   float* logits = nullptr;  // [n_out, n_vocab]
   float* hidden = nullptr;  // [n_out, n_embd]: the final normed hidden state (the output head's input)
+  // [n, n_embd]: the final normed hidden state of EVERY entry, whatever the output flags say (what
+  // an MTP head reads for each position; the logits stay limited to the rows asked for).
+  float* hidden_all = nullptr;
 };
 
 class Model {
@@ -98,28 +109,9 @@ class Model {
   static constexpr int64_t kMaxUbatch = 512;
 
   virtual ~Model() = default;
-  virtual const ModelInfo& info() const = 0;
-  // n_ctx ≤ 0: the model's default. rollback: how many of the most recent tokens truncate() must
-  // be able to drop (speculative decoding keeps this at the draft length + 1).
-  virtual std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback = 0) const = 0;
 
-  // Runs a batch (see Batch) and advances every state it names. Throws oxi::Error
-  // (kInvalidArgument) before touching any state when a sequence would overflow its context, a
-  // token id is out of range, an entry has neither token nor embedding, a sequence's entries are
-  // not contiguous or a state is named twice.
-  void forward_batch(std::span<SequenceState* const> states, const Batch& batch, const BatchOutput& out) const;
-
-  // One sequence of token ids at positions n_past…: logits for every token ([tokens.size(),
-  // n_vocab]) or only the last one ([n_vocab]).
-  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) const;
-
-  // The most entries of one sequence (in a state with rollback room for them) that one call can
-  // carry with each entry's logits equal, bit for bit, to feeding the entries one call each, under
-  // the kernel set now active. Speculative verify steps stay within it, so that greedy output with
-  // speculation is exactly greedy output without. At least 1.
-  virtual int64_t exact_batch_tokens() const;
-
- protected:
+  // The pass types are public so that a family's device forward (models/*/device_forward.h) can
+  // take them.
   // A run of one sequence's entries inside a pass.
   struct Segment {
     int32_t state = 0;   // index into the call's states
@@ -139,6 +131,44 @@ class Model {
     std::vector<int64_t> out_rows;   // entries whose output is wanted, ascending
     int32_t token_at(int64_t i) const { return token ? token[i] : -1; }
   };
+
+  virtual const ModelInfo& info() const = 0;
+  // n_ctx ≤ 0: the model's default. rollback: how many of the most recent tokens truncate() must
+  // be able to drop (speculative decoding keeps this at the draft length + 1).
+  virtual std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback = 0) const = 0;
+
+  // Runs a batch (see Batch) and advances every state it names. Throws oxi::Error
+  // (kInvalidArgument) before touching any state when a sequence would overflow its context, a
+  // token id is out of range, an entry has neither token nor embedding, a sequence's entries are
+  // not contiguous or a state is named twice.
+  void forward_batch(std::span<SequenceState* const> states, const Batch& batch, const BatchOutput& out) const;
+
+  // One sequence of token ids at positions n_past…: logits for every token ([tokens.size(),
+  // n_vocab]) or only the last one ([n_vocab]); hidden_all (optional): every token's final normed
+  // hidden state ([tokens.size(), n_embd], BatchOutput::hidden_all).
+  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits,
+               float* hidden_all = nullptr) const;
+
+  // The most entries of one sequence (in a state with rollback room for them) that one call can
+  // carry with each entry's logits equal, bit for bit, to feeding the entries one call each, under
+  // the kernel set now active. Speculative verify steps stay within it, so that greedy output with
+  // speculation is exactly greedy output without. At least 1.
+  virtual int64_t exact_batch_tokens() const;
+
+  // Multi-token prediction (Qwen 3.5/3.6's MTP block): predicts the token after next from a
+  // position's final normed hidden state h_p and the token x_{p+1} that followed it. The head
+  // keeps its own attention cache: entry (h_p, x_{p+1}) sits at position p of an MTP state
+  // (new_mtp_state), so a state fed n pairs holds positions 0 … n − 1.
+  virtual bool has_mtp() const { return false; }
+  virtual std::unique_ptr<SequenceState> new_mtp_state(int64_t n_ctx) const;
+  // Feeds n pairs (hidden [n, n_embd], tokens [n]) at the state's next positions. For the last
+  // pair, writes its logits [n_vocab] (when logits is set: the draft for the position after next)
+  // and its MTP output hidden state [n_embd] (when hidden_out is set: the h of the next chained
+  // step).
+  virtual void mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
+                           float* hidden_out) const;
+
+ protected:
   // Runs one pass and advances each segment's state by its entries. Writes out.logits /
   // out.hidden rows for pass.out_rows when those pointers are set.
   virtual void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const = 0;

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -199,23 +198,7 @@ class CpuDevice final : public Device {
 
   void moe_route(Ref logits, int64_t rows, int64_t E, int64_t k, int32_t* ids, float* weights) override {
     const float* lp = ptr(logits, rows * E, "moe_route");
-    std::vector<float> p(static_cast<size_t>(E));
-    std::vector<int32_t> order(static_cast<size_t>(E));
-    for (int64_t r = 0; r < rows; ++r) {
-      std::copy(lp + r * E, lp + (r + 1) * E, p.begin());
-      ops::softmax(p.data(), E);
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
-        return p[static_cast<size_t>(x)] > p[static_cast<size_t>(y)] || (p[static_cast<size_t>(x)] == p[static_cast<size_t>(y)] && x < y);
-      });
-      float sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += p[static_cast<size_t>(order[static_cast<size_t>(j)])];
-      sum = std::max(sum, 6.103515625e-5f);
-      for (int64_t j = 0; j < k; ++j) {
-        ids[r * k + j] = order[static_cast<size_t>(j)];
-        weights[r * k + j] = p[static_cast<size_t>(order[static_cast<size_t>(j)])] / sum;
-      }
-    }
+    for (int64_t r = 0; r < rows; ++r) ops::moe_route_row(lp + r * E, E, k, ids + r * k, weights + r * k);
   }
 };
 

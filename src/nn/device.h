@@ -84,6 +84,14 @@ struct AttnArgs {
   bool f16_like = false;
 };
 
+// `heads` vectors of `width` floats in each of `rows` rows: vector (r, h) starts at
+// at + r·row_stride + h·head_stride (per-head views into projection outputs, e.g. Qwen's query
+// heads interleaved with their gates).
+struct Heads {
+  Ref at;
+  int64_t row_stride = 0, head_stride = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -127,6 +135,33 @@ class Device {
   // index), weights renormalised to sum 1. ids / weights: [rows, k] to the host (the expert
   // matmuls are dispatched per expert).
   virtual void moe_route(Ref logits, int64_t rows, int64_t E, int64_t k, int32_t* ids, float* weights) = 0;
+
+  // ---- small blocks with a host implementation (nn/device.cpp: read the range, compute in f32 as
+  // the CPU kernels do, write it back). Correct on every device as soon as read/write work; a
+  // device overrides them with its own kernels to keep the data where it is.
+  // Per vector: x = x / sqrt(mean(x²) + eps) · w (w: `width` floats, optional), in place.
+  virtual void rms_norm_heads(Heads x, int64_t rows, int64_t heads, int64_t width, Ref w, float eps);
+  // Per vector: x = x / max(‖x‖₂, eps) · scale, in place (Gated DeltaNet q and k).
+  virtual void l2_norm_heads(Heads x, int64_t rows, int64_t heads, int64_t width, float eps, float scale);
+  // Per vector: x = x · sigmoid(gate) elementwise (gated attention output).
+  virtual void mul_sigmoid_heads(Heads x, Heads gate, int64_t rows, int64_t heads, int64_t width);
+  // Gated DeltaNet gates of `rows` tokens, H value heads: from the projections a, b [rows, H],
+  // gb [rows, 2H] = (g = ssm_a · softplus(a + dt_bias), β = sigmoid(b)) — GdnArgs::gb's layout.
+  virtual void gdn_gates(Ref a, Ref b, Ref ssm_a, Ref dt_bias, int64_t rows, int64_t H, Ref gb);
+  // dst row i = src row ids[i] (rows of `width` floats).
+  virtual void gather_rows(Ref src, std::span<const int32_t> ids, int64_t width, Ref dst);
+  // dst row ids[i] += w[i] · src row i (rows of `width` floats; ids may repeat, applied in order).
+  virtual void add_rows_scaled(Ref src, std::span<const int32_t> ids, std::span<const float> w, int64_t width, Ref dst);
+  // x *= s over n.
+  virtual void scale(Ref x, int64_t n, float s);
+  // x += y over n.
+  virtual void add(Ref x, Ref y, int64_t n);
+  // Per row of `width`: x[i] *= w[i].
+  virtual void mul_cols(Ref x, Ref w, int64_t rows, int64_t width);
+  // rope_neox (plain positions) with frequency j divided by div[j] (div: n_rot/2 values from the
+  // host; Gemma 4's proportional RoPE on full layers: 1 rotates, 1e30 leaves the pair as it is).
+  virtual void rope_neox_div(Ref x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_stride, int64_t n_rot, float theta,
+                             std::span<const int32_t> pos, std::span<const float> div);
 };
 
 // The CPU device: host memory, the process's kernel set (nn/cpu_device.cpp).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 #include "core/half.h"
 #include "kernels/fused.h"
@@ -36,6 +38,22 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float m = static_cast<float>(mean);
+  const float scale = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) {
+    float v = (x[i] - m) * scale;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i] = v;
+  }
+}
+
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps) {
   for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * n, w, y + r * n, n, eps);
 }
@@ -56,6 +74,25 @@ void softmax(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void moe_route_row(const float* logits, int64_t E, int64_t k, int32_t* ids, float* weights) {
+  thread_local std::vector<float> p;
+  thread_local std::vector<int32_t> order;
+  p.assign(logits, logits + E);
+  order.resize(static_cast<size_t>(E));
+  softmax(p.data(), E);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
+    return p[static_cast<size_t>(x)] > p[static_cast<size_t>(y)] || (p[static_cast<size_t>(x)] == p[static_cast<size_t>(y)] && x < y);
+  });
+  float sum = 0.0f;
+  for (int64_t j = 0; j < k; ++j) sum += p[static_cast<size_t>(order[static_cast<size_t>(j)])];
+  sum = std::max(sum, 6.103515625e-5f);
+  for (int64_t j = 0; j < k; ++j) {
+    ids[j] = order[static_cast<size_t>(j)];
+    weights[j] = p[static_cast<size_t>(order[static_cast<size_t>(j)])] / sum;
+  }
 }
 
 double log_softmax_at(const float* x, int64_t n, int64_t i) {

@@ -17,6 +17,13 @@ inline float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
 }
 
+// GELU, exact (erf): 0.5·x·(1 + erf(x/√2)) (PyTorch nn.GELU()).
+inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+
+// LayerNorm: y = (x − mean) / sqrt(var + eps) · w + b (w, b may be null); mean and variance in
+// double. y may alias x.
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
+
 // y = x / sqrt(mean(x²) + eps) * w   (w may be null: no scale). y may alias x.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // The same over `rows` contiguous rows of n.
@@ -25,6 +32,9 @@ void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64
 void l2_norm(float* x, int64_t n, float eps);
 // In-place softmax over n values (max-subtracted, sum in double).
 void softmax(float* x, int64_t n);
+// Mixture-of-experts routing of one row of E logits: softmax, the k largest (ties: lower index),
+// their weights renormalised to sum 1 (the sum floored at 2^-14). ids, weights: k each.
+void moe_route_row(const float* logits, int64_t E, int64_t k, int32_t* ids, float* weights);
 // log-softmax of row `x` at index i (helper for tests / top-k reporting).
 double log_softmax_at(const float* x, int64_t n, int64_t i);
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/batcher.h"
+#include "runtime/mtp_drafter.h"
 
 namespace oxi {
 
@@ -80,6 +81,26 @@ Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batch
   state_ = model_.new_state(n_ctx, max_draft_ > 0 ? max_draft_ + 1 : 0);
   if (!state_) throw_error(ErrorCode::kInternal, "the model returned no sequence state");
   logits_.resize(static_cast<size_t>(model_.info().n_vocab));
+  if (model_.has_mtp() && !batcher_ && max_draft_ > 0) mtp_ = std::make_unique<MtpDrafter>(model_, n_ctx);
+}
+
+Session::~Session() = default;
+
+void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool all) {
+  if (batcher_) {
+    batcher_->forward(*state_, tokens, logits, all);
+    return;
+  }
+  const int64_t d = model_.info().n_embd, p0 = state_->n_past(), n = static_cast<int64_t>(tokens.size());
+  const bool keep = mtp_ && hid_n_ == p0;  // rows only for MTP drafting, and only contiguous ones
+  if (keep) hid_.resize(static_cast<size_t>((p0 + n) * d));
+  model_.forward(*state_, tokens, logits, all, keep ? hid_.data() + p0 * d : nullptr);
+  if (keep) hid_n_ = p0 + n;
+}
+
+void Session::drop_hidden(int64_t n) {
+  hid_n_ = std::min(hid_n_, n);
+  if (mtp_) mtp_->truncate(n);
 }
 
 int64_t Session::n_ctx() const { return state_->n_ctx(); }
@@ -90,6 +111,7 @@ void Session::reset() {
   tokens_.clear();
   logits_valid_ = false;
   checkpoint_.reset();
+  drop_hidden(0);
 }
 
 void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
@@ -114,8 +136,7 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
   try {
     for (size_t i = 0; i < tokens.size(); i += step) {
       const auto part = tokens.subspan(i, std::min(step, tokens.size() - i));
-      if (batcher_) batcher_->forward(*state_, part, logits_.data());
-      else model_.forward(*state_, part, logits_.data(), false);
+      model_forward(part, logits_.data(), false);
       tokens_.insert(tokens_.end(), part.begin(), part.end());
     }
   } catch (...) {
@@ -123,6 +144,7 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
     state_->clear();
     tokens_.clear();
     checkpoint_.reset();
+    drop_hidden(0);
     throw;
   }
   logits_valid_ = true;
@@ -138,12 +160,12 @@ void Session::forward_step(std::span<const int32_t> tokens, bool all) {
   logits_valid_ = false;
   const auto t0 = Clock::now();
   try {
-    if (batcher_) batcher_->forward(*state_, tokens, out, all);
-    else model_.forward(*state_, tokens, out, all);
+    model_forward(tokens, out, all);
   } catch (...) {
     state_->clear();  // as forward_chunked: never go on from a half-updated state
     tokens_.clear();
     checkpoint_.reset();
+    drop_hidden(0);
     throw;
   }
   tuner_.record_pass(static_cast<int32_t>(tokens.size()), seconds_since(t0));
@@ -155,6 +177,7 @@ void Session::truncate(int64_t n) {
   state_->truncate(n);
   tokens_.resize(static_cast<size_t>(n));
   logits_valid_ = false;
+  drop_hidden(n);
 }
 
 void Session::prefill(std::span<const int32_t> tokens, const GenerateOptions& opt) {
@@ -249,8 +272,14 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   const int32_t exact = static_cast<int32_t>(std::min<int64_t>(model_.exact_batch_tokens(), kMaxDraft + 1));
   spec.draft_max = std::clamp(spec.draft_max, 0, std::min(max_draft_, exact - 1));
   spec.draft_min = std::clamp(spec.draft_min, 0, spec.draft_max);
+  bool use_mtp = false;
   if (spec.mode != SpecMode::kNone && spec.drafter) {
     drafter = spec.drafter;
+  } else if (spec.mode == SpecMode::kMtp && mtp_) {
+    use_mtp = spec.draft_max > 0;
+  } else if (spec.mode == SpecMode::kMtp && model_.has_mtp()) {
+    throw_error(ErrorCode::kUnsupported, batcher_ ? "speculation mode 'mtp' is not available with continuous batching yet (use ngram)"
+                                                  : "speculation mode 'mtp' needs a session that may speculate (max_draft > 0)");
   } else if (spec.mode == SpecMode::kMtp || spec.mode == SpecMode::kDraft) {
     throw_error(ErrorCode::kUnsupported, std::string("speculation mode '") + spec_mode_name(spec.mode) +
                                              "' is not available for this model (use auto, ngram or none)");
@@ -282,7 +311,19 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
 
     // Drafts: no more than can still be emitted, and room for all of them in the context.
     int32_t k = 0;
-    if (drafter) {
+    if (use_mtp) {
+      int64_t cap = std::min<int64_t>(spec.draft_max, n_ctx() - n_past() - 1);
+      if (opt.max_tokens >= 0) cap = std::min<int64_t>(cap, opt.max_tokens - res.n_generated);
+      if (cap > 0) {
+        // Each MTP draft costs a pass of the head (its output product above all): the tuner
+        // decides how many first; with none the head still takes in the new position.
+        const int32_t want = tuner_.choose(static_cast<int32_t>(cap));
+        tokens_.push_back(id);
+        const bool ok = mtp_->propose(tokens_, hid_.data(), hid_n_, want, draft);
+        tokens_.pop_back();
+        k = ok ? std::min<int32_t>(want, static_cast<int32_t>(draft.size())) : 0;
+      }
+    } else if (drafter) {
       int64_t cap = std::min<int64_t>(spec.draft_max, n_ctx() - n_past() - 1);
       if (opt.max_tokens >= 0) cap = std::min<int64_t>(cap, opt.max_tokens - res.n_generated);
       if (cap > 0) {
@@ -350,6 +391,7 @@ size_t Session::reuse_prefix(std::span<const int32_t> seq, size_t max_reuse) {
   state_->clear();
   tokens_.clear();
   logits_valid_ = false;
+  drop_hidden(0);
   return 0;
 }
 
@@ -359,6 +401,7 @@ void Session::restore(const Snapshot& s) {
   state_->restore(s.state);
   tokens_ = s.tokens;
   logits_valid_ = false;
+  drop_hidden(0);  // the snapshot carries no hidden rows: no MTP drafting until the next reset
   if (state_->n_past() != static_cast<int64_t>(tokens_.size())) {
     state_->clear();
     tokens_.clear();

@@ -24,6 +24,7 @@
 namespace oxi {
 
 class Batcher;  // runtime/batcher.h
+class MtpDrafter;  // runtime/mtp_drafter.h
 
 // Incremental detokenizer: push ids, get back only complete UTF-8 (never half a code point).
 class TextStream {
@@ -117,6 +118,7 @@ class Session {
   // verify step may carry (the state keeps room to roll that many back; 0: no speculation).
   Session(const Model& model, const TokenText& text, int64_t n_ctx, Batcher* batcher = nullptr,
           int32_t max_draft = 0);
+  ~Session();
 
   const Model& model() const { return model_; }
   int64_t n_ctx() const;
@@ -164,8 +166,18 @@ class Session {
   DraftTuner tuner_;                 // measured verify costs persist across requests
   std::vector<float> verify_logits_;  // [k + 1, n_vocab] of the last verify step
   std::vector<float> pending_row_;    // raw logits of a rejected draft's position (logprobs)
+  // MTP drafting (models with an MTP head, sessions without a batcher that may speculate): the
+  // trunk's final normed hidden rows of positions [0, hid_n_) — kept while hid_n_ == n_past(); a
+  // restore loses them (hid_n_ = 0) until the next reset.
+  std::unique_ptr<MtpDrafter> mtp_;
+  std::vector<float> hid_;
+  int64_t hid_n_ = 0;
 
   void forward_chunked(std::span<const int32_t> tokens, int32_t chunk);
+  // One model call (through the batcher when there is one), keeping hidden rows for MTP.
+  void model_forward(std::span<const int32_t> tokens, float* logits, bool all);
+  // Forgets kept hidden rows and the MTP head's pairs beyond position n.
+  void drop_hidden(int64_t n);
   // One decode or verify step: feeds `tokens`, writes the last token's logits to logits_ (or, with
   // all, every token's to verify_logits_), and tells the tuner how long it took.
   void forward_step(std::span<const int32_t> tokens, bool all);

@@ -289,6 +289,7 @@ class ServerEngine final : public Engine {
       req.options.n_threads = opt_.n_threads;
       req.options.quant = opt_.quant;
       if (opt_.flash_attn == 0) req.options.attention = AttentionPath::kNoFlash;
+      req.gpu_layers = opt_.gpu_layers;
       req.chat_template_file = opt_.chat_template_file;
       if (opt_.chat_template) req.chat_template = *opt_.chat_template;
       req.require_chat_template = true;
@@ -337,12 +338,19 @@ class ServerEngine final : public Engine {
     return p;
   }
 
+  // Requests get slots first come, first served: each takes a ticket and waits until it is the
+  // oldest waiting one and a slot is free (a condition variable alone lets any waiter, or a request
+  // arriving just then, take a freed slot, so one request could wait behind later ones).
   Slot& acquire(const std::vector<int32_t>& prompt) {
     std::unique_lock<std::mutex> lk(mu_);
+    const uint64_t ticket = next_ticket_++;
     slot_cv_.wait(lk, [&] {
-      return cancelled_.load() || std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; });
+      return cancelled_.load() ||
+             (ticket == serving_ && std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.busy; }));
     });
     if (cancelled_.load()) throw RequestError(503, "", "the server is shutting down", "unavailable_error");
+    ++serving_;
+    slot_cv_.notify_all();  // the next ticket may take another free slot
     // Prefer the free slot whose live sequence is the longest prefix of the prompt, else the
     // least recently used one.
     Slot* best = nullptr;
@@ -365,7 +373,7 @@ class ServerEngine final : public Engine {
       std::lock_guard<std::mutex> lk(mu_);
       s.busy = false;
     }
-    slot_cv_.notify_one();
+    slot_cv_.notify_all();  // only the oldest waiter may take it: wake them all to find it
   }
 
   // Brings the session to the longest cached prefix of `prompt` (strictly shorter, so at least
@@ -431,6 +439,7 @@ class ServerEngine final : public Engine {
 
   mutable std::mutex mu_;
   std::condition_variable slot_cv_;
+  uint64_t next_ticket_ = 0, serving_ = 0;  // FIFO slot assignment (acquire), under mu_
   std::vector<Slot> slots_;
   std::list<CacheEntry> cache_;
   size_t cache_bytes_ = 0;

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "backend/hook.h"
+#include "backend/vulkan/vulkan_device.h"
 #include "core/error.h"
 #include "format/dtype.h"
 #include "kernels/matmul.h"
+#include "nn/device.h"
 
 namespace {
 
@@ -341,9 +343,10 @@ TEST_F(Seam, EnvironmentSelectsAndTunesTheRule) {
 
 namespace {
 
-// The Vulkan probe: where a loader and a driver are installed (CI: lavapipe) it names the device
-// and declines every job, so results are the CPU's.
-TEST_F(Seam, VulkanProbeNamesTheDeviceAndDeclinesEverything) {
+// The Vulkan backend: where a loader and a driver are installed (CI: lavapipe) it names the device;
+// with its shaders built it runs the per-matmul seam on the block device's shaders (f32 activations:
+// as close to the double reference as cpu-ref), else it declines every job and the CPU runs them.
+TEST_F(Seam, VulkanBackendRunsOrDeclinesTheSeam) {
   const be::ProbeEntry* vulkan = nullptr;
   for (const auto& p : be::probes())
     if (std::string(p.name) == "vulkan") vulkan = &p;
@@ -353,20 +356,61 @@ TEST_F(Seam, VulkanProbeNamesTheDeviceAndDeclinesEverything) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!r.backend) GTEST_SKIP() << "no Vulkan device: " << r.why;
   std::printf("vulkan probe: %s (%.1f ms)\n", r.backend->description().c_str(), ms);
-  EXPECT_EQ(r.score, 0);  // no kernels yet: auto must not pick it
+  EXPECT_EQ(r.score, 0);  // named only: auto must not pick it
   EXPECT_EQ(r.backend->name(), "vulkan");
   EXPECT_FALSE(r.backend->description().empty());
 
-  Mat m = make_mat(DType::Q8_0, 64, 256, 30);
+  Mat m = make_mat(DType::Q8_0, 64, 256, 30), u = make_mat(DType::Q5_0, 64, 256, 32);
   const auto x = make_x(32 * 256, 31);
-  const auto cpu = cpu_matmul(m.view, x, 32);
+  const auto cpu = cpu_matmul(m.view, x, 32), cpu_u = cpu_matmul(u.view, x, 32);
+  be::init("none");
   const std::string line = be::init("vulkan");
   EXPECT_EQ(line.rfind("device: vulkan (", 0), 0u) << line;
   be::set_rule({1, 0.0});
   be::reset_stats();
-  EXPECT_EQ(run_matmul(m.view, x, 32), cpu);
-  EXPECT_EQ(be::stats().prepare_declined, 1u);
-  EXPECT_EQ(be::stats().device_batches, 0u);
+  const auto y = run_matmul(m.view, x, 32);
+  EXPECT_EQ(run_matmul(u.view, x, 32), cpu_u);  // Q5_0: no shader, declined, the CPU's result
+  if (be::vulkan_kernels_built() && be::active_block_device()) {
+    EXPECT_EQ(be::stats().prepared, 1u);
+    EXPECT_EQ(be::stats().device_batches, 1u);
+    EXPECT_LT(rel_err(y, reference(m.view, x, 32)), 1e-5);
+  } else {
+    EXPECT_EQ(y, cpu);
+    EXPECT_EQ(be::stats().device_batches, 0u);
+  }
+  EXPECT_EQ(be::stats().prepare_declined, be::vulkan_kernels_built() ? 1u : 2u);
+  be::init("none");
+}
+
+// The registry hands out a backend's block device: none without a device or for cpu-ref; the
+// vulkan backend's (made once, shared) where a Vulkan driver is present and the shaders were built.
+TEST_F(Seam, ActiveBlockDeviceIsTheVulkanDevice) {
+  be::init("none");
+  EXPECT_EQ(be::active_block_device(), nullptr);
+  be::init("cpu-ref");
+  EXPECT_EQ(be::active_block_device(), nullptr);
+  be::init("none");
+  try {
+    be::init("vulkan");
+  } catch (const oxi::Error& e) {
+    GTEST_SKIP() << "no Vulkan device: " << e.what();
+  }
+  std::shared_ptr<oxi::nn::Device> d = be::active_block_device();
+  if (!be::vulkan_kernels_built()) {
+    EXPECT_EQ(d, nullptr);
+    GTEST_SKIP() << "built without Vulkan shaders";
+  }
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->name(), "vulkan");
+  EXPECT_EQ(be::active_block_device(), d);  // made once
+  auto b = d->alloc(3);
+  const float in[3] = {1.0f, -2.0f, 0.5f};
+  float out[3] = {};
+  d->write(oxi::nn::Ref{b.get(), 0}, in, 3);
+  d->silu_mul(oxi::nn::Ref{b.get(), 0}, oxi::nn::Ref{b.get(), 0}, oxi::nn::Ref{b.get(), 0}, 3);  // in place: x·silu(x)
+  d->read(oxi::nn::Ref{b.get(), 0}, out, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(out[i], in[i] * in[i] / (1.0f + std::exp(-in[i])), 1e-6f);
+  be::init("none");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "../models/qwen35_test_util.h"
 #include "backend/backend.h"
+#include "core/error.h"
 #include "format/model_files.h"
 
 namespace {
@@ -74,12 +75,14 @@ Tiny load_tiny(const std::string& name, bool moe, const std::string& quant = "")
   return t;
 }
 
-// A 24-token prompt then n greedy tokens, on the CPU, then with cpu-ref (counters reset before).
-std::pair<Gen, Gen> cpu_then_device(const Tiny& t, int n) {
+// A 24-token prompt then n greedy tokens, on the CPU, then with `device` (counters reset before;
+// vulkan: every call of 2 tokens or more goes to it, as cpu-ref's own rule does).
+std::pair<Gen, Gen> cpu_then_device(const Tiny& t, int n, const std::string& device = "cpu-ref") {
   const auto prompt = prompt_of(24, t.shape.vocab);
   be::init("none");
   Gen cpu = generate(*t.model, prompt, n);
-  be::init("cpu-ref");
+  be::init(device);
+  if (device == "vulkan") be::set_rule({2, 0.0});
   be::reset_stats();
   return {std::move(cpu), generate(*t.model, prompt, n)};
 }
@@ -99,6 +102,26 @@ TEST_P(DeviceModel, CpuRefGivesTheSameGreedyTokens) {
   EXPECT_EQ(st.declined_batches, 0u);
   EXPECT_EQ(dev.tokens, cpu.tokens);
   EXPECT_LT(max_diff(dev.prefill, cpu.prefill), 1e-3);
+}
+
+// The same on the Vulkan backend's shaders (lavapipe here; skipped without a Vulkan device or
+// shaders): prefill on the device in f32, decode on the CPU.
+TEST_P(DeviceModel, VulkanGivesTheSameGreedyTokens) {
+  try {
+    be::init("vulkan");
+  } catch (const oxi::Error& e) {
+    GTEST_SKIP() << "no Vulkan device: " << e.what();
+  }
+  if (!be::active_block_device()) GTEST_SKIP() << "built without Vulkan shaders";
+  const Tiny t = load_tiny(GetParam() ? "vk_moe" : "vk_dense", GetParam());
+  const auto [cpu, dev] = cpu_then_device(t, 10, "vulkan");
+  const be::Stats st = be::stats();
+  EXPECT_GT(st.device_batches, 0u);
+  EXPECT_GT(st.small_batches, 0u);
+  EXPECT_EQ(st.declined_batches, 0u);
+  EXPECT_EQ(dev.tokens, cpu.tokens);
+  EXPECT_LT(max_diff(dev.prefill, cpu.prefill), 1e-3);
+  be::init("none");
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen35, DeviceModel, ::testing::Bool());

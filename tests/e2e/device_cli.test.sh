@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The device seam through the CLI: `oxinfer run --device cpu-ref` (and OXI_DEVICE=cpu-ref) give
-# the same greedy tokens as --device none on synthetic Qwen 3.5 and Gemma 4 models (f32 weights, so
+# The device seam through the CLI: `oxinfer run --device cpu-ref` (and OXI_DEVICE=cpu-ref, and
+# --device vulkan where a Vulkan driver is present: the whole model on it, and -ngl 0) give the same greedy tokens as --device none on synthetic Qwen 3.5 and Gemma 4 models (f32 weights, so
 # the two paths differ only in summation order), and an unknown or malformed device is a clear
 # error, exit 1.
 # (tests/backend checks in-process that the prefill really ran on the device.)
@@ -39,6 +39,27 @@ if [ "$n" = 12 ]; then ok "12 greedy tokens on the CPU"; else bad "CPU run gave 
 if [ "$ref" = "$cpu" ]; then ok "--device cpu-ref: same greedy tokens"; else bad "--device cpu-ref: '$ref' vs '$cpu'"; fi
 if [ "$env_ref" = "$cpu" ]; then ok "OXI_DEVICE=cpu-ref: same greedy tokens"; else bad "OXI_DEVICE=cpu-ref: '$env_ref' vs '$cpu'"; fi
 if [ "$auto" = "$cpu" ]; then ok "--device auto: same greedy tokens"; else bad "--device auto: '$auto' vs '$cpu'"; fi
+# The Vulkan device (lavapipe in CI): the whole model on it by default (weights, KV cache and
+# recurrent states in its memory), and with -ngl 0 only the prefill matmuls on its shaders; f32
+# weights, so only the summation order differs. Skipped where no Vulkan driver is present.
+# The device keeps an f32 KV cache: the CPU reference does too (OXI_KV_F32=1; its default f16 cache
+# rounds K and V, which these random models can amplify into other tokens).
+vk=$(ids --device vulkan)
+if grep -q "is not available" "$WORK/err"; then ok "--device vulkan: skipped ($(tail -1 "$WORK/err"))"
+else
+  grep -q "^oxinfer: offload: the whole model on vulkan" "$WORK/err"; whole=$?
+  cpu32=$(OXI_KV_F32=1 ids --device none)
+  if [ $whole = 0 ] && [ -n "$vk" ] && [ "$vk" = "$cpu32" ]; then ok "--device vulkan: the whole model on the device, same greedy tokens"
+  else bad "--device vulkan: '$vk' vs '$cpu32' ($(cat "$WORK/err"))"; fi
+  # bench names where the pass ran
+  bd=$("$OXINFER" bench -m "$M" -p 8 -n 2 -r 1 -o json --device vulkan 2>/dev/null | python3 -c 'import json,sys; print(",".join(sorted({r["device"] for r in json.load(sys.stdin)})))')
+  if [ "$bd" = "vulkan" ]; then ok "bench --device vulkan: JSON device vulkan"; else bad "bench --device vulkan: device '$bd'"; fi
+  bd0=$("$OXINFER" bench -m "$M" -p 8 -n 2 -r 1 -o json --device vulkan -ngl 0 2>/dev/null | python3 -c 'import json,sys; print(",".join(sorted({r["device"] for r in json.load(sys.stdin)})))')
+  if [ "$bd0" = "cpu" ]; then ok "bench --device vulkan -ngl 0: JSON device cpu"; else bad "bench -ngl 0: device '$bd0'"; fi
+  vk0=$(OXI_DEVICE_MIN_FLOPS=0 ids --device vulkan -ngl 0)  # every prefill matmul, however small
+  if [ "$vk0" = "$cpu" ] && grep -q "^oxinfer: offload: -ngl 0" "$WORK/err"; then ok "--device vulkan -ngl 0: prefill offload, same greedy tokens"
+  else bad "--device vulkan -ngl 0: '$vk0' vs '$cpu' ($(cat "$WORK/err"))"; fi
+fi
 
 # Gemma 4 (E2B-like: per-layer embeddings, shared KV; 26B-like: MoE expert slices), f32.
 if node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/gtok" >/dev/null 2>&1; then
@@ -49,6 +70,16 @@ if node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/gtok" >/dev/null 2>
       g_ref=$(ids --device cpu-ref)
       if [ -n "$g_cpu" ] && [ "$g_ref" = "$g_cpu" ]; then ok "gemma4 $shape: cpu-ref gives the CPU's greedy tokens"
       else bad "gemma4 $shape: '$g_ref' vs '$g_cpu'"; fi
+      # The whole model on Vulkan: its forward uses the tanh GELU, one f32 product order and an f32
+      # KV cache, so it is compared with the CPU forward using the same (not ggml's table, orders
+      # and f16 cache).
+      g_vk=$(ids --device vulkan)
+      if grep -q "is not available" "$WORK/err"; then ok "gemma4 $shape: vulkan skipped"
+      else
+        g_same=$(OXI_GEMMA4_EXACT_GELU=1 OXI_GEMMA4_GGML_MM=0 OXI_KV_F32=1 ids --device none)
+        if [ -n "$g_same" ] && [ "$g_vk" = "$g_same" ]; then ok "gemma4 $shape: the whole model on vulkan gives the CPU's greedy tokens"
+        else bad "gemma4 $shape vulkan: '$g_vk' vs '$g_same' ($(tail -3 "$WORK/err"))"; fi
+      fi
     else
       bad "oxi-gen gemma4 $shape"
     fi

@@ -8,7 +8,8 @@
 //   a file or OXI_API_KEY; #11: special-token text in messages and tools stays text; #9: the
 //   model file truncated under a running server fails requests cleanly; #8: SIGTERM cuts a long
 //   generation at --shutdown-timeout and exits 0, a second signal exits at once; a non-streaming
-//   request stops generating once its client disconnects.
+//   request stops generating once its client disconnects; requests waiting for a slot are served
+//   in arrival order.
 import { spawn, execFileSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -310,6 +311,30 @@ try {
       const text = await (await resp).text();
       assert.match(text, /"finish_reason":"stop"/);
       assert.ok(text.endsWith("data: [DONE]\n\n"), text.slice(-200));
+    } finally {
+      s2.proc.kill("SIGKILL");
+    }
+  });
+
+  await check("requests waiting for a slot are served first come, first served", async () => {
+    const s2 = await startOxinfer(OXINFER, model, ["-np", "1", "-c", "32768"]);
+    try {
+      const ac = new AbortController();
+      const a = fetch(`${s2.base}/v1/chat/completions`, { method: "POST", headers: JSON_CT, signal: ac.signal,
+        body: JSON.stringify({ max_tokens: 30000, temperature: 0, stream: true, ...noThink, messages: [{ role: "user", content: "Tell me a long story." }] }) });
+      a.then((r) => r.body.getReader().read()).catch(() => {});
+      await untilProcessing(s2.base);
+      const done = [];
+      const waiting = [];
+      for (const name of ["B", "C", "D", "E", "F"]) {
+        waiting.push(fetch(`${s2.base}/v1/chat/completions`, { method: "POST", headers: JSON_CT,
+          body: JSON.stringify({ max_tokens: 2, temperature: 0, ...noThink, messages: [{ role: "user", content: `request ${name}` }] }) })
+          .then(async (r) => { assert.equal(r.status, 200); await r.text(); done.push(name); }));
+        await sleep(120);  // each is queued before the next arrives
+      }
+      ac.abort();  // the slot's holder leaves: the queue drains one by one
+      await Promise.all(waiting);
+      assert.deepEqual(done, ["B", "C", "D", "E", "F"]);
     } finally {
       s2.proc.kill("SIGKILL");
     }

@@ -344,6 +344,33 @@ TEST(Fused, SiluMulEveryIsaMatchesF64) {
   }
 }
 
+// softmax_row: within a few ulp of the f64 softmax on every ISA (rows with a tail, a single value,
+// large spreads where most weights underflow to 0).
+TEST(Fused, SoftmaxRowEveryIsaMatchesF64) {
+  IsaGuard guard;
+  std::mt19937 rng(15);
+  std::normal_distribution<float> nd(0.0f, 8.0f);
+  for (const auto& isa : available_isas()) {
+    set_isa(isa);
+    for (int64_t n : {int64_t{3137}, int64_t{16}, int64_t{5}, int64_t{1}}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (auto& v : x) v = nd(rng);
+      if (n > 3) x[2] = 60.0f;  // one dominant value: the rest far below it
+      double mx = -INFINITY, sum = 0;
+      for (float v : x) mx = std::max(mx, double(v));
+      for (float v : x) sum += std::exp(double(v) - mx);
+      std::vector<float> y = x;
+      softmax_row(y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double ref = std::exp(double(x[i]) - mx) / sum;
+        // x − max is rounded to f32 first (as every f32 softmax does): |x − max|·2⁻²⁴ relative more.
+        const double tol = (1e-6 + std::fabs(double(x[i]) - mx) * 6e-8) * ref + 1e-38;
+        ASSERT_NEAR(y[i], ref, tol) << isa << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
 // Soft-capping cap·tanh(x/cap): within 2 ulp of the f64 value on every ISA, across the switch
 // between the polynomial and the exp form (|x/cap| = 0.625), near 0, and where tanh saturates.
 TEST(Fused, SoftcapEveryIsaMatchesF64) {

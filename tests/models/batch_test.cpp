@@ -190,12 +190,13 @@ TEST_P(Qwen35Batch, ExactBatchTokensAreExact) {
 }
 
 // Speculative decoding (runtime/session.cpp) on the real forward: greedy output equals the plain
-// run's with drafts all accepted, all rejected and mixed, for a prompt longer than the chunked-GDN
-// block (64) — every ISA, float and quantised weights.
+// run's with drafts all accepted, all rejected and mixed, prompt lookup and the MTP head's drafts,
+// for a prompt longer than the chunked-GDN block (64) — every ISA, float and quantised weights.
 TEST_P(Qwen35Batch, SpeculativeGreedyEqualsPlain) {
   IsaReset reset;
   q35test::Shape s;
   s.moe = GetParam();
+  s.mtp = true;  // and --spec mtp with the model's MTP head
   const std::string dir = q35test::tmp_dir(s.moe ? "spec_moe" : "spec_dense");
   q35test::write_model(dir, s);
   for (const auto& isa : oxi::available_isas()) {

@@ -19,7 +19,7 @@ namespace q35test {
 
 struct Shape {
   int64_t d = 64, layers = 5, n_head = 4, n_kv = 2, hd = 32, hk = 2, hv = 4, dk = 16, dv = 16, ffn = 96, vocab = 300;
-  bool moe = false, tied = true;
+  bool moe = false, tied = true, mtp = false;  // mtp: an MTP block (mtp.*, mtp_num_hidden_layers 1)
   int64_t experts = 8, top_k = 2, eff = 32, sff = 32;
 };
 
@@ -29,20 +29,33 @@ inline std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   return b;
 }
 
+// A safetensors file of f32 tensors ~ N(mean, sd²), seeded (also used by tests/vision).
+class RandomF32Tensors {
+ public:
+  explicit RandomF32Tensors(uint32_t seed) : rng_(seed) {}
+  void add(const std::string& name, std::vector<int64_t> shape, float sd, float mean = 0.0f) {
+    int64_t n = 1;
+    for (auto x : shape) n *= x;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& x : v) x = mean + sd * nd_(rng_);
+    w_.add_tensor(name, oxi::DType::F32, std::move(shape), f32_bytes(v));
+  }
+  void write(const std::string& path) const { w_.write(path); }
+
+ private:
+  std::mt19937 rng_;
+  std::normal_distribution<float> nd_{0.0f, 1.0f};
+  oxi::SafetensorsWriter w_;
+};
+
 // Writes config.json + model.safetensors (f32) + a minimal byte-level tokenizer into dir.
 inline void write_model(const std::string& dir, const Shape& s, uint32_t seed = 7) {
   namespace fs = std::filesystem;
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  oxi::SafetensorsWriter w;
+  RandomF32Tensors w(seed);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float std_, float mean = 0.0f) {
-    int64_t n = 1;
-    for (auto x : shape) n *= x;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (auto& x : v) x = mean + std_ * nd(rng);
-    w.add_tensor(name, oxi::DType::F32, shape, f32_bytes(v));
+    w.add(name, std::move(shape), std_, mean);
   };
   auto mat = [&](const std::string& name, int64_t o, int64_t i, float g = 1.0f) {
     add(name, {o, i}, g / std::sqrt(static_cast<float>(i)));
@@ -51,10 +64,7 @@ inline void write_model(const std::string& dir, const Shape& s, uint32_t seed = 
   const int64_t KD = s.hk * s.dk, VD = s.hv * s.dv, C = 2 * KD + VD;
   add(lm + "embed_tokens.weight", {s.vocab, s.d}, 2.5f / std::sqrt(static_cast<float>(s.d)));
   nlohmann::json types = nlohmann::json::array();
-  for (int64_t i = 0; i < s.layers; ++i) {
-    const std::string p = lm + "layers." + std::to_string(i) + ".";
-    const bool full = (i + 1) % 4 == 0;
-    types.push_back(full ? "full_attention" : "linear_attention");
+  auto layer = [&](const std::string& p, bool full) {
     add(p + "input_layernorm.weight", {s.d}, 0.1f);
     add(p + "post_attention_layernorm.weight", {s.d}, 0.1f);
     if (full) {
@@ -88,9 +98,21 @@ inline void write_model(const std::string& dir, const Shape& s, uint32_t seed = 
       mat(p + "mlp.shared_expert.down_proj.weight", s.d, s.sff, 0.7f);
       mat(p + "mlp.shared_expert_gate.weight", 1, s.d);
     }
+  };
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const bool full = (i + 1) % 4 == 0;
+    types.push_back(full ? "full_attention" : "linear_attention");
+    layer(lm + "layers." + std::to_string(i) + ".", full);
   }
   add(lm + "norm.weight", {s.d}, 0.1f);
   if (!s.tied) add("lm_head.weight", {s.vocab, s.d}, 2.5f / std::sqrt(static_cast<float>(s.d)));
+  if (s.mtp) {
+    mat("mtp.fc.weight", s.d, 2 * s.d);
+    add("mtp.pre_fc_norm_embedding.weight", {s.d}, 0.1f);
+    add("mtp.pre_fc_norm_hidden.weight", {s.d}, 0.1f);
+    add("mtp.norm.weight", {s.d}, 0.1f);
+    layer("mtp.layers.0.", true);
+  }
   w.write(dir + "/model.safetensors");
 
   nlohmann::json tc = {{"model_type", s.moe ? "qwen3_5_moe_text" : "qwen3_5_text"},
@@ -110,6 +132,7 @@ inline void write_model(const std::string& dir, const Shape& s, uint32_t seed = 
                        {"vocab_size", s.vocab},
                        {"max_position_embeddings", 4096},
                        {"tie_word_embeddings", s.tied},
+                       {"mtp_num_hidden_layers", s.mtp ? 1 : 0},
                        {"rope_parameters", {{"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}, {"mrope_section", {2, 1, 1}}}}};
   if (s.moe) {
     tc["num_experts"] = s.experts;

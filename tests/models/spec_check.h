@@ -67,6 +67,17 @@ inline std::string spec_vs_plain(const oxi::Model& m, const std::vector<int32_t>
   ngram.mode = oxi::SpecMode::kNgram;
   ngram.adaptive = false;
   if (greedy(m, prompt, n, ngram).generated != plain.generated) return "ngram";
+  if (m.has_mtp()) {
+    for (int32_t k : {1, 3, 8}) {
+      oxi::SpecOptions mtp;
+      mtp.mode = oxi::SpecMode::kMtp;
+      mtp.adaptive = false;  // verify every draft the head makes
+      mtp.draft_max = k;
+      const oxi::GenerateResult r = greedy(m, prompt, n, mtp);
+      if (r.generated != plain.generated) return "mtp k " + std::to_string(k);
+      if (m.exact_batch_tokens() > 1 && r.n_drafted == 0) return "mtp k " + std::to_string(k) + ": nothing drafted";
+    }
+  }
   return "";
 }
 

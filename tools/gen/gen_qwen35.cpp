@@ -69,6 +69,43 @@ void add_gdn(Checkpoint& ck, Rng& rng, const Q35& c, const std::string& p) {
   ck.add(p + "linear_attn.out_proj.weight", {c.d, value_dim}, mat(rng, c.d, value_dim, 0.7));
 }
 
+// The Qwen3-VL-style vision tower (spec A.7) under model.visual.: Conv3d patch embedding (patch P,
+// temporal patch 2), learned position embeddings on a square grid, `depth` pre-norm ViT blocks
+// (LayerNorm, fused qkv with bias, GELU-tanh MLP), and the merger (LayerNorm per patch, 2×2 patches
+// concatenated, fc1 → GELU → fc2 into the text width). No deepstack layers (Qwen 3.5).
+struct Vision {
+  int64_t hidden, depth, heads, ffn, n_pos, patch, temporal, merge, out;
+};
+
+void add_vision(Checkpoint& ck, Rng& rng, const Vision& v, double out_gain) {
+  const std::string p = "model.visual.";
+  const int64_t h = v.hidden, kin = 3 * v.temporal * v.patch * v.patch, m = h * v.merge * v.merge;
+  ck.add(p + "patch_embed.proj.weight", {h, 3, v.temporal, v.patch, v.patch}, randn(rng, h * kin, 1.0 / std::sqrt(double(kin))));
+  ck.add(p + "patch_embed.proj.bias", {h}, randn(rng, h, 0.1));
+  ck.add(p + "pos_embed.weight", {v.n_pos, h}, randn(rng, v.n_pos * h, 0.5));
+  for (int64_t i = 0; i < v.depth; ++i) {
+    const std::string b = p + "blocks." + std::to_string(i) + ".";
+    ck.add(b + "norm1.weight", {h}, randn(rng, h, 0.1, 1.0));
+    ck.add(b + "norm1.bias", {h}, randn(rng, h, 0.1));
+    ck.add(b + "attn.qkv.weight", {3 * h, h}, mat(rng, 3 * h, h));
+    ck.add(b + "attn.qkv.bias", {3 * h}, randn(rng, 3 * h, 0.1));
+    ck.add(b + "attn.proj.weight", {h, h}, mat(rng, h, h, 0.7));
+    ck.add(b + "attn.proj.bias", {h}, randn(rng, h, 0.1));
+    ck.add(b + "norm2.weight", {h}, randn(rng, h, 0.1, 1.0));
+    ck.add(b + "norm2.bias", {h}, randn(rng, h, 0.1));
+    ck.add(b + "mlp.linear_fc1.weight", {v.ffn, h}, mat(rng, v.ffn, h));
+    ck.add(b + "mlp.linear_fc1.bias", {v.ffn}, randn(rng, v.ffn, 0.1));
+    ck.add(b + "mlp.linear_fc2.weight", {h, v.ffn}, mat(rng, h, v.ffn, 0.7));
+    ck.add(b + "mlp.linear_fc2.bias", {h}, randn(rng, h, 0.1));
+  }
+  ck.add(p + "merger.norm.weight", {h}, randn(rng, h, 0.1, 1.0));
+  ck.add(p + "merger.norm.bias", {h}, randn(rng, h, 0.1));
+  ck.add(p + "merger.linear_fc1.weight", {m, m}, mat(rng, m, m));
+  ck.add(p + "merger.linear_fc1.bias", {m}, randn(rng, m, 0.1));
+  ck.add(p + "merger.linear_fc2.weight", {v.out, m}, mat(rng, v.out, m, out_gain));
+  ck.add(p + "merger.linear_fc2.bias", {v.out}, randn(rng, v.out, 0.1 * out_gain));
+}
+
 bool is_full_attention(const Q35& c, int64_t i) { return (i + 1) % c.interval == 0; }
 
 int gen_qwen35(GenArgs& a) {
@@ -100,6 +137,16 @@ int gen_qwen35(GenArgs& a) {
   c.theta = a.get_float("--rope-theta", 1e7);
   c.partial = a.get_float("--partial-rotary", 0.25);
   const double embed_gain = a.get_float("--embed-gain", 2.5);
+  const bool vision = a.flag("--vision");
+  Vision v{};
+  v.hidden = a.get_int("--vision-hidden", 64);
+  v.depth = a.get_int("--vision-depth", 2);
+  v.heads = a.get_int("--vision-heads", 4);
+  v.ffn = a.get_int("--vision-ffn", 128);
+  v.n_pos = a.get_int("--vision-pos", 64);  // num_position_embeddings: a square (8×8 grid)
+  v.patch = 16;
+  v.temporal = 2;
+  v.merge = 2;
   a.finish();
 
   auto bad = [](const std::string& m) { throw_error(ErrorCode::kInvalidArgument, "qwen35: " + m); };
@@ -108,6 +155,13 @@ int gen_qwen35(GenArgs& a) {
     bad("sizes must be positive");
   if (c.n_head % c.n_kv) bad("--heads must be a multiple of --kv-heads");
   if (c.hv % c.hk) bad("--hv must be a multiple of --hk");
+  if (vision) {
+    if (c.text_only) bad("--vision needs the multimodal layout (not --text-only)");
+    const auto side = static_cast<int64_t>(std::llround(std::sqrt(double(v.n_pos))));
+    if (v.hidden < 1 || v.depth < 1 || v.heads < 1 || v.ffn < 1 || side < 2 || side * side != v.n_pos)
+      bad("vision sizes must be positive and --vision-pos a square of at least 4");
+    if (v.hidden % v.heads || (v.hidden / v.heads) % 4) bad("--vision-hidden / --vision-heads must be a multiple of 4");
+  }
   if (c.moe && (c.top_k < 1 || c.top_k > c.experts)) bad("--top-k must be in 1..--experts");
   const int64_t rot = static_cast<int64_t>(std::llround(c.hd * c.partial));
   if (rot < 2 || rot % 2 || rot > c.hd) bad("head_dim * partial_rotary_factor must be even and <= head_dim");
@@ -128,6 +182,8 @@ int gen_qwen35(GenArgs& a) {
   }
   ck.add(lm + "norm.weight", {c.d}, randn(rng, c.d, 0.1));
   if (!c.tied) ck.add("lm_head.weight", {c.vocab, c.d}, randn(rng, c.vocab * c.d, embed_gain / std::sqrt(double(c.d))));
+  v.out = c.d;
+  if (vision) add_vision(ck, rng, v, embed_gain / std::sqrt(double(c.d)));
   if (c.mtp) {
     ck.add("mtp.fc.weight", {c.d, 2 * c.d}, mat(rng, c.d, 2 * c.d));
     ck.add("mtp.pre_fc_norm_embedding.weight", {c.d}, randn(rng, c.d, 0.1));
@@ -207,8 +263,41 @@ int gen_qwen35(GenArgs& a) {
         {"vision_end_token_id", 151653},
         {"vision_start_token_id", 151652},
     };
+    if (vision) {
+      config["vision_config"] = {
+          {"deepstack_visual_indexes", json::array()},
+          {"depth", v.depth},
+          {"hidden_act", "gelu_pytorch_tanh"},
+          {"hidden_size", v.hidden},
+          {"in_channels", 3},
+          {"initializer_range", 0.02},
+          {"intermediate_size", v.ffn},
+          {"model_type", "qwen3_5"},
+          {"num_heads", v.heads},
+          {"num_position_embeddings", v.n_pos},
+          {"out_hidden_size", v.out},
+          {"patch_size", v.patch},
+          {"spatial_merge_size", v.merge},
+          {"temporal_patch_size", v.temporal},
+      };
+    }
   }
   ck.write(a);
+  if (vision) {
+    // The Qwen2-VL image processor's settings (the real Qwen 3.5 values; pixel limits as in its
+    // preprocessor_config.json: 64 .. 16384 merged tokens of 32×32 pixels).
+    json pp = {
+        {"do_convert_rgb", true},         {"do_normalize", true},
+        {"do_rescale", true},             {"do_resize", true},
+        {"image_mean", {0.5, 0.5, 0.5}},  {"image_std", {0.5, 0.5, 0.5}},
+        {"image_processor_type", "Qwen2VLImageProcessorFast"},
+        {"merge_size", v.merge},          {"patch_size", v.patch},
+        {"resample", 3},                  {"rescale_factor", 1.0 / 255.0},
+        {"size", {{"longest_edge", 16777216}, {"shortest_edge", 65536}}},
+        {"temporal_patch_size", v.temporal},
+    };
+    write_json(a.out_dir, "preprocessor_config.json", pp);
+  }
   write_json(a.out_dir, "config.json", config);
   json gen = {{"bos_token_id", 151643}, {"do_sample", true},        {"eos_token_id", json::array({151645, 151643})},
               {"pad_token_id", 151643}, {"temperature", 0.6},        {"top_k", 20},

@@ -9,11 +9,14 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/half.h"
 #include "kernels/fused.h"
 #include "kernels/thread_pool.h"
 #include "models/common/weights.h"
+#include "models/gemma4/device_forward.h"
 #include "models/gemma4/gemma4.h"
+#include "models/gemma4/layers.h"
 #include "kernels/ggml.h"
 #include "kernels/ggml_fa.h"
 #include "nn/kv_cache.h"
@@ -52,39 +55,6 @@ void rms_norm(const float* x, int64_t n, float eps, const float* w, float* y) {
 
 // ---------------------------------------------------------------------------------------------
 // weights
-
-struct Expert3D {  // a stack of E matrices [E, rows, cols] in one tensor
-  DType dtype = DType::F32;
-  int64_t rows = 0, cols = 0;
-  const uint8_t* data = nullptr;
-  uint64_t row_bytes = 0;
-  MatrixView slice(int64_t e, int64_t row0, int64_t nrows) const {
-    MatrixView m;
-    m.dtype = dtype;
-    m.rows = nrows;
-    m.cols = cols;
-    m.row_bytes = row_bytes;
-    m.data = data + (static_cast<uint64_t>(e) * static_cast<uint64_t>(rows) + static_cast<uint64_t>(row0)) * row_bytes;
-    return m;
-  }
-};
-
-struct Layer {
-  std::vector<float> attn_norm, q_norm, k_norm, post_attn_norm, ffn_norm, post_ffn_norm;
-  MatrixView wq, wk, wv, wo, gate, up, down;
-  bool has_v = false;
-  bool owns_kv = false;
-  // MoE
-  bool moe = false;
-  std::vector<float> pre_ffn_norm2, post_ffn_norm1, post_ffn_norm2, router_scale, expert_scale;
-  MatrixView router;
-  Expert3D gate_exps, up_exps, down_exps;
-  int64_t gate_row0 = 0, up_row0 = 0;  // row offsets inside the fused gate_up stack
-  // per-layer embedding
-  MatrixView ple_gate, ple_proj;
-  std::vector<float> ple_post_norm;
-  float out_scale = 1.0f;
-};
 
 class Gemma4Model;
 
@@ -163,6 +133,7 @@ class Gemma4Model final : public Model {
     if (n_ctx <= 0 || n_ctx > (int64_t{1} << 24))
       throw_error(ErrorCode::kInvalidArgument, "gemma4: bad context size " + std::to_string(n_ctx));
     if (rollback < 0 || rollback > 64) throw_error(ErrorCode::kInvalidArgument, "gemma4: rollback " + std::to_string(rollback) + " is out of range [0, 64]");
+    if (dev_) return dev_->new_state(n_ctx, rollback);
     return std::make_unique<Gemma4State>(cfg_, n_ctx, kv_f32_, rollback);
   }
 
@@ -231,6 +202,8 @@ class Gemma4Model final : public Model {
   bool f32_mm_ = false;  // some product has f32 weights (ggml_matmul_f32 when ggml_mm_)
   bool kv_f32_ = false;
   int attn_mode_ = 0;  // 0: as llama.cpp's flash attention (vector kernel under 64 tokens, tiled from 64)
+  // LoadOptions::device: the whole pass on that device (device_forward.h); null: the CPU path here.
+  std::unique_ptr<DeviceForward> dev_;
 };
 
 const TensorInfo* Gemma4Model::find(const std::string& g) const {
@@ -443,6 +416,9 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
     info_.weight_bytes += t.nbytes;
   }
   info_.weight_bytes = lq_.resident(info_.weight_bytes);
+  if (opt.device)
+    dev_ = std::make_unique<DeviceForward>(
+        opt.device, cfg_, HostWeights{tok_embd_, output_, output_norm_, ple_tok_, ple_model_proj_, ple_proj_norm_, layers_});
 }
 
 // NeoX RoPE over `n_heads` heads of size hd at position `pos`, ggml's recurrence for the angles
@@ -540,6 +516,7 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
 }
 
 void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const {
+  if (dev_) return dev_->run(states, pass, out);
   const size_t ns = pass.segs.size();
   std::vector<Gemma4State*> sts(ns);
   for (size_t i = 0; i < ns; ++i) {
@@ -814,6 +791,8 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
   }
 
   // head
+  if (out.hidden_all)
+    each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, output_norm_.data(), out.hidden_all + t * d); });
   const int64_t nt = static_cast<int64_t>(pass.out_rows.size());
   if (nt == 0 || (!out.logits && !out.hidden)) return;
   for (int64_t i = 0; i < nt; ++i)

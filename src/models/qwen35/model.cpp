@@ -22,7 +22,9 @@
 #include "models/common/weights.h"
 #include "models/model.h"
 #include "models/qwen35/config.h"
+#include "models/qwen35/device_forward.h"
 #include "models/qwen35/gdn.h"
+#include "models/qwen35/layers.h"
 #include "nn/kv_cache.h"
 #include "nn/recurrent_state.h"
 
@@ -30,34 +32,6 @@ namespace oxi {
 
 namespace qwen35 {
 namespace {
-
-struct GdnW {
-  MatrixView qkv, z, b, a, out;
-  std::vector<float> conv;  // as loaded [conv_dim, K], tap 0 = oldest; transposed to [K, conv_dim] after load
-  std::vector<float> ssm_a, dt_bias, norm;
-};
-
-struct AttnW {
-  MatrixView q, k, v, o;
-  std::vector<float> q_norm, k_norm;
-};
-
-struct FfnW {
-  MatrixView gate, up, down;  // dense
-  MatrixView router;          // MoE [E, d]
-  std::vector<MatrixView> exp_gate, exp_up, exp_down;
-  bool has_shared = false;
-  MatrixView sh_gate, sh_up, sh_down, sh_inp;  // sh_inp: [1, d]
-};
-
-struct Layer {
-  bool recurrent = false;
-  int cache = -1;  // index into the state's GDN or attention arrays
-  std::vector<float> attn_norm, post_norm;
-  GdnW gdn;
-  AttnW attn;
-  FfnW ffn;
-};
 
 constexpr uint32_t kSnapMagic = 0x36335158;  // "XQ36" (shared-block layout)
 
@@ -203,6 +177,10 @@ class Qwen35Model final : public Model {
   Qwen35Model(const ModelFiles& files, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
   std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback) const override;
+  bool has_mtp() const override { return has_mtp_; }
+  std::unique_ptr<SequenceState> new_mtp_state(int64_t n_ctx) const override;
+  void mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
+                   float* hidden_out) const override;
 
  protected:
   void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const override;
@@ -238,6 +216,15 @@ class Qwen35Model final : public Model {
   std::vector<float> out_norm_;
   std::vector<Layer> layers_;
   int n_gdn_ = 0, n_attn_ = 0;
+  // LoadOptions::device: the whole pass on that device (device_forward.h); null: the CPU path here.
+  std::unique_ptr<DeviceForward> dev_;
+  // The MTP head (loaded when the files have one); it runs on the CPU whatever the device.
+  struct Mtp {
+    MatrixView fc;  // [d, 2d]: input [norm(E[x]), norm(h)]
+    std::vector<float> enorm, hnorm, norm;
+    Layer layer;  // full attention (cache 0 of an MTP state) + the trunk's FFN kind
+  } mtp_;
+  bool has_mtp_ = false;
 };
 
 MatrixView Qwen35Model::mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols, const std::string& gguf,
@@ -297,6 +284,7 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   }
   n_gdn_ = g;
   n_attn_ = a;
+  if (opt.device) dev_ = std::make_unique<DeviceForward>(opt.device, c_, tiled_, embd_, output_, out_norm_, layers_);
 }
 
 void Qwen35Model::load_hf(const HfCheckpoint& hf) {
@@ -328,11 +316,8 @@ void Qwen35Model::load_hf(const HfCheckpoint& hf) {
       std::copy_n(v.begin() + rp[r] * row_len, row_len, out.begin() + static_cast<std::ptrdiff_t>(r) * row_len);
     return out;
   };
-  layers_.resize(static_cast<size_t>(c_.n_layer));
-  for (int64_t i = 0; i < c_.n_layer; ++i) {
-    Layer& L = layers_[static_cast<size_t>(i)];
-    const std::string p = lm + "layers." + std::to_string(i) + ".", b = "blk." + std::to_string(i) + ".";
-    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
+  // One decoder block: HF prefix p, GGUF prefix b (the quantise-at-load rule's names).
+  auto load_layer = [&](Layer& L, const std::string& p, const std::string& b) {
     L.attn_norm = zc_norm(p + "input_layernorm.weight", d);
     L.post_norm = zc_norm(p + "post_attention_layernorm.weight", d);
     if (L.recurrent) {
@@ -392,6 +377,23 @@ void Qwen35Model::load_hf(const HfCheckpoint& hf) {
         L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(wt::require(idx, m + "shared_expert_gate.weight", {1, d})), 1, d);
       }
     }
+  };
+  layers_.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    Layer& L = layers_[static_cast<size_t>(i)];
+    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
+    load_layer(L, lm + "layers." + std::to_string(i) + ".", "blk." + std::to_string(i) + ".");
+  }
+  // The MTP block (spec A.5): a full-attention decoder block behind fc · [norm(E[x]), norm(h)].
+  if (c_.n_mtp > 0 && idx.contains("mtp.fc.weight")) {
+    const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
+    mtp_.fc = mat(idx, "mtp.fc.weight", d, 2 * d, b + "nextn.eh_proj.weight");
+    mtp_.enorm = zc_norm("mtp.pre_fc_norm_embedding.weight", d);
+    mtp_.hnorm = zc_norm("mtp.pre_fc_norm_hidden.weight", d);
+    mtp_.norm = zc_norm("mtp.norm.weight", d);
+    load_layer(mtp_.layer, "mtp.layers.0.", b);
+    mtp_.layer.cache = 0;
+    has_mtp_ = true;
   }
 }
 
@@ -402,11 +404,8 @@ void Qwen35Model::load_gguf(const GgufFile& g) {
   out_norm_ = wt::to_f32(wt::require(idx, "output_norm.weight", {d}));
   output_ = c_.tied ? embd_ : mat(idx, "output.weight", c_.n_vocab, d);
   const int64_t Hv = c_.hv, C = c_.conv_dim(), VD = c_.value_dim();
-  layers_.resize(static_cast<size_t>(c_.n_layer));
-  for (int64_t i = 0; i < c_.n_layer; ++i) {
-    Layer& L = layers_[static_cast<size_t>(i)];
-    const std::string p = "blk." + std::to_string(i) + ".";
-    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
+  // One decoder block, tensor prefix p.
+  auto load_layer = [&](Layer& L, const std::string& p) {
     L.attn_norm = wt::to_f32(wt::require(idx, p + "attn_norm.weight", {d}));
     L.post_norm = wt::to_f32(wt::require(idx, p + "post_attention_norm.weight", {d}));
     if (L.recurrent) {
@@ -467,6 +466,24 @@ void Qwen35Model::load_gguf(const GgufFile& g) {
         L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(*gi), 1, d);
       }
     }
+  };
+  layers_.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    Layer& L = layers_[static_cast<size_t>(i)];
+    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
+    load_layer(L, "blk." + std::to_string(i) + ".");
+  }
+  // The MTP block: block n_layer (nextn_predict_layers = 1), llama.cpp's nextn.* names.
+  const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
+  if (c_.n_mtp > 0 && idx.contains(b + "nextn.eh_proj.weight")) {
+    mtp_.fc = mat(idx, b + "nextn.eh_proj.weight", d, 2 * d);
+    mtp_.enorm = wt::to_f32(wt::require(idx, b + "nextn.enorm.weight", {d}));
+    mtp_.hnorm = wt::to_f32(wt::require(idx, b + "nextn.hnorm.weight", {d}));
+    mtp_.norm = idx.contains(b + "nextn.shared_head_norm.weight") ? wt::to_f32(wt::require(idx, b + "nextn.shared_head_norm.weight", {d}))
+                                                                  : out_norm_;
+    load_layer(mtp_.layer, b);
+    mtp_.layer.cache = 0;
+    has_mtp_ = true;
   }
 }
 
@@ -474,10 +491,67 @@ std::unique_ptr<SequenceState> Qwen35Model::new_state(int64_t n_ctx, int64_t rol
   if (n_ctx <= 0) n_ctx = std::min<int64_t>(c_.n_ctx_train, 4096);
   if (n_ctx > (int64_t{1} << 24)) throw_error(ErrorCode::kInvalidArgument, "context size " + std::to_string(n_ctx) + " is too large");
   if (rollback < 0 || rollback > 64) throw_error(ErrorCode::kInvalidArgument, "rollback " + std::to_string(rollback) + " is out of range [0, 64]");
+  if (dev_) return dev_->new_state(n_ctx, rollback);
   return std::make_unique<State>(c_, tiled_, kv_f16_, n_ctx, rollback, n_gdn_, n_attn_);
 }
 
+std::unique_ptr<SequenceState> Qwen35Model::new_mtp_state(int64_t n_ctx) const {
+  if (!has_mtp_) return Model::new_mtp_state(n_ctx);
+  if (n_ctx <= 0) n_ctx = std::min<int64_t>(c_.n_ctx_train, 4096);
+  if (n_ctx > (int64_t{1} << 24)) throw_error(ErrorCode::kInvalidArgument, "context size " + std::to_string(n_ctx) + " is too large");
+  return std::make_unique<State>(c_, tiled_, kv_f16_, n_ctx, 0, 0, 1);
+}
+
+// e = norm(E[x]), hh = norm(h); u = fc · [e, hh]; u through the MTP decoder block (its own
+// attention cache, the trunk's FFN kind); the last row's output norm → hidden_out, · output head
+// → logits (spec A.5; llama.cpp's qwen35 graph_mtp computes the same).
+void Qwen35Model::mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
+                              float* hidden_out) const {
+  if (!has_mtp_) return Model::mtp_forward(st, hidden, tokens, n, logits, hidden_out);
+  auto* s = dynamic_cast<State*>(&st);
+  if (!s || !s->gdn_.empty() || s->kv_.size() != 1) throw_error(ErrorCode::kInvalidArgument, "qwen35: not an MTP state");
+  if (n <= 0) return;
+  if (s->n_past_ + n > s->n_ctx_)
+    throw_error(ErrorCode::kInvalidArgument, "MTP context overflow: " + std::to_string(s->n_past_) + " + " + std::to_string(n) +
+                                                 " exceed " + std::to_string(s->n_ctx_));
+  for (int64_t t = 0; t < n; ++t)
+    if (tokens[t] < 0 || tokens[t] >= embd_.rows) throw_error(ErrorCode::kInvalidArgument, "MTP: token id out of range");
+  const int64_t d = c_.n_embd;
+  Pass p;
+  p.n = n;
+  p.segs.push_back(Segment{0, 0, n, s->n_past_});
+  p.seg_of.assign(static_cast<size_t>(n), 0);
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(s->n_past_ + t);
+  p.pos = pos.data();
+  std::vector<float> cat(static_cast<size_t>(n * 2 * d)), h(static_cast<size_t>(n * d)), u(h.size()), o(h.size());
+  for_tokens(n, [&](int64_t t) {
+    float* ct = cat.data() + t * 2 * d;
+    dequantize_row(embd_, tokens[t], ct);
+    ops::rms_norm(ct, mtp_.enorm.data(), ct, d, c_.eps);
+    ops::rms_norm(hidden + t * d, mtp_.hnorm.data(), ct + d, d, c_.eps);
+  });
+  matmul(mtp_.fc, cat.data(), n, h.data());
+  const Layer& L = mtp_.layer;
+  for_tokens(n, [&](int64_t t) { ops::rms_norm(h.data() + t * d, L.attn_norm.data(), u.data() + t * d, d, c_.eps); });
+  State* sts[1] = {s};
+  attn_forward(L, p, sts, u.data(), o.data());
+  for_tokens(n, [&](int64_t t) {
+    for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t * d + i)] += o[static_cast<size_t>(t * d + i)];
+    ops::rms_norm(h.data() + t * d, L.post_norm.data(), u.data() + t * d, d, c_.eps);
+  });
+  ffn_forward(L, u.data(), n, o.data());
+  s->n_past_ += n;
+  float* last = h.data() + (n - 1) * d;
+  for (int64_t i = 0; i < d; ++i) last[i] += o[static_cast<size_t>((n - 1) * d + i)];
+  std::vector<float> hm(static_cast<size_t>(d));
+  ops::rms_norm(last, mtp_.norm.data(), hm.data(), d, c_.eps);
+  if (hidden_out) std::copy(hm.begin(), hm.end(), hidden_out);
+  if (logits) matmul(output_, hm.data(), 1, logits);
+}
+
 void Qwen35Model::run(std::span<SequenceState* const> states, const Pass& p, const BatchOutput& out) const {
+  if (dev_) return dev_->run(states, p, out);
   std::vector<State*> sts(p.segs.size());
   for (size_t i = 0; i < p.segs.size(); ++i) {
     sts[i] = dynamic_cast<State*>(states[static_cast<size_t>(p.segs[i].state)]);
@@ -527,6 +601,8 @@ void Qwen35Model::run(std::span<SequenceState* const> states, const Pass& p, con
     }
   }
   for (size_t i = 0; i < p.segs.size(); ++i) sts[i]->n_past_ += p.segs[i].n;
+  if (out.hidden_all)
+    for_tokens(n, [&](int64_t t) { ops::rms_norm(h + t * d, out_norm_.data(), out.hidden_all + t * d, d, c_.eps); });
   const int64_t rows = static_cast<int64_t>(p.out_rows.size());
   if (rows == 0 || (!out.logits && !out.hidden)) return;
   // The wanted rows, normed, packed into u (rows ascending: row i ≥ its slot, so in place is safe).

@@ -1,9 +1,13 @@
-// "vulkan": a probe only, for now. It dlopens the Vulkan loader (libvulkan.so.1; nothing is linked,
-// no Vulkan headers are needed), creates an instance, enumerates the physical devices and picks the
-// best (discrete > integrated > virtual > CPU-emulated). The backend it returns names the device on
-// the start-up line and declines every matrix, so the CPU runs everything: it has no kernels yet.
-// Probing costs ~60 ms (instance creation; lavapipe loads LLVM), so until it has kernels it runs
-// only when named (`--device vulkan`): auto skips it and pays nothing.
+// "vulkan": the probe and the registry's backend. The probe dlopens the Vulkan loader
+// (libvulkan.so.1; nothing is linked, and the probe needs no Vulkan headers, so it is built even
+// where the shaders are not), creates an instance, enumerates the physical devices and picks the
+// best (discrete > integrated > virtual > CPU-emulated). The backend names the device on the
+// start-up line and hands out the block device (vulkan/device.cpp, created on first request) through
+// block_device(). The per-matmul seam runs on the same device and shaders (prefill offload under
+// the size rule): prepare uploads a matrix (declined: a type without a shader, no memory), and
+// matmul_batch writes x once, runs the batch and reads the ys back. Without shaders it declines.
+// Probing costs ~60 ms (instance creation; lavapipe loads LLVM), so it runs only when named
+// (`--device vulkan`): auto skips it and pays nothing.
 //
 // The few Vulkan declarations below follow the Vulkan 1.0 C ABI (vulkan_core.h): only the
 // structures and entry points the probe calls.
@@ -11,11 +15,14 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/router.h"
+#include "backend/vulkan/vulkan_device.h"
+#include "core/error.h"
 
 #if defined(__linux__) && !defined(__EMSCRIPTEN__)
 #include <dlfcn.h>
@@ -89,20 +96,73 @@ struct Found {
 
 // Rank of a VkPhysicalDeviceType for the choice among several devices.
 int rank(int type) {
-  static const int k[] = {1, 3, 4, 2, 0};  // other, integrated, discrete, virtual, cpu
+  static const int k[] = {0, 3, 4, 2, 1};  // other, integrated, discrete, virtual, cpu (as context.cpp)
   return type >= 0 && type <= 4 ? k[type] : 0;
 }
 
-class VulkanProbeOnly final : public Backend {
+class VulkanMatrix final : public DeviceMatrix {
  public:
-  explicit VulkanProbeOnly(std::string desc) : desc_(std::move(desc)) {}
+  std::unique_ptr<nn::Weight> w;
+};
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(std::string desc) : desc_(std::move(desc)) {}
   std::string name() const override { return "vulkan"; }
-  std::string description() const override { return desc_ + "; no kernels yet: the CPU runs every matmul"; }
-  std::unique_ptr<DeviceMatrix> prepare(const MatrixView&) override { return nullptr; }
-  bool matmul_batch(std::span<const Job>, const float*, int64_t) override { return false; }
+  std::string description() const override {
+    return desc_ + (vulkan_kernels_built() ? "" : "; built without shaders: the CPU runs every matmul");
+  }
+  std::unique_ptr<DeviceMatrix> prepare(const MatrixView& v) override {
+    std::shared_ptr<nn::Device> dev = block_device();
+    if (!dev) return nullptr;
+    try {
+      auto m = std::make_unique<VulkanMatrix>();
+      m->w = dev->upload(v);
+      return m;
+    } catch (const Error&) {
+      return nullptr;  // no shader for the type, or no device memory: the CPU keeps the matrix
+    }
+  }
+  bool matmul_batch(std::span<const Job> jobs, const float* x, int64_t n) override {
+    std::shared_ptr<nn::Device> dev = block_device();
+    if (!dev || jobs.empty()) return false;
+    std::lock_guard<std::mutex> lock(mu_);  // the scratch buffers are shared
+    try {
+      const int64_t cols = jobs[0].view->cols;
+      std::vector<const nn::Weight*> ws;
+      std::vector<nn::Ref> ys;
+      int64_t total = 0;
+      for (const Job& j : jobs) ws.push_back(static_cast<const VulkanMatrix*>(j.w)->w.get()), total += n * j.view->rows;
+      grow(*dev, x_, n * cols);
+      grow(*dev, y_, total);
+      dev->write(nn::Ref{x_.get(), 0}, x, n * cols);
+      for (int64_t off = 0; const Job& j : jobs) ys.push_back(nn::Ref{y_.get(), off}), off += n * j.view->rows;
+      dev->matmul(ws, ys, nn::Ref{x_.get(), 0}, n);
+      host_.resize(static_cast<size_t>(total));
+      dev->read(nn::Ref{y_.get(), 0}, host_.data(), total);  // one wait for the whole batch
+      for (size_t k = 0; k < jobs.size(); ++k)
+        std::copy_n(host_.data() + ys[k].off, n * jobs[k].view->rows, jobs[k].y);
+      return true;
+    } catch (const Error&) {
+      return false;  // e.g. a buffer larger than the device addresses: the CPU runs it
+    }
+  }
+  // The same choice of device as the probe's (index −1: best by type), made once.
+  std::shared_ptr<nn::Device> block_device() override {
+    std::call_once(once_, [this] { dev_ = make_vulkan_device(-1, &why_); });
+    return dev_;
+  }
 
  private:
-  std::string desc_;
+  static void grow(nn::Device& dev, std::shared_ptr<nn::Buffer>& b, int64_t floats) {
+    if (!b || b->floats() < floats) b = dev.alloc(floats);
+  }
+  std::string desc_, why_;
+  std::once_flag once_;
+  std::shared_ptr<nn::Device> dev_;
+  std::mutex mu_;
+  std::shared_ptr<nn::Buffer> x_, y_;
+  std::vector<float> host_;
 };
 
 // Enumerates the devices through the loader; empty with `why` set when there is none.
@@ -173,7 +233,7 @@ ProbeResult probe_vulkan() {
   std::string desc = f.name + ", " + f.kind + ", Vulkan " + f.api;
   if (f.local_bytes) desc += ", " + std::to_string(f.local_bytes >> 20) + " MiB";
   if (devs.size() > 1) desc += " (" + std::to_string(devs.size()) + " devices)";
-  return {std::make_unique<VulkanProbeOnly>(desc), 0, ""};
+  return {std::make_unique<VulkanBackend>(desc), 0, ""};
 }
 
 #else

@@ -1,0 +1,217 @@
+// `oxinfer run --image FILE` (see run_media.h). The prompt is rendered with the chat template with
+// one `<__media__>` marker per image (prepended when the prompt has none, as llama-mtmd-cli does),
+// split at the markers and tokenized piece by piece with special-token text parsed (so the same
+// command line gives the same tokens as llama-mtmd-cli). Each image becomes
+// `<|vision_start|>` + its embedding rows + `<|vision_end|>`. Positions: text takes p, p+1, … in
+// all three mRoPE streams; an image starting at p gives its row (r, c) of the merged grid the
+// positions (t, h, w) = (p, p + r, p + c), and the text after it resumes at p + max(rows, cols)
+// (Qwen3-VL get_rope_index; llama.cpp's mtmd advances the same way). The KV cache still takes one
+// slot per entry, so from the first image on RoPE positions run behind cache positions.
+#include "run_media.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "api/api_internal.h"
+#include "core/error.h"
+#include "loader/loaded_model.h"
+#include "sampling/sampler.h"
+#include "vision/qwen3vl.h"
+
+namespace oxi::cli {
+
+namespace {
+
+const char* kMarker = "<__media__>";
+
+std::vector<int32_t> tokenize(oxi_model* m, const std::string& s) {
+  size_t n = 0;
+  if (oxi_tokenize(m, s.data(), s.size(), 0, 1, nullptr, 0, &n) != OXI_OK)
+    throw_error(ErrorCode::kInternal, "tokenize: " + std::string(oxi_last_error()));
+  std::vector<int32_t> ids(n);
+  if (oxi_tokenize(m, s.data(), s.size(), 0, 1, ids.data(), ids.size(), &n) != OXI_OK)
+    throw_error(ErrorCode::kInternal, "tokenize: " + std::string(oxi_last_error()));
+  ids.resize(n);
+  return ids;
+}
+
+std::string render(oxi_model* m, const MediaRun& r, const std::string& content) {
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  if (!r.system.empty()) msgs.push_back({{"role", "system"}, {"content", r.system}});
+  msgs.push_back({{"role", "user"}, {"content", content}});
+  nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
+  if (r.no_think) opts["enable_thinking"] = false;
+  const std::string mj = msgs.dump(), oj = opts.dump();
+  size_t n = 0;
+  if (oxi_chat_render(m, mj.c_str(), oj.c_str(), nullptr, 0, &n) != OXI_OK)
+    throw_error(ErrorCode::kInvalidArgument, oxi_last_error());
+  std::string s(n, '\0');
+  if (oxi_chat_render(m, mj.c_str(), oj.c_str(), s.data(), s.size() + 1, &n) != OXI_OK)
+    throw_error(ErrorCode::kInvalidArgument, oxi_last_error());
+  s.resize(n);
+  return s;
+}
+
+int32_t special_id(oxi_model* m, const char* text) {
+  const std::vector<int32_t> ids = tokenize(m, text);
+  if (ids.size() != 1)
+    throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + text + " token (not a vision model)");
+  return ids[0];
+}
+
+}  // namespace
+
+void run_with_images(oxi_model* m, const MediaRun& r) {
+  const LoadedModel& lm = loaded_of(m);
+  const Model& model = *lm.model;
+  const std::string fam = model_family(model.info().arch);
+  if (fam != "qwen35")
+    throw_error(ErrorCode::kUnsupported, "images: the model (" + model.info().arch +
+                                             ") has no vision support in oxinfer yet (Qwen 3.5 has)");
+  // The tower: the mmproj file, else the HF checkpoint's own model.visual.* read in place.
+  std::unique_ptr<vision::Qwen3VLTower> tower;
+  if (!r.mmproj.empty()) tower = vision::Qwen3VLTower::from_mmproj(r.mmproj);
+  else if (lm.files.hf && lm.files.hf->config.contains("vision_config")) tower = vision::Qwen3VLTower::from_hf(*lm.files.hf);
+  else
+    throw_error(ErrorCode::kInvalidArgument,
+                "--image needs --mmproj FILE (the model's vision tower); this model has none, a text-only model cannot take images");
+  if (tower->config().out != model.info().n_embd)
+    throw_error(ErrorCode::kInvalidArgument, (r.mmproj.empty() ? lm.files.path : r.mmproj) + ": projection width " + std::to_string(tower->config().out) +
+                                                 " does not match the model's embedding width " +
+                                                 std::to_string(model.info().n_embd));
+  const int32_t vs = special_id(m, "<|vision_start|>"), ve = special_id(m, "<|vision_end|>");
+
+  // The prompt text with its markers.
+  std::string content = r.text;
+  size_t n_markers = 0;
+  for (size_t p = content.find(kMarker); p != std::string::npos; p = content.find(kMarker, p + 1)) ++n_markers;
+  if (n_markers == 0) {
+    for (size_t i = 0; i < r.images.size(); ++i) content = kMarker + content;
+    n_markers = r.images.size();
+  }
+  if (n_markers != r.images.size())
+    throw_error(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(n_markers) + " " + kMarker +
+                                                 " markers for " + std::to_string(r.images.size()) + " images");
+  const std::string full = r.chat ? render(m, r, content) : content;
+
+  // Entries: tokens, image rows (token −1), positions.
+  const vision::PrepOptions po{r.llama_preproc ? vision::ResizeMode::kLlamaCpp : vision::ResizeMode::kHf};
+  const int64_t d = model.info().n_embd;
+  std::vector<int32_t> tok, pos;
+  std::vector<int32_t> pos3;
+  std::vector<float> embd;
+  int64_t p = 0;
+  auto add_text = [&](const std::vector<int32_t>& ids) {
+    for (int32_t id : ids) {
+      tok.push_back(id);
+      pos.push_back(static_cast<int32_t>(p));
+      pos3.insert(pos3.end(), {static_cast<int32_t>(p), static_cast<int32_t>(p), static_cast<int32_t>(p)});
+      ++p;
+    }
+  };
+  double encode_ms = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= r.images.size(); ++i) {
+    const size_t at = i < r.images.size() ? full.find(kMarker, start) : std::string::npos;
+    std::vector<int32_t> seg = tokenize(m, full.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (i == r.images.size()) {
+      add_text(seg);
+      break;
+    }
+    seg.push_back(vs);
+    add_text(seg);
+    const auto t0 = std::chrono::steady_clock::now();
+    const vision::ImageEmbedding e = tower->encode(vision::load_image(r.images[i]), po);
+    encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    embd.resize(tok.size() * static_cast<size_t>(d), 0.0f);
+    for (int64_t k = 0; k < e.n_tokens(); ++k) {
+      tok.push_back(-1);
+      pos.push_back(static_cast<int32_t>(p));
+      pos3.insert(pos3.end(), {static_cast<int32_t>(p), static_cast<int32_t>(p + k / e.nx), static_cast<int32_t>(p + k % e.nx)});
+    }
+    embd.insert(embd.end(), e.rows.begin(), e.rows.end());
+    p += std::max(e.nx, e.ny);
+    add_text({ve});
+    start = at + std::string(kMarker).size();
+  }
+  embd.resize(tok.size() * static_cast<size_t>(d), 0.0f);
+
+  const int64_t n_ctx = r.n_ctx > 0 ? r.n_ctx : std::max<int64_t>(model.info().n_ctx_train, 4096);
+  const int64_t n_gen_max = r.n_predict < 0 ? n_ctx - static_cast<int64_t>(tok.size()) : r.n_predict;
+  if (static_cast<int64_t>(tok.size()) > n_ctx)
+    throw_error(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(tok.size()) +
+                                                 " entries (text and image rows) but the context holds only " +
+                                                 std::to_string(n_ctx) + "; use a larger context (-c)");
+  auto st = model.new_state(n_ctx);
+  std::vector<float> logits(static_cast<size_t>(model.info().n_vocab));
+  SamplingParams sp;
+  sp.temperature = r.sampling.temperature;
+  sp.top_k = r.sampling.top_k;
+  sp.top_p = r.sampling.top_p;
+  sp.min_p = r.sampling.min_p;
+  sp.repeat_penalty = r.sampling.repeat_penalty;
+  sp.presence_penalty = r.sampling.presence_penalty;
+  sp.frequency_penalty = r.sampling.frequency_penalty;
+  sp.penalty_last_n = r.sampling.penalty_last_n;
+  sp.seed = r.sampling.seed;
+  sp.validate();
+  Sampler sampler(sp, lm.text->vocab_size());
+  for (int32_t id : tok)
+    if (id >= 0) sampler.accept(id);
+
+  const auto t_pp = std::chrono::steady_clock::now();
+  SequenceState* states[1] = {st.get()};
+  Batch b;
+  b.n = static_cast<int64_t>(tok.size());
+  b.token = tok.data();
+  b.embd = embd.data();
+  b.pos = pos.data();
+  b.pos3 = pos3.data();
+  BatchOutput out;
+  out.logits = logits.data();
+  model.forward_batch(states, b, out);
+  const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pp).count();
+
+  auto stream = lm.text->new_stream();
+  const auto t_tg = std::chrono::steady_clock::now();
+  int64_t n_gen = 0;
+  std::string text;
+  for (; n_gen < n_gen_max && st->n_past() < n_ctx; ++n_gen) {
+    const int32_t id = sampler.sample(logits);
+    sampler.accept(id);
+    if (!r.ignore_eos && lm.text->is_eog(id)) {
+      ++n_gen;
+      break;
+    }
+    const std::string piece = stream->push(id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    text += piece;
+    if (n_gen + 1 >= n_gen_max || st->n_past() >= n_ctx) {
+      ++n_gen;
+      break;
+    }
+    const int32_t pp = static_cast<int32_t>(p++);
+    const int32_t p3[3] = {pp, pp, pp};
+    Batch one;
+    one.n = 1;
+    one.token = &id;
+    one.pos = &pp;
+    one.pos3 = p3;
+    model.forward_batch(states, one, out);
+  }
+  const std::string tail = stream->flush();
+  std::fwrite(tail.data(), 1, tail.size(), stdout);
+  text += tail;
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+  std::fflush(stdout);
+  const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_tg).count();
+  std::fprintf(stderr, "image encode: %.1f ms (%zu images) | prompt: %zu entries, %.2f s | generated: %lld tokens, %.2f tok/s\n",
+               encode_ms, r.images.size(), tok.size(), pp_s, static_cast<long long>(n_gen),
+               tg_s > 0 ? static_cast<double>(n_gen) / tg_s : 0.0);
+}
+
+}  // namespace oxi::cli

@@ -1,0 +1,84 @@
+// Small helpers for code that runs a forward pass on an nn::Device: Refs from owned buffers,
+// zero fill, and the per-pass working memory (one growing buffer per slot).
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+#include "nn/device.h"
+
+namespace oxi::nn {
+
+inline Ref at(const std::shared_ptr<Buffer>& b, int64_t off = 0) { return Ref{b.get(), off}; }
+
+// n zeros into r, written from the host in pieces of at most 1 Mi floats.
+inline void zero(Device& d, Ref r, int64_t n) {
+  const std::vector<float> z(static_cast<size_t>(std::clamp<int64_t>(n, 1, int64_t{1} << 20)), 0.0f);
+  for (int64_t i = 0; i < n; i += static_cast<int64_t>(z.size()))
+    d.write(r.at(i), z.data(), std::min<int64_t>(n - i, static_cast<int64_t>(z.size())));
+}
+
+// y = x · wᵀ for one weight (Device::matmul takes a batch of weights sharing x).
+inline void matmul1(Device& d, const Weight& w, Ref x, int64_t n, Ref y) {
+  const Weight* ws[1] = {&w};
+  const Ref ys[1] = {y};
+  d.matmul(ws, ys, x, n);
+}
+
+// A gated FFN over n rows: y = down · (act(gate · x) ⊙ (up · x)), act SiLU (SwiGLU) or tanh-GELU
+// (GeGLU); a, b: scratch of n · gate.rows floats each.
+inline void gated_ffn(Device& d, const Weight& gate, const Weight& up, const Weight& down, Ref x, int64_t n, Ref y, Ref a, Ref b,
+                      bool gelu) {
+  const Weight* ws[2] = {&gate, &up};
+  const Ref ys[2] = {a, b};
+  d.matmul(ws, ys, x, n);
+  if (gelu) d.gelu_mul(a, b, a, n * gate.rows);
+  else d.silu_mul(a, b, a, n * gate.rows);
+  matmul1(d, down, a, n, y);
+}
+
+// Working memory of a pass: slot s holds one device buffer, reallocated when a pass needs more.
+class Scratch {
+ public:
+  explicit Scratch(Device& d) : dev_(d) {}
+  Ref get(int slot, int64_t floats) {
+    if (static_cast<size_t>(slot) >= bufs_.size()) bufs_.resize(static_cast<size_t>(slot) + 1);
+    auto& b = bufs_[static_cast<size_t>(slot)];
+    if (!b || b->floats() < floats) b = dev_.alloc(std::max<int64_t>(floats, 1));
+    return at(b);
+  }
+
+ private:
+  Device& dev_;
+  std::vector<std::shared_ptr<Buffer>> bufs_;
+};
+
+// The router's choices turned around: per expert, the rows routed to it and their weights, rows
+// ascending (the order the experts' outputs are added in). Runs Device::moe_route on logits
+// [rows, E] first.
+struct ExpertRows {
+  std::vector<std::vector<int32_t>> rows;
+  std::vector<std::vector<float>> weights;
+};
+inline ExpertRows route_experts(Device& d, Ref logits, int64_t rows, int64_t E, int64_t k) {
+  std::vector<int32_t> ids(static_cast<size_t>(rows * k));
+  std::vector<float> w(ids.size());
+  d.moe_route(logits, rows, E, k, ids.data(), w.data());
+  ExpertRows r;
+  r.rows.resize(static_cast<size_t>(E));
+  r.weights.resize(static_cast<size_t>(E));
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[static_cast<size_t>(t * k + j)];
+      if (e < 0 || e >= E) throw_error(ErrorCode::kInternal, d.name() + ": the router chose expert " + std::to_string(e));
+      r.rows[static_cast<size_t>(e)].push_back(static_cast<int32_t>(t));
+      r.weights[static_cast<size_t>(e)].push_back(w[static_cast<size_t>(t * k + j)]);
+    }
+  return r;
+}
+
+}  // namespace oxi::nn

@@ -1,0 +1,37 @@
+#include "runtime/mtp_drafter.h"
+
+#include <algorithm>
+
+namespace oxi {
+
+MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx) : m_(m), st_(m.new_mtp_state(n_ctx)) {
+  logits_.resize(static_cast<size_t>(m.info().n_vocab));
+  h_.resize(static_cast<size_t>(m.info().n_embd));
+}
+
+void MtpDrafter::truncate(int64_t n) {
+  if (n < st_->n_past()) st_->truncate(std::max<int64_t>(n, 0));
+}
+
+bool MtpDrafter::propose(std::span<const int32_t> history, const float* hidden, int64_t hidden_rows, int32_t k,
+                         std::vector<int32_t>& out) {
+  out.clear();
+  const int64_t n = static_cast<int64_t>(history.size()) - 1, d = m_.info().n_embd;
+  if (n < 1 || hidden_rows < n || st_->n_past() > n) return false;
+  // Pending pairs: positions [m, n), each with the token that followed it.
+  const int64_t m = st_->n_past(), np = n - m;
+  if (np == 0) return false;  // nothing new since the last call: cannot happen in a session
+  const bool want = k > 0 && n + k < st_->n_ctx();
+  m_.mtp_forward(*st_, hidden + m * d, history.data() + m + 1, np, want ? logits_.data() : nullptr, want ? h_.data() : nullptr);
+  if (!want) return true;
+  for (int32_t j = 0; j < k; ++j) {
+    const int32_t draft = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    out.push_back(draft);
+    if (j + 1 == k) break;
+    m_.mtp_forward(*st_, h_.data(), &draft, 1, logits_.data(), h_.data());
+  }
+  st_->truncate(n);  // the chained entries predicted their h: drop them
+  return true;
+}
+
+}  // namespace oxi
