@@ -22,7 +22,7 @@ namespace oxi::cli {
 namespace {
 
 const char* kUsage =
-    "usage: oxinfer run (-m MODEL | -hf org/name[:quant]) (-p TEXT | -f FILE | --tokens 1,2,3)\n"
+    "usage: oxinfer run (-m MODEL | -hf org/name[:quant]) [-p TEXT | -f FILE | --tokens 1,2,3]\n"
     "         [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
     "         [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
@@ -33,7 +33,10 @@ const char* kUsage =
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
-    "  -f FILE           read the prompt from a file\n"
+    "  -f FILE           read the prompt from a file (-f -: from stdin); one trailing newline is\n"
+    "                    dropped, as llama.cpp does\n"
+    "  (no prompt)       an interactive chat, as oxinfer chat (and ollama run) with the same\n"
+    "                    model and options\n"
     "  --tokens IDS      prompt token ids, used exactly (no BOS, no template)\n"
     "  -n N              tokens to generate (default -1: until end of generation / context full)\n"
     "  -c CTX            context size (default 4096; 0: the model's training context)\n"
@@ -62,6 +65,28 @@ const char* kUsage =
     "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
     "  --device D        device backend for large matmuls: none, auto (default; env OXI_DEVICE)\n"
     "                    or a name (cpu-ref: the reference test backend)\n";
+
+// -f FILE / -f - (stdin): the prompt text without its one trailing newline (llama.cpp's -f).
+std::string read_prompt_file(const std::string& path) {
+  std::string text;
+  if (path == "-") {
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), stdin)) > 0;) {
+      text.append(buf, n);
+      if (text.size() > (256u << 20)) usage_error("-f -: the prompt on stdin is larger than 256 MiB");
+    }
+    if (std::ferror(stdin)) throw_error(ErrorCode::kIo, "-f -: cannot read stdin");
+  } else {
+    text = read_text_file(path);
+  }
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  return text;
+}
+
+// Options of run that need a prompt: without one, run is `oxinfer chat`, which has none of them.
+const char* const kPromptOnlyOptions[] = {"--no-chat", "--json", "--top-logprobs", "--ignore-eos",
+                                          "--image", "--mmproj", "--image-preproc"};
 
 volatile int g_cancel = 0;
 extern "C" void oxi_run_on_sigint(int) { g_cancel = 1; }
@@ -139,8 +164,19 @@ int cmd_run(int argc, char** argv) {
     const auto prompt_file = args.get({"-f", "--file"});
     const auto tokens_text = args.get({"--tokens"});
     const int n_sources = (prompt_text ? 1 : 0) + (prompt_file ? 1 : 0) + (tokens_text ? 1 : 0);
-    if (n_sources == 0) usage_error("no prompt: pass -p TEXT, -f FILE or --tokens 1,2,3");
     if (n_sources > 1) usage_error("give only one of -p, -f and --tokens");
+    if (n_sources == 0) {
+      // No prompt: the interactive chat with the same model and options (ollama run's behaviour).
+      for (const char* o : kPromptOnlyOptions) {
+        if (args.has(o)) usage_error(std::string(o) + " needs a prompt (-p TEXT, -f FILE or --tokens); without one, run is an interactive chat");
+      }
+      if (!args.has("-m") && !args.has("--model") && !args.has("-hf") && !args.has("--hf-repo")) {
+        usage_error("no model given: pass -m PATH or -hf org/name[:quant]");
+      }
+      return cmd_chat(argc, argv);
+    }
+    // Read now: a missing file is reported before the (slow) model load.
+    const std::string file_text = prompt_file ? read_prompt_file(*prompt_file) : std::string();
     std::vector<int32_t> given_ids;
     if (tokens_text) given_ids = parse_id_list(*tokens_text, "--tokens");
 
@@ -176,7 +212,7 @@ int cmd_run(int argc, char** argv) {
       MediaRun mr;
       mr.mmproj = mmproj.value_or("");
       mr.images = images;
-      mr.text = prompt_text ? *prompt_text : read_text_file(*prompt_file);
+      mr.text = prompt_text ? *prompt_text : file_text;
       mr.system = system ? *system : "";
       mr.chat = !no_chat && desc.has_chat_template;
       mr.no_think = args.flag({"--no-think"});
@@ -195,7 +231,7 @@ int cmd_run(int argc, char** argv) {
     if (tokens_text) {
       prompt = given_ids;
     } else {
-      std::string text = prompt_text ? *prompt_text : read_text_file(*prompt_file);
+      std::string text = prompt_text ? *prompt_text : file_text;
       if (!no_chat && desc.has_chat_template) {
         nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
         if (system) msgs.push_back({{"role", "system"}, {"content", *system}});

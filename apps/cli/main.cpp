@@ -13,7 +13,8 @@ const char* kUsage =
     "usage: oxinfer <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run       generate text from a prompt            (oxinfer run -m MODEL -p TEXT)\n"
+    "  run       generate text from a prompt            (oxinfer run -m MODEL -p TEXT);\n"
+    "            with no prompt, an interactive chat    (oxinfer run -hf org/name)\n"
     "  chat      interactive chat with the model's template\n"
     "  serve     OpenAI-compatible HTTP server\n"
     "  bench     llama-bench style speed test (pp512, tg128)\n"
@@ -21,6 +22,8 @@ const char* kUsage =
     "  inspect   show a model file's architecture, tensors and metadata\n"
     "  tokenize  text -> token ids (or --decode ids -> text)\n"
     "  pull      download a model into the Hugging Face cache\n"
+    "  list      models in the Hugging Face cache (size, last used)\n"
+    "  rm        remove a model (or one quant) from the Hugging Face cache\n"
     "\n"
     "A model is given as -m PATH (a .gguf file or an HF checkpoint directory) or\n"
     "-hf org/name[:quant] (resolved in the Hugging Face cache).\n"
@@ -50,6 +53,8 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return cmd_bench(sub_argc, sub_argv);
   if (cmd == "convert") return cmd_convert(sub_argc, sub_argv);
   if (cmd == "pull") return cmd_pull(sub_argc, sub_argv);
+  if (cmd == "list" || cmd == "ls") return cmd_list(sub_argc, sub_argv);
+  if (cmd == "rm") return cmd_rm(sub_argc, sub_argv);
   std::fprintf(stderr, "error: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

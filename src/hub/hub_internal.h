@@ -55,6 +55,7 @@ struct Selection {
 Selection select_model_files(const std::vector<std::string>& paths, const std::string& quant,
                              const std::string& repo);
 bool quant_matches(const std::string& path, const std::string& quant);
+bool is_model_gguf(const std::string& path);  // a .gguf that is not an mmproj (vision tower)
 std::string gguf_quant_label(const std::string& path);  // "x-Q4_K_M-00001-of-00002.gguf" → "Q4_K_M"
 // "-00001-of-00003.gguf" split suffix: sets part/count and returns true.
 bool parse_split_suffix(const std::string& path, int* part, int* count, std::string* prefix);

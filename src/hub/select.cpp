@@ -177,11 +177,11 @@ std::string gguf_stem(const std::string& path) {
   if (parse_split_suffix(b, &part, &count, &prefix)) return prefix;
   return b.substr(0, b.size() - 5);
 }
+}  // namespace
+
 bool is_model_gguf(const std::string& p) {
   return ends_with_ci(p, ".gguf") && lower(basename_of(p)).find("mmproj") == std::string::npos;
 }
-
-}  // namespace
 
 bool parse_split_suffix(const std::string& path, int* part, int* count, std::string* prefix) {
   // <prefix>-NNNNN-of-MMMMM.gguf

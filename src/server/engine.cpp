@@ -36,6 +36,9 @@ struct Slot {
   std::unique_ptr<Session> session;
   bool busy = false;
   uint64_t last_use = 0;
+  // The running task, else the last one (GET /slots); under mu_. id_task: its FIFO ticket.
+  int64_t id_task = -1;
+  int n_prompt = 0, n_cached = 0, n_decoded = 0, max_tokens = -1;
 };
 
 struct CacheEntry {
@@ -170,7 +173,7 @@ class ServerEngine final : public Engine {
 
     const size_t boundary = checkpoint_at < prompt.size() ? checkpoint_at : 0;
 
-    Slot& slot = acquire(prompt);
+    Slot& slot = acquire(prompt, req.max_tokens);
     struct Release {
       ServerEngine* e;
       Slot* s;
@@ -186,6 +189,10 @@ class ServerEngine final : public Engine {
       Session& ses = *slot.session;
       const size_t cached = reuse(ses, prompt);
       out.n_cached = static_cast<int>(cached);
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        slot.n_cached = out.n_cached;
+      }
       const auto t0 = Clock::now();
       // Pre-fill up to the turn boundary in pieces, checkpointing along the way.
       size_t pos = cached;
@@ -200,6 +207,10 @@ class ServerEngine final : public Engine {
       auto r = ses.generate(std::span<const int32_t>(prompt.data() + pos, prompt.size() - pos), go,
                             [&](const TokenEvent& ev) {
                               if (ev.eog) return false;
+                              {
+                                std::lock_guard<std::mutex> lk(mu_);
+                                ++slot.n_decoded;
+                              }
                               if (constraint) constraint->advance(tok_->token_to_piece(ev.id));
                               TokenOut t;
                               t.id = ev.id;
@@ -240,6 +251,21 @@ class ServerEngine final : public Engine {
                 {"prompt_cache_bytes", static_cast<double>(cache_bytes_)},
                 {"batch_passes", batcher_ ? static_cast<double>(batcher_->passes()) : 0.0},
                 {"batch_rows", batcher_ ? static_cast<double>(batcher_->rows()) : 0.0}};
+  }
+
+  // llama-server's GET /slots entries, from what each slot records (docs/server.md "/slots").
+  ordered_json slots() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    ordered_json out = ordered_json::array();
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = slots_[i];
+      const int remain = s.max_tokens < 0 ? -1 : std::max(0, s.max_tokens - s.n_decoded);
+      out.push_back({{"id", static_cast<int>(i)}, {"id_task", s.id_task}, {"n_ctx", opt_.n_ctx},
+                     {"speculative", opt_.spec_mode != 0}, {"is_processing", s.busy},
+                     {"n_prompt_tokens", s.n_prompt}, {"n_prompt_tokens_cache", s.n_cached},
+                     {"next_token", {{"has_next_token", s.busy}, {"n_remain", remain}, {"n_decoded", s.n_decoded}}}});
+    }
+    return out;
   }
 
   json model_info() const override {
@@ -341,7 +367,7 @@ class ServerEngine final : public Engine {
   // Requests get slots first come, first served: each takes a ticket and waits until it is the
   // oldest waiting one and a slot is free (a condition variable alone lets any waiter, or a request
   // arriving just then, take a freed slot, so one request could wait behind later ones).
-  Slot& acquire(const std::vector<int32_t>& prompt) {
+  Slot& acquire(const std::vector<int32_t>& prompt, int max_tokens) {
     std::unique_lock<std::mutex> lk(mu_);
     const uint64_t ticket = next_ticket_++;
     slot_cv_.wait(lk, [&] {
@@ -365,6 +391,10 @@ class ServerEngine final : public Engine {
       }
     }
     best->busy = true;
+    best->id_task = static_cast<int64_t>(ticket);
+    best->n_prompt = static_cast<int>(prompt.size());
+    best->n_cached = best->n_decoded = 0;
+    best->max_tokens = max_tokens;
     return *best;
   }
 

@@ -63,6 +63,10 @@ class Engine {
                                     const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                                     const TokenSink& sink) = 0;
   virtual nlohmann::json stats() const = 0;  // for /metrics
+  // GET /slots: [{"id", "id_task", "n_ctx", "speculative", "is_processing", "n_prompt_tokens",
+  // "n_prompt_tokens_cache", "next_token": {"has_next_token", "n_remain", "n_decoded"}}], one per
+  // slot; the counts are the running task's, else the last one's (docs/server.md "/slots").
+  virtual nlohmann::ordered_json slots() const = 0;
   // What the model is, for ollama's /api/tags and /api/show and /props: {"path", "arch", "name", "n_params",
   // "weight_bytes", "file_bytes", "n_ctx_train", "n_embd", "n_layer", "n_vocab", "quant",
   // "chat_template", "format" ("gguf" | "safetensors"), "modified" (file mtime, Unix seconds),

@@ -390,6 +390,9 @@ void Routes::install(httplib::Server& svr) {
   svr.Get("/props", [this](const httplib::Request& req, httplib::Response& res) {
     if (guard(req, res, ErrorStyle::kOpenAI)) props(res);
   });
+  svr.Get("/slots", [this](const httplib::Request& req, httplib::Response& res) {
+    if (guard(req, res, ErrorStyle::kOpenAI)) slots(req, res);
+  });
   post(svr, "/apply-template", &Routes::apply_template);
   post(svr, "/v1/chat/completions", &Routes::chat);
   post(svr, "/chat/completions", &Routes::chat);
@@ -547,6 +550,23 @@ void Routes::props(httplib::Response& res) {
                        {"model_alias", eng_.model_id()}, {"chat_template", mi.value("chat_template", "")},
                        {"bos_token", mi.value("bos_token", "")}, {"eos_token", mi.value("eos_token", "")},
                        {"modalities", {{"vision", false}, {"audio", false}}}, {"build_info", "oxinfer"}});
+}
+
+// llama-server's GET /slots (monitoring; its POST /slots/{id} save / restore / erase is not offered).
+// ?fail_on_no_slot=1: 503 when every slot is busy, as there.
+void Routes::slots(const httplib::Request& req, httplib::Response& res) {
+  if (!opt_.slots_endpoint) {
+    return send_error(res, ErrorStyle::kOpenAI, 501, "This server does not support slots endpoint (started with --no-slots)",
+                      "", "not_supported_error");
+  }
+  const nlohmann::ordered_json s = eng_.slots();
+  const bool any_idle = std::any_of(s.begin(), s.end(), [](const auto& x) { return !x.value("is_processing", false); });
+  const std::string fail = req.get_param_value("fail_on_no_slot");
+  if (!any_idle && !fail.empty() && fail != "0" && fail != "false") {
+    return send_error(res, ErrorStyle::kOpenAI, 503, "no slot available", "", "unavailable_error");
+  }
+  res.status = 200;
+  res.set_content(s.dump(), "application/json");  // keys in llama-server's order
 }
 
 // llama-server's POST /apply-template: a chat request's prompt as the template renders it.

@@ -125,6 +125,7 @@ class Routes {
   void detokenize(const std::string& text, httplib::Response& res);
   void metrics(httplib::Response& res);
   void props(httplib::Response& res);
+  void slots(const httplib::Request& req, httplib::Response& res);
   void apply_template(const std::string& text, httplib::Response& res);
   // The request log line (docs/server.md "Request log"), written once the response is sent.
   void log_request(const httplib::Request& req, const httplib::Response& res);

@@ -30,6 +30,7 @@ struct ServerOptions {
   int spec_mode = 1;        // OXI_SPEC_* (1: auto)
   int draft_max = 16;
   int draft_min = 0;
+  bool slots_endpoint = true;       // --no-slots: GET /slots answers 501 (llama-server's switch)
   bool special_in_content = false;  // --special-in-content: user text may hold control tokens (unsafe)
   double shutdown_timeout_s = 10;
   // --cors-origin: origins allowed to call the API from a web page ("*": any); empty: no CORS

@@ -138,7 +138,8 @@ expect_rc() {  # NAME RC ARGS...
   if [ $got -eq $want ] && [ ! -s "$WORK/e.out" ] && grep -q '^error: ' "$WORK/e.err"; then ok "$name"; else
     bad "$name (rc $got, want $want)"; cat "$WORK/e.err"; fi
 }
-expect_rc "no prompt → 2" 2 -m "$M"
+expect_rc "no prompt but --json → 2 (run without a prompt is the chat)" 2 -m "$M" --json
+expect_rc "-f missing file → 1" 1 -m "$M" -f "$WORK/no-such-prompt.txt"
 expect_rc "no model → 2" 2 -p hi
 expect_rc "-p and --tokens → 2" 2 -m "$M" -p hi --tokens 1
 expect_rc "unknown option → 2" 2 -m "$M" -p hi --frobnicate 3
@@ -169,6 +170,22 @@ check "chat: unknown option → 2" "[ $rc -eq 2 ]"
 printf '[{"role":"user","content":"Hello"}]' > "$WORK/msgs.json"
 "$OXINFER" chat --template-only -m "$M" --messages "$WORK/msgs.json" > "$WORK/tmpl.out" 2>&1
 check "chat --template-only: delegated" "grep -q '<|im_start|>user' '$WORK/tmpl.out'"
+
+# 8b. Issue 31 item 4: -f - reads the prompt from stdin (llama.cpp's -f: one trailing newline
+#     dropped), the same tokens as -p; run with no prompt is the interactive chat (ollama run).
+run -p Hello -n 4 --json --temp 0 > "$WORK/fp.out" 2>/dev/null
+ids_of() { python3 -c 'import json,sys; l=open(sys.argv[1]).read().split("\n")[:-1]; print([json.loads(x)["id"] for x in l[:-1]], json.loads(l[-1])["prompt_ids"])' "$1"; }
+printf 'Hello' | run -f - -n 4 --json --temp 0 > "$WORK/fs.out" 2>/dev/null
+check "-f -: same prompt ids and tokens as -p" "[ -n \"\$(ids_of '$WORK/fp.out')\" ] && [ \"\$(ids_of '$WORK/fs.out')\" = \"\$(ids_of '$WORK/fp.out')\" ]"
+printf 'Hello\n' | run -f - -n 4 --json --temp 0 > "$WORK/fs2.out" 2>/dev/null
+printf 'Hello\n' > "$WORK/prompt.txt"
+run --file "$WORK/prompt.txt" -n 4 --json --temp 0 > "$WORK/ff.out" 2>/dev/null
+check "-f - and --file FILE: one trailing newline dropped" "[ \"\$(ids_of '$WORK/fs2.out')\" = \"\$(ids_of '$WORK/fp.out')\" ] && [ \"\$(ids_of '$WORK/ff.out')\" = \"\$(ids_of '$WORK/fp.out')\" ]"
+printf 'Hello\n' | run -n 4 --temp 0 --no-think > "$WORK/rc.out" 2> "$WORK/rc.err"
+rc=$?
+printf 'Hello\n' | "$OXINFER" chat -m "$M" -n 4 --temp 0 --no-think > "$WORK/cc.out" 2>/dev/null
+check "run with no prompt: chat answers a stdin line, exit 0 at EOF" "[ $rc -eq 0 ] && [ -n \"\$(tr -d ' \n' < '$WORK/rc.out')\" ] && grep -q 'context .* tokens' '$WORK/rc.err'" || cat "$WORK/rc.err"
+check "run with no prompt: the same answer as oxinfer chat" "cmp -s '$WORK/rc.out' '$WORK/cc.out'"
 
 # 9. Gemma 4: BOS exactly once (spec B.9), with and without the template.
 if node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/gtok" >/dev/null 2>&1 &&
