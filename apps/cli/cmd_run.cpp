@@ -1,5 +1,7 @@
 // oxinfer run: one prompt in, generated text out (streamed), or one JSON object per token with
 // --json. Built on the C API (include/oxinfer.h) like every other front end.
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -16,6 +18,7 @@
 #include "core/error.h"
 #include "oxinfer.h"
 #include "run_media.h"
+#include "run_progress.h"
 
 namespace oxi::cli {
 
@@ -29,7 +32,7 @@ const char* kUsage =
     "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
     "         [--ignore-eos] [--isa scalar|avx2|avx512|avx512-amx|auto] [--device none|auto|NAME]\n"
     "         [--quant q8_0|q4_0|q4_k] [--spec auto|none|ngram|mtp|draft] [--draft-max N]\n"
-    "         [--draft-min N] [--mmproj FILE --image FILE [--image FILE ...]]\n"
+    "         [--draft-min N] [--mmproj FILE --image FILE [--image FILE ...]] [--progress | --no-progress]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
@@ -52,6 +55,8 @@ const char* kUsage =
     "                    tokens (unsafe; by default it stays text and only the template's markup\n"
     "                    is special)\n"
     "  --ignore-eos      keep generating past end-of-generation tokens\n"
+    "  --progress        a progress line on stderr (tokens done / total, tok/s) for prefills over ~2 s;\n"
+    "                    the default when stderr is a terminal (--no-progress: never)\n"
     "  --spec MODE       speculative decoding (default auto: prompt-lookup drafts, verified in one\n"
     "                    pass, used only while they pay; greedy output is unchanged); none: off;\n"
     "                    mtp: the model's MTP head drafts (Qwen 3.5/3.6 files that carry one)\n"
@@ -86,7 +91,7 @@ std::string read_prompt_file(const std::string& path) {
 
 // Options of run that need a prompt: without one, run is `oxinfer chat`, which has none of them.
 const char* const kPromptOnlyOptions[] = {"--no-chat", "--json", "--top-logprobs", "--ignore-eos",
-                                          "--image", "--mmproj", "--image-preproc"};
+                                          "--image", "--mmproj", "--image-preproc", "--progress", "--no-progress"};
 
 volatile int g_cancel = 0;
 extern "C" void oxi_run_on_sigint(int) { g_cancel = 1; }
@@ -142,7 +147,7 @@ int cmd_run(int argc, char** argv) {
   try {
     Args args(argc - 1, argv + 1,
               with_compat_flags({"--no-chat", "--json", "--no-think", "--ignore-eos", "--special-in-content", "-h",
-                                 "--help", "--offline"}));
+                                 "--help", "--offline", "--progress", "--no-progress"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       std::fputs(kQuantHelp, stdout);
@@ -286,9 +291,13 @@ int cmd_run(int argc, char** argv) {
     RunState st;
     st.json = json;
     auto* old = std::signal(SIGINT, oxi_run_on_sigint);
+    const bool progress = args.flag({"--progress"}) || (!args.flag({"--no-progress"}) && isatty(STDERR_FILENO));
+    const PrefillDone pre = progress ? prefill_with_progress(h.c, prompt, &g_cancel) : PrefillDone{};
     oxi_generate_result res;
-    const oxi_status s = oxi_generate(h.c, prompt.data(), prompt.size(), &gp, on_token, &st, &res);
+    const oxi_status s = oxi_generate(h.c, prompt.data() + pre.tokens, prompt.size() - pre.tokens, &gp, on_token, &st, &res);
     std::signal(SIGINT, old);
+    res.n_prompt += static_cast<int32_t>(pre.tokens);
+    res.prompt_seconds += pre.seconds;
     if (s != OXI_OK && s != OXI_ERR_CANCELLED) check_status(s);
 
     const double pp = rate(res.n_prompt, res.prompt_seconds);

@@ -187,6 +187,15 @@ printf 'Hello\n' | "$OXINFER" chat -m "$M" -n 4 --temp 0 --no-think > "$WORK/cc.
 check "run with no prompt: chat answers a stdin line, exit 0 at EOF" "[ $rc -eq 0 ] && [ -n \"\$(tr -d ' \n' < '$WORK/rc.out')\" ] && grep -q 'context .* tokens' '$WORK/rc.err'" || cat "$WORK/rc.err"
 check "run with no prompt: the same answer as oxinfer chat" "cmp -s '$WORK/rc.out' '$WORK/cc.out'"
 
+# 8c. Issue 31 item 6: --progress on a long prefill (the 2 s delay set to 0 for the test): lines of
+#     tokens done / total and tok/s on stderr, the same tokens as without it.
+IDS1100=$(seq -s, 1 1100)
+run --tokens $IDS1100 -n 4 --json --temp 0 > "$WORK/np.out" 2> "$WORK/np.err"
+OXI_PROGRESS_AFTER_S=0 run --tokens $IDS1100 -n 4 --json --temp 0 --progress > "$WORK/pg.out" 2> "$WORK/pg.err"
+check "--progress: a line per 512-token chunk, done / total and tok/s" "grep -q '^prefill: 512/1100 tokens (47%), [0-9.]* tok/s' '$WORK/pg.err' && grep -q '^prefill: 1024/1100 tokens' '$WORK/pg.err'" || cat "$WORK/pg.err"
+check "--progress: same tokens, all 1100 prompt tokens counted" "cmp -s <(head -n 4 '$WORK/np.out') <(head -n 4 '$WORK/pg.out') && grep -q '^prompt: 1100 tokens' '$WORK/pg.err'"
+check "no progress lines when stderr is not a terminal" "! grep -q '^prefill:' '$WORK/np.err'"
+
 # 9. Gemma 4: BOS exactly once (spec B.9), with and without the template.
 if node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/gtok" >/dev/null 2>&1 &&
    "$OXI_GEN" gemma4 --shape e2b --out "$WORK/g4" --seed 3 --tokenizer-dir "$WORK/gtok" \
