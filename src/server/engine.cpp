@@ -38,7 +38,9 @@ struct Slot {
   uint64_t last_use = 0;
   // The running task, else the last one (GET /slots); under mu_. id_task: its FIFO ticket.
   int64_t id_task = -1;
-  int n_prompt = 0, n_cached = 0, n_decoded = 0, max_tokens = -1;
+  int n_prompt = 0, n_cached = 0, max_tokens = -1;
+  // Tokens generated so far: an atomic, so a generated token takes no lock (mu_ is the queue's).
+  std::unique_ptr<std::atomic<int>> n_decoded = std::make_unique<std::atomic<int>>(0);
 };
 
 struct CacheEntry {
@@ -207,10 +209,7 @@ class ServerEngine final : public Engine {
       auto r = ses.generate(std::span<const int32_t>(prompt.data() + pos, prompt.size() - pos), go,
                             [&](const TokenEvent& ev) {
                               if (ev.eog) return false;
-                              {
-                                std::lock_guard<std::mutex> lk(mu_);
-                                ++slot.n_decoded;
-                              }
+                              slot.n_decoded->fetch_add(1, std::memory_order_relaxed);
                               if (constraint) constraint->advance(tok_->token_to_piece(ev.id));
                               TokenOut t;
                               t.id = ev.id;
@@ -259,11 +258,12 @@ class ServerEngine final : public Engine {
     ordered_json out = ordered_json::array();
     for (size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = slots_[i];
-      const int remain = s.max_tokens < 0 ? -1 : std::max(0, s.max_tokens - s.n_decoded);
+      const int decoded = s.n_decoded->load(std::memory_order_relaxed);
+      const int remain = s.max_tokens < 0 ? -1 : std::max(0, s.max_tokens - decoded);
       out.push_back({{"id", static_cast<int>(i)}, {"id_task", s.id_task}, {"n_ctx", opt_.n_ctx},
                      {"speculative", opt_.spec_mode != 0}, {"is_processing", s.busy},
                      {"n_prompt_tokens", s.n_prompt}, {"n_prompt_tokens_cache", s.n_cached},
-                     {"next_token", {{"has_next_token", s.busy}, {"n_remain", remain}, {"n_decoded", s.n_decoded}}}});
+                     {"next_token", {{"has_next_token", s.busy}, {"n_remain", remain}, {"n_decoded", decoded}}}});
     }
     return out;
   }
@@ -393,7 +393,8 @@ class ServerEngine final : public Engine {
     best->busy = true;
     best->id_task = static_cast<int64_t>(ticket);
     best->n_prompt = static_cast<int>(prompt.size());
-    best->n_cached = best->n_decoded = 0;
+    best->n_cached = 0;
+    best->n_decoded->store(0);
     best->max_tokens = max_tokens;
     return *best;
   }
