@@ -3,7 +3,8 @@
 # laid out as huggingface_hub lays it out (blobs/<sha256>, snapshots/<commit>/<path> → relative
 # links, refs/main), with two real GGUF quants of a synthetic Qwen 3.5 model so that "the other
 # quant still works after rm" is checked by running it. Also: sizes count a blob once, last used
-# is the newest atime/mtime, hostile links (absolute, ../ escapes, blobs/ or the repo folder
+# is the newest atime/mtime, a quant named by its folder, a blob two quants share outlives the
+# rm of one, hostile links (absolute, ../ escapes, blobs/ or the repo folder
 # itself a link out of the cache) never make rm delete anything outside the cache.
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -50,6 +51,7 @@ add_file $G $B tiny-Q8_0.gguf "$WORK/q8.gguf"
 add_file $G $B tiny-F16.gguf "$WORK/f16.gguf"
 add_file $G $B BF16/tiny-BF16-00001-of-00002.gguf "$WORK/p1"
 add_file $G $B BF16/tiny-BF16-00002-of-00002.gguf "$WORK/p2"
+add_file $G $B Q6_K/model-00001-of-00001.gguf "$WORK/p2"  # quant from its folder; shares a blob with BF16
 add_file $G $B mmproj-tiny-F16.gguf "$WORK/mm"
 add_file $G $B README.md "$WORK/readme"
 printf %s $B > "$GR/refs/main"
@@ -84,7 +86,7 @@ import json, sys
 rows = json.load(open(sys.argv[1])); sq8, sf16, shf = map(int, sys.argv[2:5]); snap = sys.argv[5]
 by = {r["name"]: r for r in rows}
 assert list(by) == ["test/evil-blobs:Q8_0", "test/tiny-GGUF:BF16", "test/tiny-GGUF:F16", "test/tiny-GGUF:Q4_K_M",
-                    "test/tiny-GGUF:Q5_K_M", "test/tiny-GGUF:Q8_0", "test/tiny-hf"], list(by)
+                    "test/tiny-GGUF:Q5_K_M", "test/tiny-GGUF:Q6_K", "test/tiny-GGUF:Q8_0", "test/tiny-hf"], list(by)
 for r in rows:
     assert list(r) == ["name", "repo", "quant", "format", "size_bytes", "last_used", "revision", "path", "files"], list(r)
 q8 = by["test/tiny-GGUF:Q8_0"]
@@ -95,6 +97,8 @@ bf = by["test/tiny-GGUF:BF16"]
 assert bf["size_bytes"] == 5000 and len(bf["files"]) == 2 and bf["last_used"] == "2020-01-02T03:04:05Z", bf
 assert bf["path"].endswith("BF16/tiny-BF16-00001-of-00002.gguf"), bf
 assert by["test/tiny-GGUF:Q4_K_M"]["size_bytes"] == 0, "a link out of the cache is not counted"
+q6 = by["test/tiny-GGUF:Q6_K"]
+assert q6["size_bytes"] == 2000 and q6["path"] == snap + "/Q6_K/model-00001-of-00001.gguf", q6
 hf = by["test/tiny-hf"]
 assert hf["quant"] is None and hf["format"] == "safetensors" and hf["size_bytes"] == shf and hf["path"].endswith("a" * 40), hf
 assert q8["last_used"] > "2026" or q8["last_used"] > "2024", q8["last_used"]
@@ -120,7 +124,9 @@ check "rm :quant: the other quant still runs, same tokens" "[ -s '$WORK/q8.after
 "$OXINFER" run -hf $G:F16 --offline --tokens 1 -n 1 >/dev/null 2>&1
 check "rm :quant: the removed quant no longer resolves (exit 1)" "[ $? -eq 1 ]"
 "$OXINFER" rm $G:BF16 >/dev/null 2>&1
-check "rm :quant in a folder: parts and the emptied folder gone" "[ ! -e '$GR/snapshots/$B/BF16' ] && [ \$(ls '$GR/blobs' | wc -l) -eq 3 ]"
+check "rm :quant in a folder: parts and the emptied folder gone" "[ ! -e '$GR/snapshots/$B/BF16' ] && [ \$(ls '$GR/blobs' | wc -l) -eq 4 ]"
+Q6=$("$OXINFER" pull $G:Q6_K --offline --quiet 2>/dev/null)
+check "rm :quant: a blob another quant links to stays (Q6_K still resolves, same bytes)" "[ -n '$Q6' ] && cmp -s '$Q6' '$WORK/p2'"
 
 # ---- hostile links ----
 "$OXINFER" rm $G:Q4_K_M $G:Q5_K_M >/dev/null 2>&1
@@ -144,7 +150,7 @@ expect_rm() {  # NAME RC PATTERN ARGS...
   if [ $got -eq $want ] && grep -q "^error: .*$pat" "$WORK/e.err"; then ok "$name"; else bad "$name (rc $got)"; cat "$WORK/e.err"; fi
 }
 expect_rm "rm unknown repo → 1" 1 "test/nope is not in the Hugging Face cache" test/nope
-expect_rm "rm unknown quant → 1, names the quants there" 1 "no quant 'Q2_K' of $G in the cache; there: Q8_0" $G:Q2_K
+expect_rm "rm unknown quant → 1, names the quants there" 1 "no quant 'Q2_K' of $G in the cache; there: Q6_K, Q8_0" $G:Q2_K
 expect_rm "rm :quant of a checkpoint → 1" 1 "there: the safetensors checkpoint" test/tiny-hf:Q8_0
 expect_rm "rm bad spec → 1" 1 "invalid model spec" nothing-here
 expect_rm "rm with a revision → 1" 1 "every revision is removed" $G@main
