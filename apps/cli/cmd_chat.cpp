@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "oxinfer.h"
+#include "run_progress.h"
 
 namespace oxi::cli {
 
@@ -41,6 +42,8 @@ const char* kUsage =
     "Ctrl-C stops a reply; /exit, /quit or end of input (Ctrl-D) quits; /reset clears the history.\n"
     "  -c CTX   context size (default 4096; 0: the model's training context)\n"
     "  -n N     most tokens per reply (default -1: until the end of the turn)\n"
+    "  --progress / --no-progress  a progress line for prefills over ~2 s (default: when stderr is a\n"
+    "           terminal; see oxinfer run --help)\n"
     "  --special-in-content  special-token text in messages becomes control tokens (unsafe; by\n"
     "           default it stays text and only the template's markup is special)\n"
     "  (--quant TYPE, --spec MODE: see oxinfer run --help)\n";
@@ -160,7 +163,7 @@ int cmd_chat(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--template-only")) return cmd_chat_template_only(argc, argv);
   }
   try {
-    Args args(argc - 1, argv + 1, with_compat_flags({"--no-think", "--special-in-content", "-h", "--help", "--offline"}));
+    Args args(argc - 1, argv + 1, with_compat_flags({"--no-think", "--special-in-content", "-h", "--help", "--offline", "--progress", "--no-progress"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       return 0;
@@ -203,6 +206,7 @@ int cmd_chat(int argc, char** argv) {
     gp.draft_min = spec.draft_min;
     gp.cancel = &g_cancel;
 
+    const bool progress = args.flag({"--progress"}) || (!args.flag({"--no-progress"}) && isatty(STDERR_FILENO));
     const bool tty_in = isatty(STDIN_FILENO) != 0;
     const bool tty_out = isatty(STDOUT_FILENO) != 0;
     std::fprintf(stderr, "%s: %s, context %d tokens. Ctrl-C stops a reply; /exit quits; /reset clears.\n",
@@ -243,7 +247,9 @@ int cmd_chat(int argc, char** argv) {
           std::fprintf(stderr, "[prompt %zu tokens, %zu reused]\n", full.size(), kept);
         }
         if (split > kept) {
-          check_status(oxi_context_prefill(h.c, full.data() + kept, split - kept));
+          // With progress, the whole 512-token chunks first (the boundaries one call would use).
+          const size_t pre = progress ? prefill_with_progress(h.c, full.data() + kept, split - kept, &g_cancel).tokens : 0;
+          check_status(oxi_context_prefill(h.c, full.data() + kept + pre, split - kept - pre));
           check_status(oxi_context_checkpoint(h.c));
           kept = split;
         }
@@ -252,6 +258,7 @@ int cmd_chat(int argc, char** argv) {
         reply.parser = make_output_parser(format, parser_options_for_prompt(format, prompt));
         g_cancel = 0;
         g_generating = 1;
+        if (progress) kept += prefill_with_progress(h.c, full.data() + kept, full.size() - kept, &g_cancel).tokens;
         oxi_generate_result res;
         const oxi_status s =
             oxi_generate(h.c, full.data() + kept, full.size() - kept, &gp, on_token, &reply, &res);

@@ -91,7 +91,7 @@ std::string read_prompt_file(const std::string& path) {
 
 // Options of run that need a prompt: without one, run is `oxinfer chat`, which has none of them.
 const char* const kPromptOnlyOptions[] = {"--no-chat", "--json", "--top-logprobs", "--ignore-eos",
-                                          "--image", "--mmproj", "--image-preproc", "--progress", "--no-progress"};
+                                          "--image", "--mmproj", "--image-preproc"};
 
 volatile int g_cancel = 0;
 extern "C" void oxi_run_on_sigint(int) { g_cancel = 1; }
@@ -292,7 +292,7 @@ int cmd_run(int argc, char** argv) {
     st.json = json;
     auto* old = std::signal(SIGINT, oxi_run_on_sigint);
     const bool progress = args.flag({"--progress"}) || (!args.flag({"--no-progress"}) && isatty(STDERR_FILENO));
-    const PrefillDone pre = progress ? prefill_with_progress(h.c, prompt, &g_cancel) : PrefillDone{};
+    const PrefillDone pre = progress ? prefill_with_progress(h.c, prompt.data(), prompt.size(), &g_cancel) : PrefillDone{};
     oxi_generate_result res;
     const oxi_status s = oxi_generate(h.c, prompt.data() + pre.tokens, prompt.size() - pre.tokens, &gp, on_token, &st, &res);
     std::signal(SIGINT, old);

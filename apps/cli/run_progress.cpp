@@ -14,9 +14,9 @@ namespace {
 constexpr size_t kChunk = 512;  // oxi_generate's prefill chunk (oxi_generate_params.prefill_chunk <= 0)
 }
 
-PrefillDone prefill_with_progress(oxi_context* ctx, const std::vector<int32_t>& prompt, const volatile int* cancel) {
+PrefillDone prefill_with_progress(oxi_context* ctx, const int32_t* ids, size_t n, const volatile int* cancel) {
   PrefillDone done;
-  const size_t whole = prompt.empty() ? 0 : (prompt.size() - 1) / kChunk * kChunk;
+  const size_t whole = n == 0 ? 0 : (n - 1) / kChunk * kChunk;
   const char* after_env = std::getenv("OXI_PROGRESS_AFTER_S");
   const double after = after_env ? std::atof(after_env) : 2.0;  // the delay, and the interval of plain lines
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -25,14 +25,14 @@ PrefillDone prefill_with_progress(oxi_context* ctx, const std::vector<int32_t>& 
   double last_line = -1.0;
   bool drawn = false;
   while (done.tokens < whole && !(cancel && *cancel)) {
-    check_status(oxi_context_prefill(ctx, prompt.data() + done.tokens, kChunk));
+    check_status(oxi_context_prefill(ctx, ids + done.tokens, kChunk));
     done.tokens += kChunk;
     done.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (done.seconds < after || (!tty && last_line >= 0 && done.seconds - last_line < after)) continue;
     const double rate = done.tokens / done.seconds;
-    const double eta = static_cast<double>(prompt.size() - done.tokens) / rate;
-    std::fprintf(stderr, "%sprefill: %zu/%zu tokens (%.0f%%), %.1f tok/s, %.0f s left%s", tty ? "\r" : "", done.tokens,
-                 prompt.size(), 100.0 * done.tokens / prompt.size(), rate, eta, tty ? "\x1b[K" : "\n");
+    const double eta = static_cast<double>(n - done.tokens) / rate;
+    std::fprintf(stderr, "%sprefill: %zu/%zu tokens (%.0f%%), %.1f tok/s, %.0f s left%s", tty ? "\r" : "", done.tokens, n,
+                 100.0 * static_cast<double>(done.tokens) / static_cast<double>(n), rate, eta, tty ? "\x1b[K" : "\n");
     std::fflush(stderr);
     last_line = done.seconds;
     drawn = true;

@@ -195,6 +195,10 @@ OXI_PROGRESS_AFTER_S=0 run --tokens $IDS1100 -n 4 --json --temp 0 --progress > "
 check "--progress: a line per 512-token chunk, done / total and tok/s" "grep -q '^prefill: 512/1100 tokens (47%), [0-9.]* tok/s' '$WORK/pg.err' && grep -q '^prefill: 1024/1100 tokens' '$WORK/pg.err'" || cat "$WORK/pg.err"
 check "--progress: same tokens, all 1100 prompt tokens counted" "cmp -s <(head -n 4 '$WORK/np.out') <(head -n 4 '$WORK/pg.out') && grep -q '^prompt: 1100 tokens' '$WORK/pg.err'"
 check "no progress lines when stderr is not a terminal" "! grep -q '^prefill:' '$WORK/np.err'"
+python3 -c "print(' '.join('word%d' % i for i in range(300)))" > "$WORK/long.txt"
+"$OXINFER" chat -m "$M" -n 3 --temp 0 --no-think < "$WORK/long.txt" > "$WORK/cnp.out" 2>/dev/null
+OXI_PROGRESS_AFTER_S=0 "$OXINFER" chat -m "$M" -n 3 --temp 0 --no-think --progress < "$WORK/long.txt" > "$WORK/cpg.out" 2> "$WORK/cpg.err"
+check "chat --progress: prefill lines, the same answer" "grep -q '^prefill: 512/[0-9]* tokens' '$WORK/cpg.err' && [ -s '$WORK/cpg.out' ] && cmp -s '$WORK/cnp.out' '$WORK/cpg.out'"
 
 # 9. Gemma 4: BOS exactly once (spec B.9), with and without the template.
 if node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/gtok" >/dev/null 2>&1 &&
