@@ -296,15 +296,20 @@ RemoveResult hub_remove_cached(const std::string& cache_dir, const std::string& 
       for (fs::path p = e.path.parent_path(); p != s.dir && p.has_parent_path(); p = p.parent_path()) dirs.insert(p);
     }
   }
-  // 2. Their blobs, unless another entry still links to them; only in the repo's own blobs/.
+  // 2. Their blobs, unless another entry still reaches them (by name, or as the same file however
+  // it is linked); only in the repo's own blobs/.
+  std::set<std::pair<dev_t, ino_t>> still_used;
   for (const auto& s : scan_repo(f.root, f.real_cache)) {
-    for (const auto& e : s.entries) candidates.erase(blob_of_link(e.path, f.root));
+    for (const auto& e : s.entries) {
+      candidates.erase(blob_of_link(e.path, f.root));
+      if (e.counted) still_used.insert({e.dev, e.ino});
+    }
   }
   if (real(f.root / "blobs") == real_root + "/blobs") {
     for (const auto& b : candidates) {
       const fs::path p = f.root / "blobs" / b;
       struct stat ls{};
-      if (::lstat(p.c_str(), &ls) != 0 || ::unlink(p.c_str()) != 0) continue;
+      if (::lstat(p.c_str(), &ls) != 0 || still_used.count({ls.st_dev, ls.st_ino}) || ::unlink(p.c_str()) != 0) continue;
       if (S_ISREG(ls.st_mode)) res.freed_bytes += static_cast<uint64_t>(ls.st_size);
       res.removed.push_back((fs::path(folder) / "blobs" / b).generic_string());
     }

@@ -55,6 +55,11 @@ add_file $G $B Q6_K/model-00001-of-00001.gguf "$WORK/p2"  # quant from its folde
 add_file $G $B mmproj-tiny-F16.gguf "$WORK/mm"
 add_file $G $B README.md "$WORK/readme"
 printf %s $B > "$GR/refs/main"
+# Another tool's absolute link to the BF16 part 1 blob, spelled through another path to the cache
+# (a quant of its own in the older commit): the blob is still in use though no link names it.
+ln -s "$HF_HUB_CACHE" "$WORK/cache-alias"
+ln -s "$WORK/cache-alias/models--test--tiny-GGUF/blobs/$(basename "$(readlink "$GR/snapshots/$B/BF16/tiny-BF16-00001-of-00002.gguf")")" \
+  "$GR/snapshots/$A/abs-Q3_K_M.gguf"
 # The BF16 parts were last touched in 2020 (blob atime/mtime and the links' own mtime).
 for f in "$GR"/snapshots/$B/BF16/*; do touch -d '2020-01-02 03:04:05 UTC' "$(readlink -f "$f")"; touch -h -d '2020-01-02 03:04:05 UTC' "$f"; done
 # Hostile entries: an absolute link and a ../ escape out of the cache, a link to a folder outside.
@@ -85,7 +90,7 @@ python3 - "$WORK/l1.json" "$SQ8" "$SF16" "$SHF" "$GR/snapshots/$B" <<'EOF' > "$W
 import json, sys
 rows = json.load(open(sys.argv[1])); sq8, sf16, shf = map(int, sys.argv[2:5]); snap = sys.argv[5]
 by = {r["name"]: r for r in rows}
-assert list(by) == ["test/evil-blobs:Q8_0", "test/tiny-GGUF:BF16", "test/tiny-GGUF:F16", "test/tiny-GGUF:Q4_K_M",
+assert list(by) == ["test/evil-blobs:Q8_0", "test/tiny-GGUF:BF16", "test/tiny-GGUF:F16", "test/tiny-GGUF:Q3_K_M", "test/tiny-GGUF:Q4_K_M",
                     "test/tiny-GGUF:Q5_K_M", "test/tiny-GGUF:Q6_K", "test/tiny-GGUF:Q8_0", "test/tiny-hf"], list(by)
 for r in rows:
     assert list(r) == ["name", "repo", "quant", "format", "size_bytes", "last_used", "revision", "path", "files"], list(r)
@@ -93,6 +98,7 @@ q8 = by["test/tiny-GGUF:Q8_0"]
 assert q8["size_bytes"] == sq8, ("Q8_0 blob counted once", q8["size_bytes"], sq8)
 assert q8["files"] == ["tiny-Q8_0.gguf"] and q8["revision"] == "b" * 40 and q8["path"] == snap + "/tiny-Q8_0.gguf", q8
 assert by["test/tiny-GGUF:F16"]["size_bytes"] == sf16
+assert by["test/tiny-GGUF:Q3_K_M"]["size_bytes"] == 3000, "an absolute link into the cache counts"
 bf = by["test/tiny-GGUF:BF16"]
 assert bf["size_bytes"] == 5000 and len(bf["files"]) == 2 and bf["last_used"] == "2020-01-02T03:04:05Z", bf
 assert bf["path"].endswith("BF16/tiny-BF16-00001-of-00002.gguf"), bf
@@ -124,7 +130,8 @@ check "rm :quant: the other quant still runs, same tokens" "[ -s '$WORK/q8.after
 "$OXINFER" run -hf $G:F16 --offline --tokens 1 -n 1 >/dev/null 2>&1
 check "rm :quant: the removed quant no longer resolves (exit 1)" "[ $? -eq 1 ]"
 "$OXINFER" rm $G:BF16 >/dev/null 2>&1
-check "rm :quant in a folder: parts and the emptied folder gone" "[ ! -e '$GR/snapshots/$B/BF16' ] && [ \$(ls '$GR/blobs' | wc -l) -eq 4 ]"
+check "rm :quant in a folder: parts and the emptied folder gone" "[ ! -e '$GR/snapshots/$B/BF16' ] && [ \$(ls '$GR/blobs' | wc -l) -eq 5 ]"
+check "rm :quant: a blob another entry reaches by an absolute link stays" "cmp -s '$GR/snapshots/$A/abs-Q3_K_M.gguf' '$WORK/p1'"
 Q6=$("$OXINFER" pull $G:Q6_K --offline --quiet 2>/dev/null)
 check "rm :quant: a blob another quant links to stays (Q6_K still resolves, same bytes)" "[ -n '$Q6' ] && cmp -s '$Q6' '$WORK/p2'"
 
@@ -150,7 +157,7 @@ expect_rm() {  # NAME RC PATTERN ARGS...
   if [ $got -eq $want ] && grep -q "^error: .*$pat" "$WORK/e.err"; then ok "$name"; else bad "$name (rc $got)"; cat "$WORK/e.err"; fi
 }
 expect_rm "rm unknown repo → 1" 1 "test/nope is not in the Hugging Face cache" test/nope
-expect_rm "rm unknown quant → 1, names the quants there" 1 "no quant 'Q2_K' of $G in the cache; there: Q6_K, Q8_0" $G:Q2_K
+expect_rm "rm unknown quant → 1, names the quants there" 1 "no quant 'Q2_K' of $G in the cache; there: Q3_K_M, Q6_K, Q8_0" $G:Q2_K
 expect_rm "rm :quant of a checkpoint → 1" 1 "there: the safetensors checkpoint" test/tiny-hf:Q8_0
 expect_rm "rm bad spec → 1" 1 "invalid model spec" nothing-here
 expect_rm "rm with a revision → 1" 1 "every revision is removed" $G@main
