@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Images through `oxinfer serve` (Qwen 3.5 + mmproj) against llama.cpp's llama-mtmd-cli, on the
+# synthetic model mtmd_oracle uses (oxi-gen --vision, converted by us with --mmproj). Prepares the
+# model, the images (Pillow) and llama-mtmd-cli's greedy answers here; lib/images_client.mjs then
+# asks the server with the real `openai` client (and the Anthropic / ollama shapes) and compares:
+#   1. one image, two images, the image as a file:// URL under --media-dir: text identical to
+#      llama-mtmd-cli's for the same image and prompt (temperature 0);
+#   2. a second turn about the same image: identical to llama-mtmd-cli on that two-turn prompt
+#      (rendered from the model's template by @huggingface/jinja), and the image not encoded again;
+#   3. bad input → 4xx naming the reason, the server still answering: bad base64, no image,
+#      a corrupt PNG, a 20000 × 20000 PNG header, http(s) and refused file:// URLs, more image
+#      rows than the context, an image for a server without a tower.
+set -u
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+OXINFER="${OXINFER:-$SRC/build/release/apps/cli/oxinfer}"
+OXI_GEN="${OXI_GEN:-$SRC/build/release/tools/gen/oxi-gen}"
+export NLC_DIR="${NLC_DIR:-$SRC/tools/node}"
+SHARED="${OXI_SHARED_DIR:-$SRC/../shared}"
+WORK="${OXI_WORK_DIR:-$(mktemp -d)}/server_images"
+PY=/usr/bin/python3
+TEMPLATE="$SHARED/testdata/templates/Qwen3.5-4B.jinja"
+rm -rf "$WORK" && mkdir -p "$WORK/media"
+
+. "$SRC/tests/e2e/lib/vision_setup.sh"  # skips, $MTMD, t0, the model pair m.gguf + mmproj.gguf
+
+# ---- images (Pillow): sizes both preprocessings leave alone (multiples of 32, ≥ 64 tokens) ----
+$PY - "$WORK" <<'PYEOF'
+import random, struct, sys, zlib
+from PIL import Image
+d = sys.argv[1]
+random.seed(5)
+def img(w, h, k):
+    im = Image.new("RGB", (w, h))
+    px = im.load()
+    for y in range(h):
+        for x in range(w):
+            px[x, y] = ((x * k + y * 3) % 256, (x * y * k) % 256, random.randrange(256))
+    return im
+img(256, 256, 7).save(d + "/media/square.png")
+img(320, 256, 5).save(d + "/wide.png")
+img(1024, 1024, 3).save(d + "/big.png")   # 1024 rows: more than a 1024-entry context holds
+open(d + "/outside.png", "wb").write(open(d + "/media/square.png", "rb").read())
+png = open(d + "/media/square.png", "rb").read()
+open(d + "/corrupt.png", "wb").write(png[:len(png) // 2])
+# A decompression bomb's header: 20000 × 20000 RGB, valid CRCs, a few bytes of data.
+def chunk(t, b): return struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b) & 0xFFFFFFFF)
+bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0)) + \
+       chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b"")
+open(d + "/bomb.png", "wb").write(bomb)
+PYEOF
+ln -s "$WORK/outside.png" "$WORK/media/link.png"   # a symlink out of --media-dir: refused
+
+# ---- the two-turn prompt as the model's template renders it (@huggingface/jinja, not ours) ----
+node --input-type=module - "$TEMPLATE" > "$WORK/turn2.txt" <<'JSEOF'
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import path from "node:path";
+const require = createRequire(path.join(process.env.NLC_DIR, "package.json"));
+const { Template } = require("@huggingface/jinja");
+const msgs = [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }, { type: "text", text: "Describe this picture." }] },
+              { role: "assistant", content: "It is a picture." },
+              { role: "user", content: "Say more." }];
+let s = new Template(fs.readFileSync(process.argv[2], "utf8")).render({ messages: msgs, add_generation_prompt: true });
+// llama-mtmd-cli places an image at its marker and adds <|vision_start|>/<|vision_end|> itself.
+s = s.replace("<|vision_start|><|image_pad|><|vision_end|>", "<__media__>");
+if (s.split("<__media__>").length !== 2) throw new Error("expected one image placeholder: " + s);
+process.stdout.write(s);
+JSEOF
+[ -s "$WORK/turn2.txt" ] || { echo "FAIL - rendering the two-turn prompt with @huggingface/jinja"; exit 1; }
+printf '%s' "{{ messages[0]['content'] }}" > "$WORK/passthrough.jinja"
+
+# ---- llama-mtmd-cli's greedy answers (24 tokens) ----
+ref() {  # name, llama-mtmd-cli arguments...
+  local name=$1; shift
+  MTMD_TEST_RESPONSE_MARKER="@@RESPONSE@@" "$MTMD" -m "$WORK/m.gguf" --mmproj "$WORK/mmproj.gguf" "$@" \
+    -n 24 --temp 0 -t 2 -c 4096 -fa off --jinja > "$WORK/ref_$name.out" 2> "$WORK/ref_$name.err" ||
+    { tail -5 "$WORK/ref_$name.err"; echo "FAIL - llama-mtmd-cli ($name)"; exit 1; }
+}
+ref one --image "$WORK/media/square.png" -p "Describe this picture."
+ref wide --image "$WORK/wide.png" -p "Describe this picture."
+ref two --image "$WORK/media/square.png" --image "$WORK/wide.png" -p "Compare the two images."
+ref turn2 --image "$WORK/media/square.png" -p "$(cat "$WORK/turn2.txt")" --chat-template-file "$WORK/passthrough.jinja"
+
+OXI_IMG_WORK="$WORK" OXI_IMG_MODEL="$WORK/m.gguf" OXI_IMG_MMPROJ="$WORK/mmproj.gguf" node "$SRC/tests/e2e/lib/images_client.mjs"
+rc=$?
+echo "# server_images: $(( $(date +%s) - t0 )) s"
+exit $rc
