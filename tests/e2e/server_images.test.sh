@@ -50,23 +50,28 @@ open(d + "/bomb.png", "wb").write(bomb)
 PYEOF
 ln -s "$WORK/outside.png" "$WORK/media/link.png"   # a symlink out of --media-dir: refused
 
-# ---- the two-turn prompt as the model's template renders it (@huggingface/jinja, not ours) ----
-node --input-type=module - "$TEMPLATE" > "$WORK/turn2.txt" <<'JSEOF'
+# ---- prompts as the model's template renders them (@huggingface/jinja, not ours), for
+# llama-mtmd-cli through a pass-through template: a second turn, and one turn with thinking off
+# (the Anthropic dialect's default) ----
+render() {  # out-file, messages JSON, extra template variables JSON
+  node --input-type=module - "$TEMPLATE" "$2" "$3" > "$1" <<'JSEOF'
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
 const require = createRequire(path.join(process.env.NLC_DIR, "package.json"));
 const { Template } = require("@huggingface/jinja");
-const msgs = [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }, { type: "text", text: "Describe this picture." }] },
-              { role: "assistant", content: "It is a picture." },
-              { role: "user", content: "Say more." }];
-let s = new Template(fs.readFileSync(process.argv[2], "utf8")).render({ messages: msgs, add_generation_prompt: true });
+const [tmpl, msgs, extra] = process.argv.slice(2);
+let s = new Template(fs.readFileSync(tmpl, "utf8")).render({ messages: JSON.parse(msgs), add_generation_prompt: true, ...JSON.parse(extra) });
 // llama-mtmd-cli places an image at its marker and adds <|vision_start|>/<|vision_end|> itself.
 s = s.replace("<|vision_start|><|image_pad|><|vision_end|>", "<__media__>");
 if (s.split("<__media__>").length !== 2) throw new Error("expected one image placeholder: " + s);
 process.stdout.write(s);
 JSEOF
-[ -s "$WORK/turn2.txt" ] || { echo "FAIL - rendering the two-turn prompt with @huggingface/jinja"; exit 1; }
+  [ -s "$1" ] || { echo "FAIL - rendering a prompt with @huggingface/jinja"; exit 1; }
+}
+USER1='{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "Describe this picture."}]}'
+render "$WORK/turn2.txt" "[$USER1, {\"role\": \"assistant\", \"content\": \"It is a picture.\"}, {\"role\": \"user\", \"content\": \"Say more.\"}]" '{}'
+render "$WORK/nothink.txt" "[$USER1]" '{"enable_thinking": false}'
 printf '%s' "{{ messages[0]['content'] }}" > "$WORK/passthrough.jinja"
 
 # ---- llama-mtmd-cli's greedy answers (24 tokens) ----
@@ -80,6 +85,7 @@ ref one --image "$WORK/media/square.png" -p "Describe this picture."
 ref wide --image "$WORK/wide.png" -p "Describe this picture."
 ref two --image "$WORK/media/square.png" --image "$WORK/wide.png" -p "Compare the two images."
 ref turn2 --image "$WORK/media/square.png" -p "$(cat "$WORK/turn2.txt")" --chat-template-file "$WORK/passthrough.jinja"
+ref nothink --image "$WORK/media/square.png" -p "$(cat "$WORK/nothink.txt")" --chat-template-file "$WORK/passthrough.jinja"
 
 OXI_IMG_WORK="$WORK" OXI_IMG_MODEL="$WORK/m.gguf" OXI_IMG_MMPROJ="$WORK/mmproj.gguf" node "$SRC/tests/e2e/lib/images_client.mjs"
 rc=$?

@@ -75,14 +75,14 @@ await check("streaming with an image: the same text", async () => {
   assert.equal(norm(t), reference("one"));
 });
 
-await check("Anthropic /v1/messages image block: the same answer", async () => {
+await check("Anthropic /v1/messages image block (thinking off, its default): llama-mtmd-cli's answer", async () => {
   const r = await fetch(`${srv.base}/v1/messages`, { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ model: "m", max_tokens: 24, temperature: 0, messages: [{ role: "user", content: [
       { type: "image", source: { type: "base64", media_type: "image/png", data: fs.readFileSync(square).toString("base64") } },
       { type: "text", text: "Describe this picture." }] }] }) });
   assert.equal(r.status, 200, await r.clone().text());
   const j = await r.json();
-  assert.equal(norm(j.content.map((b) => b.thinking ?? b.text ?? "").join("")), reference("one"));
+  assert.equal(norm(j.content.map((b) => b.thinking ?? b.text ?? "").join("")), reference("nothink"));
 });
 
 await check("ollama /api/chat images: the same answer", async () => {
