@@ -199,7 +199,7 @@ class ServerEngine final : public Engine {
       }
       if (whole && k != media->images.size()) {
         throw RequestError(400, "messages", "the chat template placed " + std::to_string(k) + " of the " +
-                                                std::to_string(media->images.size()) + " images (images go in user messages)");
+                                                std::to_string(media->images.size()) + " image parts");
       }
       ent.add_text(std::span<const int32_t>(v.data() + start, v.size() - start));
       v = std::move(ent.tok);

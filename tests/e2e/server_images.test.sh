@@ -12,7 +12,7 @@
 #      rows than the context, an image for a server without a tower.
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
-OXINFER="${OXINFER:-$SRC/build/release/apps/cli/oxinfer}"
+export OXINFER="${OXINFER:-$SRC/build/release/apps/cli/oxinfer}"
 OXI_GEN="${OXI_GEN:-$SRC/build/release/tools/gen/oxi-gen}"
 export NLC_DIR="${NLC_DIR:-$SRC/tools/node}"
 SHARED="${OXI_SHARED_DIR:-$SRC/../shared}"
@@ -84,8 +84,11 @@ ref() {  # name, llama-mtmd-cli arguments...
 ref one --image "$WORK/media/square.png" -p "Describe this picture."
 ref wide --image "$WORK/wide.png" -p "Describe this picture."
 ref two --image "$WORK/media/square.png" --image "$WORK/wide.png" -p "Compare the two images."
-ref turn2 --image "$WORK/media/square.png" -p "$(cat "$WORK/turn2.txt")" --chat-template-file "$WORK/passthrough.jinja"
-ref nothink --image "$WORK/media/square.png" -p "$(cat "$WORK/nothink.txt")" --chat-template-file "$WORK/passthrough.jinja"
+# The prompts with their trailing newline ($(cat) alone would drop it).
+TURN2="$(cat "$WORK/turn2.txt"; printf x)"; TURN2="${TURN2%x}"
+NOTHINK="$(cat "$WORK/nothink.txt"; printf x)"; NOTHINK="${NOTHINK%x}"
+ref turn2 --image "$WORK/media/square.png" -p "$TURN2" --chat-template-file "$WORK/passthrough.jinja"
+ref nothink --image "$WORK/media/square.png" -p "$NOTHINK" --chat-template-file "$WORK/passthrough.jinja"
 
 OXI_IMG_WORK="$WORK" OXI_IMG_MODEL="$WORK/m.gguf" OXI_IMG_MMPROJ="$WORK/mmproj.gguf" node "$SRC/tests/e2e/lib/images_client.mjs"
 rc=$?

@@ -27,12 +27,15 @@ const text = (t) => ({ type: "text", text: t });
 // The whole answer, reasoning included (a random model rarely closes <think>).
 const answer = (r) => norm((r.choices[0].message.reasoning_content ?? "") + (r.choices[0].message.content ?? ""));
 
-const srv = await startServer(OXINFER, MODEL, ["--mmproj", MMPROJ, "-c", "4096", "-np", "2", "--media-dir", path.join(WORK, "media")]);
+const srv = await startServer(OXINFER, MODEL, ["--mmproj", MMPROJ, "-c", "4096", "-np", "2", "--alias", "m", "--media-dir", path.join(WORK, "media")]);
 const client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: "x", maxRetries: 0, timeout: 300000 });
 const ask = (content, extra = {}) =>
   client.chat.completions.create({ model: "m", messages: [{ role: "user", content }], temperature: 0, max_tokens: 24, ...extra });
 
 let first = null;
+await check("/props says vision", async () => {
+  assert.equal((await (await fetch(`${srv.base}/props`)).json()).modalities.vision, true);
+});
 await check("one image (data: URL): greedy text identical to llama-mtmd-cli's", async () => {
   first = await ask([image(dataUrl(square)), text("Describe this picture.")]);
   assert.equal(answer(first), reference("one"));
@@ -142,6 +145,7 @@ await check("an image for a server without a vision tower → 400, then text sti
     body: JSON.stringify({ messages: [{ role: "user", content: [image(dataUrl(square)), text("hi")] }], max_tokens: 4 }) });
   assert.equal(r.status, 400);
   assert.match((await r.json()).error.message, /vision tower/);
+  assert.equal((await (await fetch(`${textOnly.base}/props`)).json()).modalities.vision, false);
   const ok = await fetch(`${textOnly.base}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ messages: [{ role: "user", content: "hi" }], max_tokens: 4 }) });
   assert.equal(ok.status, 200);
