@@ -72,7 +72,7 @@ JSEOF
 USER1='{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "Describe this picture."}]}'
 render "$WORK/turn2.txt" "[$USER1, {\"role\": \"assistant\", \"content\": \"It is a picture.\"}, {\"role\": \"user\", \"content\": \"Say more.\"}]" '{}'
 render "$WORK/nothink.txt" "[$USER1]" '{"enable_thinking": false}'
-printf '%s' "{{ messages[0]['content'] }}" > "$WORK/passthrough.jinja"
+PASSTHROUGH="{{ messages[0]['content'] }}"  # the prompt as given (--jinja before --chat-template)
 
 # ---- llama-mtmd-cli's greedy answers (24 tokens) ----
 ref() {  # name, llama-mtmd-cli arguments...
@@ -87,8 +87,8 @@ ref two --image "$WORK/media/square.png" --image "$WORK/wide.png" -p "Compare th
 # The prompts with their trailing newline ($(cat) alone would drop it).
 TURN2="$(cat "$WORK/turn2.txt"; printf x)"; TURN2="${TURN2%x}"
 NOTHINK="$(cat "$WORK/nothink.txt"; printf x)"; NOTHINK="${NOTHINK%x}"
-ref turn2 --image "$WORK/media/square.png" -p "$TURN2" --chat-template-file "$WORK/passthrough.jinja"
-ref nothink --image "$WORK/media/square.png" -p "$NOTHINK" --chat-template-file "$WORK/passthrough.jinja"
+ref turn2 --image "$WORK/media/square.png" -p "$TURN2" --jinja --chat-template "$PASSTHROUGH"
+ref nothink --image "$WORK/media/square.png" -p "$NOTHINK" --jinja --chat-template "$PASSTHROUGH"
 
 OXI_IMG_WORK="$WORK" OXI_IMG_MODEL="$WORK/m.gguf" OXI_IMG_MMPROJ="$WORK/mmproj.gguf" node "$SRC/tests/e2e/lib/images_client.mjs"
 rc=$?
