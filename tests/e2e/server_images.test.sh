@@ -3,8 +3,8 @@
 # synthetic model mtmd_oracle uses (oxi-gen --vision, converted by us with --mmproj). Prepares the
 # model, the images (Pillow) and llama-mtmd-cli's greedy answers here; lib/images_client.mjs then
 # asks the server with the real `openai` client (and the Anthropic / ollama shapes) and compares:
-#   1. one image, two images, the image as a file:// URL under --media-dir: text identical to
-#      llama-mtmd-cli's for the same image and prompt (temperature 0);
+#   1. one image, two images, the image as a file:// URL under --media-dir, the HF checkpoint's
+#      own tower: text identical to llama-mtmd-cli's for the same image and prompt (temperature 0);
 #   2. a second turn about the same image: identical to llama-mtmd-cli on that two-turn prompt
 #      (rendered from the model's template by @huggingface/jinja), and the image not encoded again;
 #   3. bad input → 4xx naming the reason, the server still answering: bad base64, no image,

@@ -123,6 +123,17 @@ await check("server still answers after the bad requests", async () => {
 });
 srv.proc.kill("SIGTERM");
 
+// The HF checkpoint served in place: its own tower (model.visual.*), no --mmproj.
+const hf = await startServer(OXINFER, path.join(WORK, "q35v"), ["-c", "4096", "-np", "1"]);
+await check("HF checkpoint with its own tower (no --mmproj): llama-mtmd-cli's answer", async () => {
+  const r = await fetch(`${hf.base}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ messages: [{ role: "user", content: [image(dataUrl(square)), text("Describe this picture.")] }],
+      temperature: 0, max_tokens: 24 }) });
+  assert.equal(r.status, 200);
+  assert.equal(answer(await r.json()), reference("one"));
+});
+hf.proc.kill("SIGTERM");
+
 // A small context: more image rows than it holds. No tower: images refused.
 const small = await startServer(OXINFER, MODEL, ["--mmproj", MMPROJ, "-c", "1024", "-np", "1"]);
 await check("more image rows than the context holds → 400", async () => {
