@@ -140,7 +140,10 @@ await check("more image rows than the context holds → 400", async () => {
   const r = await fetch(`${small.base}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ messages: [{ role: "user", content: [image(dataUrl(path.join(WORK, "big.png"))), text("hi")] }], max_tokens: 4 }) });
   assert.equal(r.status, 400);
-  assert.match((await r.json()).error.message, /context/);
+  assert.match((await r.json()).error.message, /entries \(text tokens and image rows\); the context holds 1024/);
+  const st = await fetch(`${small.base}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ stream: true, messages: [{ role: "user", content: [image(dataUrl(path.join(WORK, "big.png"))), text("hi")] }] }) });
+  assert.equal(st.status, 400, "streamed: refused before the stream starts");
   assert.equal((await fetch(`${small.base}/health`)).status, 200);
 });
 await check("file:// without --media-dir → 400", async () => {
