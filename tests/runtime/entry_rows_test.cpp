@@ -5,7 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <mutex>
+#include <map>
+#include <thread>
 
 #include "fake_model.h"
 #include "runtime/batcher.h"
@@ -34,6 +35,7 @@ class RecordingModel : public Model {
     bool operator==(const Entry&) const = default;
   };
   mutable std::vector<Entry> seen;
+  mutable std::map<const SequenceState*, std::vector<Entry>> by_state;  // the same, per sequence
 
  protected:
   void run(std::span<SequenceState* const> states, const Pass& p, const BatchOutput& out) const override {
@@ -46,6 +48,7 @@ class RecordingModel : public Model {
         const std::array<int32_t, 3> pos = p.pos3 ? std::array<int32_t, 3>{p.pos3[3 * r], p.pos3[3 * r + 1], p.pos3[3 * r + 2]}
                                                   : std::array<int32_t, 3>{p.pos[r], p.pos[r], p.pos[r]};
         seen.push_back({id, pos, id < 0 ? p.embd[r * 2] : 0.0f});
+        by_state[&st].push_back(seen.back());
         st.seq.push_back(id);
         if (next_out < p.out_rows.size() && p.out_rows[next_out] == r) {
           ++next_out;
@@ -115,6 +118,39 @@ TEST(EntryRows, ThroughTheBatcher) {
   std::vector<Entry> want = ip.expected();
   want.push_back({5, {5, 5, 5}, 0});
   EXPECT_EQ(m.seen, want);
+}
+
+// A session with an image and a plain one decode together: the pass carries rows and positions
+// for both (cache positions for the plain one), and each gets what it gets alone.
+TEST(EntryRows, MixedWithAPlainSequenceInOnePass) {
+  RecordingModel m;
+  Batcher b(m);
+  b.gather_wait = std::chrono::milliseconds(50);
+  test::FakeText t;
+  const ImagePrompt ip;
+  Session img(m, t, 64, &b), plain(m, t, 64, &b);
+  {
+    auto pi = std::make_unique<Batcher::Participant>(&b), pp = std::make_unique<Batcher::Participant>(&b);
+    GenerateOptions o;
+    o.max_tokens = 4;
+    std::thread ti([&] {
+      img.generate(ip.ids, o, nullptr, EntryRows{ip.embd.data(), ip.pos3.data()});
+      pi.reset();
+    });
+    std::thread tp([&] {
+      plain.generate(std::vector<int32_t>{4, 4, 4}, o, nullptr);
+      pp.reset();
+    });
+    ti.join();
+    tp.join();
+  }
+  EXPECT_LT(b.passes(), 8u) << "the two sequences shared passes";  // 4 + 4 submissions
+  std::vector<Entry> want_img = ip.expected(), want_plain;
+  for (int k = 0; k < 3; ++k) want_img.push_back({5, {5 + k, 5 + k, 5 + k}, 0});
+  for (int k = 0; k < 3; ++k) want_plain.push_back({4, {k, k, k}, 0});
+  for (int k = 0; k < 3; ++k) want_plain.push_back({5, {3 + k, 3 + k, 3 + k}, 0});
+  ASSERT_EQ(m.by_state.size(), 2u);
+  for (const auto& [st, got] : m.by_state) EXPECT_EQ(got, got.front().id == 1 ? want_img : want_plain);
 }
 
 TEST(EntryRows, SnapshotKeepsThePositionOffset) {
