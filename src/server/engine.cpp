@@ -161,7 +161,6 @@ class ServerEngine final : public Engine {
                                              "(start it with --mmproj FILE, or serve an HF checkpoint that has one)");
     }
     auto media = std::make_shared<PromptMedia>();
-    std::vector<std::vector<int32_t>> row_ids;
     size_t decoded = 0;
     const int64_t cell = tower_->config().patch * tower_->config().merge;
     for (const ImageRef& ref : refs) {
@@ -181,8 +180,8 @@ class ServerEngine final : public Engine {
         throw RequestError(400, ref.param, "the request's images decode to more than " +
                                                std::to_string(kMaxRequestImageBytes >> 20) + " MiB");
       }
+      im.ids = image_row_ids(bytes);
       media->images.push_back(std::move(im));
-      row_ids.push_back(image_row_ids(bytes));
     }
     // Each placeholder → the next image's rows, at Qwen3-VL's positions (vision::MediaEntries).
     auto expand = [&](std::vector<int32_t>& v, bool whole) {
@@ -193,7 +192,7 @@ class ServerEngine final : public Engine {
         if (k == media->images.size()) break;
         ent.add_text(std::span<const int32_t>(v.data() + start, i - start));
         if (whole) media->images[k].first = ent.tok.size();
-        ent.add_image(media->images[k].nx, media->images[k].ny, row_ids[k]);
+        ent.add_image(media->images[k].nx, media->images[k].ny, media->images[k].ids);
         ++k;
         start = i + 1;
       }
@@ -367,28 +366,34 @@ class ServerEngine final : public Engine {
  private:
   static constexpr size_t kCheckpointEvery = 1024;
   static constexpr int32_t kPrefillChunk = 256;
+  static constexpr size_t kEncodeCacheBytes = 128u << 20;
 
-  // The embedding rows of prompt entries [from, to) ([to − from, n_embd]; zero for text): the
-  // tower runs on each image with a row there (an image wholly inside the cached prefix costs
-  // nothing). Counts the images and the encode time into `out`.
-  std::vector<float> image_rows(const PromptMedia& media, size_t from, size_t to, GenerationResult& out) const {
+  // The embedding rows of prompt entries [from, to) ([to − from, n_embd]; zero for text) for
+  // each image with a row there (an image wholly inside the cached prefix costs nothing): from the
+  // encode cache, else the tower. Counts the images and the encode time into `out`.
+  std::vector<float> image_rows(const PromptMedia& media, size_t from, size_t to, GenerationResult& out) {
     const size_t d = static_cast<size_t>(model_->info().n_embd);
     std::vector<float> rows((to - from) * d, 0.0f);
     out.n_images = static_cast<int>(media.images.size());
     for (const PromptImage& im : media.images) {
       const size_t n = static_cast<size_t>(im.nx * im.ny);
       if (im.first + n <= from) continue;
-      const auto t0 = Clock::now();
-      const vision::ImageEmbedding e = tower_->encode(im.pixels);
-      out.image_encode_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      out.n_images_encoded++;
-      if (static_cast<size_t>(e.n_tokens()) != n) throw RequestError(500, "", "image encoding changed its size", "server_error");
+      std::shared_ptr<const std::vector<float>> enc = cached_encoding(im.ids);
+      if (!enc) {
+        const auto t0 = Clock::now();
+        vision::ImageEmbedding e = tower_->encode(im.pixels);
+        out.image_encode_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        out.n_images_encoded++;
+        enc = std::make_shared<const std::vector<float>>(std::move(e.rows));
+        keep_encoding(im.ids, enc);
+      }
+      if (enc->size() != n * d) throw RequestError(500, "", "image encoding changed its size", "server_error");
       for (size_t k = std::max(im.first, from) - im.first; k < n; ++k) {
-        std::copy_n(e.rows.data() + k * d, d, rows.data() + (im.first + k - from) * d);
+        std::copy_n(enc->data() + k * d, d, rows.data() + (im.first + k - from) * d);
       }
     }
     if (out.n_images_encoded > 0) {
-      std::fprintf(stderr, "oxinfer: image encode %.1f ms (%d of %d images; the rest from the prompt cache)\n",
+      std::fprintf(stderr, "oxinfer: image encode %.1f ms (%d of %d images; the rest cached)\n",
                    out.image_encode_ms, out.n_images_encoded, out.n_images);
     }
     return rows;
@@ -525,6 +530,29 @@ class ServerEngine final : public Engine {
     return 0;
   }
 
+  // Encoded images by content (image_row_ids), least recently used first out past
+  // kEncodeCacheBytes: an image seen again outside a cached prompt prefix (another conversation,
+  // the same image twice, --cache-ram 0) is not encoded again.
+  std::shared_ptr<const std::vector<float>> cached_encoding(const std::vector<int32_t>& key) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = encodings_.begin(); it != encodings_.end(); ++it) {
+      if (it->first != key) continue;
+      encodings_.splice(encodings_.begin(), encodings_, it);  // most recent first
+      return it->second;
+    }
+    return nullptr;
+  }
+  void keep_encoding(const std::vector<int32_t>& key, std::shared_ptr<const std::vector<float>> rows) {
+    std::lock_guard<std::mutex> lk(mu_);
+    encodings_.emplace_front(key, std::move(rows));
+    size_t bytes = 0;
+    for (auto it = encodings_.begin(); it != encodings_.end();) {
+      bytes += it->second->size() * sizeof(float);
+      if (bytes > kEncodeCacheBytes && it != encodings_.begin()) it = encodings_.erase(it);
+      else ++it;
+    }
+  }
+
   void store(Session::Snapshot&& snap) {
     const size_t bytes = snap.state.size() + snap.tokens.size() * sizeof(int32_t);
     const size_t budget = static_cast<size_t>(std::max<int64_t>(0, opt_.cache_ram_mib)) << 20;
@@ -566,6 +594,7 @@ class ServerEngine final : public Engine {
   uint64_t next_ticket_ = 0, serving_ = 0;  // FIFO slot assignment (acquire), under mu_
   std::vector<Slot> slots_;
   std::list<CacheEntry> cache_;
+  std::list<std::pair<std::vector<int32_t>, std::shared_ptr<const std::vector<float>>>> encodings_;  // under mu_
   size_t cache_bytes_ = 0;
   uint64_t clock_ = 0;
   std::atomic<uint64_t> n_requests_{0};

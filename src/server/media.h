@@ -22,6 +22,7 @@ inline constexpr size_t kMaxRequestImageBytes = 256u << 20;
 
 struct PromptImage {
   vision::RgbImage pixels;  // decoded
+  std::vector<int32_t> ids; // image_row_ids of its bytes: its key in the prompt and the encode cache
   int64_t nx = 0, ny = 0;   // the merged grid the tower makes of it: nx · ny rows
   size_t first = 0;         // prompt entry of its first row
 };

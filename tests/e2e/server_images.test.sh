@@ -3,7 +3,7 @@
 # synthetic model mtmd_oracle uses (oxi-gen --vision, converted by us with --mmproj). Prepares the
 # model, the images (Pillow) and llama-mtmd-cli's greedy answers here; lib/images_client.mjs then
 # asks the server with the real `openai` client (and the Anthropic / ollama shapes) and compares:
-#   1. one image, two images, the image as a file:// URL under --media-dir, the HF checkpoint's
+#   1. one image, two images, the same new image three times (encoded once), the image as a file:// URL under --media-dir, the HF checkpoint's
 #      own tower: text identical to llama-mtmd-cli's for the same image and prompt (temperature 0);
 #   2. a second turn about the same image: identical to llama-mtmd-cli on that two-turn prompt
 #      (rendered from the model's template by @huggingface/jinja), and the image not encoded again;
@@ -38,6 +38,7 @@ def img(w, h, k):
     return im
 img(256, 256, 7).save(d + "/media/square.png")
 img(320, 256, 5).save(d + "/wide.png")
+img(288, 256, 11).save(d + "/third.png")
 img(1024, 1024, 3).save(d + "/big.png")   # 1024 rows: more than a 1024-entry context holds
 open(d + "/outside.png", "wb").write(open(d + "/media/square.png", "rb").read())
 png = open(d + "/media/square.png", "rb").read()
@@ -83,6 +84,7 @@ ref() {  # name, llama-mtmd-cli arguments...
 }
 ref one --image "$WORK/media/square.png" -p "Describe this picture."
 ref wide --image "$WORK/wide.png" -p "Describe this picture."
+ref three --image "$WORK/third.png" --image "$WORK/third.png" --image "$WORK/third.png" -p "Compare the images."
 ref two --image "$WORK/media/square.png" --image "$WORK/wide.png" -p "Compare the two images."
 # The prompts with their trailing newline ($(cat) alone would drop it).
 TURN2="$(cat "$WORK/turn2.txt"; printf x)"; TURN2="${TURN2%x}"

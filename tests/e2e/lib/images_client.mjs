@@ -54,16 +54,24 @@ await check("second turn about the same image: llama-mtmd-cli's answer, image no
   assert.ok(r.usage.prompt_tokens_details.cached_tokens > 64, JSON.stringify(r.usage));
 });
 
+await check("another image after the cached one: encoded, llama-mtmd-cli's answer for it", async () => {
+  const r = await ask([image(dataUrl(path.join(WORK, "wide.png"))), text("Describe this picture.")]);
+  assert.equal(r.timings.images_encoded, 1);
+  assert.equal(answer(r), reference("wide"));
+});
+
 await check("two images in one message: identical to llama-mtmd-cli's", async () => {
   const r = await ask([image(dataUrl(square)), image(dataUrl(path.join(WORK, "wide.png"))), text("Compare the two images.")]);
   assert.equal(answer(r), reference("two"));
   assert.equal(r.timings.images, 2);
 });
 
-await check("another image after the cached one: encoded, llama-mtmd-cli's answer for it", async () => {
-  const r = await ask([image(dataUrl(path.join(WORK, "wide.png"))), text("Describe this picture.")]);
-  assert.equal(r.timings.images_encoded, 1);
-  assert.equal(answer(r), reference("wide"));
+await check("the same new image three times: llama-mtmd-cli's answer, encoded once", async () => {
+  const u = dataUrl(path.join(WORK, "third.png"));
+  const r = await ask([image(u), image(u), image(u), text("Compare the images.")]);
+  assert.equal(answer(r), reference("three"));
+  assert.equal(r.timings.images, 3);
+  assert.equal(r.timings.images_encoded, 1, "the encode cache serves the repeats");
 });
 
 await check("file:// URL under --media-dir: the same answer as the data: URL", async () => {
