@@ -203,7 +203,7 @@ json timings_json(const GenerationResult& r) {
               {"predicted_n", r.n_generated}, {"predicted_ms", r.gen_ms},
               {"predicted_per_second", per_s(r.n_generated, r.gen_ms)},
               {"draft_n", r.n_drafted}, {"draft_n_accepted", r.n_accepted}};
-  if (r.n_images > 0) {  // prompts with images: how many the tower ran on (the rest: prompt cache)
+  if (r.n_images > 0) {  // prompts with images: how many the tower ran on (the rest: prompt or encode cache)
     t["images"] = r.n_images;
     t["images_encoded"] = r.n_images_encoded;
     t["image_encode_ms"] = r.image_encode_ms;
