@@ -1,6 +1,7 @@
 // oxinfer serve: OpenAI-compatible HTTP server (src/server).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ const char* kHelp =
     "                        speculative.n_max / speculative.n_min\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --alias NAME          model id reported by /v1/models\n"
+    "  --mmproj FILE         the vision tower (llama.cpp mmproj GGUF; Qwen 3.5): chat messages may\n"
+    "                        carry image_url parts (data: URLs; an HF checkpoint's own tower needs none)\n"
+    "  --media-dir DIR       also read file:// image URLs, only for files under DIR (default: refused;\n"
+    "                        http(s) image URLs are never fetched)\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB; 1 or more)\n"
     "  --special-in-content  special-token text in messages becomes control tokens (unsafe: lets a\n"
     "                        message forge turns; by default it stays text)\n"
@@ -72,7 +77,8 @@ int cmd_serve(int argc, char** argv) {
     std::vector<std::string> known = {"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np",
                                       "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
-                                      "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant"};
+                                      "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant",
+                                      "--mmproj", "--media-dir"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     args.check_known(known);
@@ -92,6 +98,9 @@ int cmd_serve(int argc, char** argv) {
     o.gpu_layers = gpu_layers_from_args(args);
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
+    o.mmproj = args.get_or({"--mmproj"}, "");
+    o.media_dir = args.get_or({"--media-dir"}, "");
+    if (!o.media_dir.empty() && !std::filesystem::is_directory(o.media_dir)) usage_error("--media-dir: '" + o.media_dir + "' is not a directory");
     const SpecArgs spec = spec_from_args(args);
     // The MTP head drafts from hidden states the continuous batcher does not keep yet.
     if (spec.mode == 3) usage_error("--spec mtp is not available in the server yet (continuous batching); use auto or ngram");

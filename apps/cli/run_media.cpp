@@ -2,11 +2,8 @@
 // one `<__media__>` marker per image (prepended when the prompt has none, as llama-mtmd-cli does),
 // split at the markers and tokenized piece by piece with special-token text parsed (so the same
 // command line gives the same tokens as llama-mtmd-cli). Each image becomes
-// `<|vision_start|>` + its embedding rows + `<|vision_end|>`. Positions: text takes p, p+1, … in
-// all three mRoPE streams; an image starting at p gives its row (r, c) of the merged grid the
-// positions (t, h, w) = (p, p + r, p + c), and the text after it resumes at p + max(rows, cols)
-// (Qwen3-VL get_rope_index; llama.cpp's mtmd advances the same way). The KV cache still takes one
-// slot per entry, so from the first image on RoPE positions run behind cache positions.
+// `<|vision_start|>` + its embedding rows + `<|vision_end|>`, at the mRoPE positions of
+// vision::MediaEntries (vision/media_prompt.h, shared with the server).
 #include "run_media.h"
 
 #include <algorithm>
@@ -19,7 +16,7 @@
 #include "core/error.h"
 #include "loader/loaded_model.h"
 #include "sampling/sampler.h"
-#include "vision/qwen3vl.h"
+#include "vision/media_prompt.h"
 
 namespace oxi::cli {
 
@@ -72,16 +69,10 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
     throw_error(ErrorCode::kUnsupported, "images: the model (" + model.info().arch +
                                              ") has no vision support in oxinfer yet (Qwen 3.5 has)");
   // The tower: the mmproj file, else the HF checkpoint's own model.visual.* read in place.
-  std::unique_ptr<vision::Qwen3VLTower> tower;
-  if (!r.mmproj.empty()) tower = vision::Qwen3VLTower::from_mmproj(r.mmproj);
-  else if (lm.files.hf && lm.files.hf->config.contains("vision_config")) tower = vision::Qwen3VLTower::from_hf(*lm.files.hf);
-  else
+  std::unique_ptr<vision::Qwen3VLTower> tower = vision::load_vision_tower(model.info(), lm.files, r.mmproj);
+  if (!tower)
     throw_error(ErrorCode::kInvalidArgument,
                 "--image needs --mmproj FILE (the model's vision tower); this model has none, a text-only model cannot take images");
-  if (tower->config().out != model.info().n_embd)
-    throw_error(ErrorCode::kInvalidArgument, (r.mmproj.empty() ? lm.files.path : r.mmproj) + ": projection width " + std::to_string(tower->config().out) +
-                                                 " does not match the model's embedding width " +
-                                                 std::to_string(model.info().n_embd));
   const int32_t vs = special_id(m, "<|vision_start|>"), ve = special_id(m, "<|vision_end|>");
 
   // The prompt text with its markers.
@@ -100,44 +91,32 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
   // Entries: tokens, image rows (token −1), positions.
   const vision::PrepOptions po{r.llama_preproc ? vision::ResizeMode::kLlamaCpp : vision::ResizeMode::kHf};
   const int64_t d = model.info().n_embd;
-  std::vector<int32_t> tok, pos;
-  std::vector<int32_t> pos3;
+  vision::MediaEntries ent;
   std::vector<float> embd;
-  int64_t p = 0;
-  auto add_text = [&](const std::vector<int32_t>& ids) {
-    for (int32_t id : ids) {
-      tok.push_back(id);
-      pos.push_back(static_cast<int32_t>(p));
-      pos3.insert(pos3.end(), {static_cast<int32_t>(p), static_cast<int32_t>(p), static_cast<int32_t>(p)});
-      ++p;
-    }
-  };
+  const int32_t image_row[1] = {-1};
   double encode_ms = 0;
   size_t start = 0;
   for (size_t i = 0; i <= r.images.size(); ++i) {
     const size_t at = i < r.images.size() ? full.find(kMarker, start) : std::string::npos;
     std::vector<int32_t> seg = tokenize(m, full.substr(start, at == std::string::npos ? std::string::npos : at - start));
     if (i == r.images.size()) {
-      add_text(seg);
+      ent.add_text(seg);
       break;
     }
     seg.push_back(vs);
-    add_text(seg);
+    ent.add_text(seg);
     const auto t0 = std::chrono::steady_clock::now();
     const vision::ImageEmbedding e = tower->encode(vision::load_image(r.images[i]), po);
     encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    embd.resize(tok.size() * static_cast<size_t>(d), 0.0f);
-    for (int64_t k = 0; k < e.n_tokens(); ++k) {
-      tok.push_back(-1);
-      pos.push_back(static_cast<int32_t>(p));
-      pos3.insert(pos3.end(), {static_cast<int32_t>(p), static_cast<int32_t>(p + k / e.nx), static_cast<int32_t>(p + k % e.nx)});
-    }
+    embd.resize(ent.tok.size() * static_cast<size_t>(d), 0.0f);
+    ent.add_image(e.nx, e.ny, image_row);
     embd.insert(embd.end(), e.rows.begin(), e.rows.end());
-    p += std::max(e.nx, e.ny);
-    add_text({ve});
+    ent.add_text(std::span<const int32_t>(&ve, 1));
     start = at + std::string(kMarker).size();
   }
+  const std::vector<int32_t>& tok = ent.tok;
   embd.resize(tok.size() * static_cast<size_t>(d), 0.0f);
+  int64_t p = ent.next;
 
   const int64_t n_ctx = r.n_ctx > 0 ? r.n_ctx : std::max<int64_t>(model.info().n_ctx_train, 4096);
   const int64_t n_gen_max = r.n_predict < 0 ? n_ctx - static_cast<int64_t>(tok.size()) : r.n_predict;
@@ -168,8 +147,8 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
   b.n = static_cast<int64_t>(tok.size());
   b.token = tok.data();
   b.embd = embd.data();
-  b.pos = pos.data();
-  b.pos3 = pos3.data();
+  b.pos = ent.pos.data();
+  b.pos3 = ent.pos3.data();
   BatchOutput out;
   out.logits = logits.data();
   model.forward_batch(states, b, out);

@@ -22,11 +22,14 @@ uint64_t Batcher::rows() const {
   return rows_;
 }
 
-void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits) {
+void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits,
+                      const float* embd, const int32_t* pos3) {
   if (tokens.empty()) return;
   Req r;
   r.state = &state;
   r.tokens = tokens;
+  r.embd = embd;
+  r.pos3 = pos3;
   r.logits = logits;
   r.all = all_logits;
   std::unique_lock<std::mutex> lk(mu_);
@@ -74,6 +77,25 @@ void Batcher::run(std::vector<Req*>& reqs) {
     }
     n_out.push_back(reqs[i]->all ? n : 1);
   }
+  // Image rows and explicit positions: when one submission has them, the pass carries them for
+  // every entry (zero rows for tokens; cache positions for submissions without).
+  const bool any_embd = std::any_of(reqs.begin(), reqs.end(), [](const Req* q) { return q->embd != nullptr; });
+  const bool any_pos = std::any_of(reqs.begin(), reqs.end(), [](const Req* q) { return q->pos3 != nullptr; });
+  const size_t d = static_cast<size_t>(model_.info().n_embd);
+  std::vector<float> embd(any_embd ? tok.size() * d : 0, 0.0f);
+  std::vector<int32_t> pos, pos3;
+  for (size_t i = 0, at = 0; i < reqs.size(); at += reqs[i]->tokens.size(), ++i) {
+    const Req& q = *reqs[i];
+    const size_t n = q.tokens.size();
+    if (q.embd) std::copy_n(q.embd, n * d, embd.data() + at * d);
+    if (!any_pos) continue;
+    for (size_t j = 0; j < n; ++j) {
+      const auto p = static_cast<int32_t>(q.state->n_past() + static_cast<int64_t>(j));
+      if (q.pos3) pos3.insert(pos3.end(), q.pos3 + 3 * j, q.pos3 + 3 * j + 3);
+      else pos3.insert(pos3.end(), {p, p, p});
+      pos.push_back(pos3[3 * (at + j)]);
+    }
+  }
   const size_t V = static_cast<size_t>(model_.info().n_vocab);
   size_t rows_out = 0;
   for (size_t n : n_out) rows_out += n;
@@ -83,6 +105,11 @@ void Batcher::run(std::vector<Req*>& reqs) {
   b.token = tok.data();
   b.seq = seq.data();
   b.output = want.data();
+  if (any_embd) b.embd = embd.data();
+  if (any_pos) {
+    b.pos = pos.data();
+    b.pos3 = pos3.data();
+  }
   try {
     model_.forward_batch(states, b, BatchOutput{out.data(), nullptr});
   } catch (const Error& e) {
@@ -94,11 +121,8 @@ void Batcher::run(std::vector<Req*>& reqs) {
       return;
     }
     for (Req* q : reqs) {
-      try {
-        model_.forward(*q->state, q->tokens, q->logits, q->all);
-      } catch (...) {
-        q->error = std::current_exception();
-      }
+      std::vector<Req*> one{q};
+      run(one);  // a pass of its own: its outcome, error included, is its own
     }
     return;
   } catch (...) {

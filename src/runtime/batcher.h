@@ -44,7 +44,11 @@ class Batcher {
   // Feeds `tokens` to `state` together with the other pending submissions; writes the last
   // token's logits (n_vocab floats), or every token's ([tokens.size(), n_vocab]) when all_logits
   // (a speculative verify step). Throws what the model throws for this submission's batch.
-  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits = false);
+  // Entries that are not plain tokens (images): embd [tokens.size(), n_embd] holds the rows of
+  // the entries whose id is negative; pos3 [tokens.size(), 3] explicit mRoPE positions (nullptr:
+  // the cache positions), as Batch (models/model.h) takes them.
+  void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits = false,
+               const float* embd = nullptr, const int32_t* pos3 = nullptr);
 
   // Passes run and sequences served, for tests and /metrics.
   uint64_t passes() const;
@@ -57,6 +61,8 @@ class Batcher {
   struct Req {
     SequenceState* state = nullptr;
     std::span<const int32_t> tokens;
+    const float* embd = nullptr;
+    const int32_t* pos3 = nullptr;
     float* logits = nullptr;
     bool all = false;
     bool done = false;

@@ -86,12 +86,38 @@ Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batch
 
 Session::~Session() = default;
 
-void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool all) {
+void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool all, const EntryRows& rows) {
+  const int64_t d = model_.info().n_embd, p0 = state_->n_past(), n = static_cast<int64_t>(tokens.size());
+  // Positions: as given, else the cache positions shifted by what earlier images left behind.
+  std::vector<int32_t> shifted;
+  const int32_t* pos3 = rows.pos3;
+  if (!pos3 && pos_offset_ != 0) {
+    for (int64_t j = 0; j < n; ++j) {
+      const auto p = static_cast<int32_t>(p0 + j + pos_offset_);
+      shifted.insert(shifted.end(), {p, p, p});
+    }
+    pos3 = shifted.data();
+  }
+  if (rows.pos3 && n > 0) pos_offset_ = rows.pos3[3 * (n - 1)] + 1 - (p0 + n);
   if (batcher_) {
-    batcher_->forward(*state_, tokens, logits, all);
+    batcher_->forward(*state_, tokens, logits, all, rows.embd, pos3);
     return;
   }
-  const int64_t d = model_.info().n_embd, p0 = state_->n_past(), n = static_cast<int64_t>(tokens.size());
+  if (rows.embd || pos3) {  // no hidden rows kept: MTP drafts from plain token sequences only
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) pos[static_cast<size_t>(j)] = pos3[3 * j];
+    const std::vector<uint8_t> every(all ? static_cast<size_t>(n) : 0, 1);
+    Batch b;
+    b.n = n;
+    b.token = tokens.data();
+    b.embd = rows.embd;
+    b.pos = pos.data();
+    b.pos3 = pos3;
+    if (all) b.output = every.data();
+    SequenceState* st[1] = {state_.get()};
+    model_.forward_batch(st, b, BatchOutput{logits, nullptr});
+    return;
+  }
   const bool keep = mtp_ && hid_n_ == p0;  // rows only for MTP drafting, and only contiguous ones
   if (keep) hid_.resize(static_cast<size_t>((p0 + n) * d));
   model_.forward(*state_, tokens, logits, all, keep ? hid_.data() + p0 * d : nullptr);
@@ -109,12 +135,13 @@ int64_t Session::n_past() const { return state_->n_past(); }
 void Session::reset() {
   state_->clear();
   tokens_.clear();
+  pos_offset_ = 0;
   logits_valid_ = false;
   checkpoint_.reset();
   drop_hidden(0);
 }
 
-void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
+void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk, const EntryRows& rows) {
   if (tokens.empty()) return;
   const int64_t room = n_ctx() - n_past();
   if (static_cast<int64_t>(tokens.size()) > room) {
@@ -125,7 +152,7 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
   }
   const int64_t n_vocab = model_.info().n_vocab;
   for (int64_t id : tokens) {
-    if (id < 0 || id >= n_vocab) {
+    if ((id < 0 && !rows.embd) || id >= n_vocab) {
       throw_error(ErrorCode::kInvalidArgument, "token id " + std::to_string(id) +
                                                    " is out of range (vocabulary of " +
                                                    std::to_string(n_vocab) + ")");
@@ -136,13 +163,17 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk) {
   try {
     for (size_t i = 0; i < tokens.size(); i += step) {
       const auto part = tokens.subspan(i, std::min(step, tokens.size() - i));
-      model_forward(part, logits_.data(), false);
+      const int64_t d = model_.info().n_embd;
+      const EntryRows part_rows{rows.embd ? rows.embd + static_cast<int64_t>(i) * d : nullptr,
+                                rows.pos3 ? rows.pos3 + 3 * i : nullptr};
+      model_forward(part, logits_.data(), false, part_rows);
       tokens_.insert(tokens_.end(), part.begin(), part.end());
     }
   } catch (...) {
     // A failed forward may leave the state half-updated: start over rather than go on from it.
     state_->clear();
     tokens_.clear();
+    pos_offset_ = 0;
     checkpoint_.reset();
     drop_hidden(0);
     throw;
@@ -164,6 +195,7 @@ void Session::forward_step(std::span<const int32_t> tokens, bool all) {
   } catch (...) {
     state_->clear();  // as forward_chunked: never go on from a half-updated state
     tokens_.clear();
+    pos_offset_ = 0;
     checkpoint_.reset();
     drop_hidden(0);
     throw;
@@ -180,12 +212,12 @@ void Session::truncate(int64_t n) {
   drop_hidden(n);
 }
 
-void Session::prefill(std::span<const int32_t> tokens, const GenerateOptions& opt) {
-  forward_chunked(tokens, opt.prefill_chunk);
+void Session::prefill(std::span<const int32_t> tokens, const GenerateOptions& opt, const EntryRows& rows) {
+  forward_chunked(tokens, opt.prefill_chunk, rows);
 }
 
 GenerateResult Session::generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
-                                 const TokenCallback& on_token) {
+                                 const TokenCallback& on_token, const EntryRows& rows) {
   if (opt.n_top_logprobs < 0 || opt.n_top_logprobs > 20) {
     throw_error(ErrorCode::kInvalidArgument, "top logprobs must be between 0 and 20");
   }
@@ -201,14 +233,17 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
     const size_t keep = opt.sampling.penalty_last_n < 0
                             ? tokens_.size()
                             : std::min(tokens_.size(), static_cast<size_t>(opt.sampling.penalty_last_n));
-    for (size_t i = tokens_.size() - keep; i < tokens_.size(); ++i) sampler.accept(tokens_[i]);
-    for (int32_t id : prompt) sampler.accept(id);
+    // Image rows (negative ids) are no tokens to penalise.
+    for (size_t i = tokens_.size() - keep; i < tokens_.size(); ++i)
+      if (tokens_[i] >= 0) sampler.accept(tokens_[i]);
+    for (int32_t id : prompt)
+      if (id >= 0) sampler.accept(id);
   }
 
   GenerateResult res;
   res.n_prompt = static_cast<int32_t>(prompt.size());
   const auto t0 = Clock::now();
-  forward_chunked(prompt, opt.prefill_chunk);
+  forward_chunked(prompt, opt.prefill_chunk, rows);
   res.prompt_seconds = seconds_since(t0);
 
   auto stream = text_.new_stream();
@@ -332,6 +367,8 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
         tokens_.push_back(id);
         drafter->propose(tokens_, static_cast<int32_t>(cap), draft);
         tokens_.pop_back();
+        // A history with images holds their rows as negative ids: a draft ends before one.
+        draft.erase(std::find_if(draft.begin(), draft.end(), [](int32_t t) { return t < 0; }), draft.end());
         k = tuner_.choose(static_cast<int32_t>(draft.size()));
       }
     }
@@ -390,21 +427,24 @@ size_t Session::reuse_prefix(std::span<const int32_t> seq, size_t max_reuse) {
   }
   state_->clear();
   tokens_.clear();
+  pos_offset_ = 0;
   logits_valid_ = false;
   drop_hidden(0);
   return 0;
 }
 
-Session::Snapshot Session::snapshot() const { return Snapshot{tokens_, state_->snapshot()}; }
+Session::Snapshot Session::snapshot() const { return Snapshot{tokens_, state_->snapshot(), pos_offset_}; }
 
 void Session::restore(const Snapshot& s) {
   state_->restore(s.state);
   tokens_ = s.tokens;
+  pos_offset_ = s.pos_offset;
   logits_valid_ = false;
   drop_hidden(0);  // the snapshot carries no hidden rows: no MTP drafting until the next reset
   if (state_->n_past() != static_cast<int64_t>(tokens_.size())) {
     state_->clear();
     tokens_.clear();
+    pos_offset_ = 0;
     throw_error(ErrorCode::kInternal, "restored state does not match its tokens");
   }
 }

@@ -108,6 +108,17 @@ struct GenerateResult {
   int32_t n_accepted = 0;
 };
 
+// Prompt entries that are not plain tokens at plain positions (images), for a span of n entries
+// given beside their ids: embd [n, n_embd] holds the rows of the entries whose id is negative
+// (other rows are not read; nullptr when no id is negative), pos3 [n, 3] every entry's (t, h, w)
+// mRoPE positions (nullptr: cache positions). After a span with pos3, later entries and generated
+// tokens continue from its last t + 1: the session keeps that offset from the cache position
+// (Qwen3-VL: an image of R × C rows advances the position by max(R, C), not R · C).
+struct EntryRows {
+  const float* embd = nullptr;
+  const int32_t* pos3 = nullptr;
+};
+
 // Return false to stop (the result then says kCancelled).
 using TokenCallback = std::function<bool(const TokenEvent&)>;
 
@@ -129,14 +140,15 @@ class Session {
   void reset();
 
   // Feeds tokens (chunked) without sampling; throws kInvalidArgument when they do not fit.
-  void prefill(std::span<const int32_t> tokens, const GenerateOptions& opt = {});
+  // rows: image rows and positions for these entries (see EntryRows).
+  void prefill(std::span<const int32_t> tokens, const GenerateOptions& opt = {}, const EntryRows& rows = {});
 
   // Appends `prompt` to the sequence, then generates. `prompt` may be empty only when the last
   // call left logits behind (it never does after generate(); so in practice: non-empty).
   // Throws oxi::Error: kInvalidArgument "prompt of N tokens does not fit…" when the prompt does not
   // fit the context, model errors as they come.
   GenerateResult generate(std::span<const int32_t> prompt, const GenerateOptions& opt,
-                          const TokenCallback& on_token);
+                          const TokenCallback& on_token, const EntryRows& rows = {});
 
   // Prompt caching. A checkpoint is a saved (tokens, state) pair; reuse_prefix(seq) brings the
   // session to the longest usable prefix of `seq` (the current state if tokens() is a prefix of
@@ -147,8 +159,9 @@ class Session {
   size_t reuse_prefix(std::span<const int32_t> seq, size_t max_reuse);
 
   struct Snapshot {
-    std::vector<int32_t> tokens;
+    std::vector<int32_t> tokens;  // negative ids: image rows (the server keys them by content hash)
     std::vector<uint8_t> state;
+    int64_t pos_offset = 0;       // RoPE position − cache position of the next entry
   };
   Snapshot snapshot() const;
   void restore(const Snapshot& s);
@@ -160,6 +173,7 @@ class Session {
   std::unique_ptr<SequenceState> state_;
   std::vector<int32_t> tokens_;
   std::vector<float> logits_;     // last token's logits
+  int64_t pos_offset_ = 0;        // RoPE position − cache position after images (EntryRows); ≤ 0
   bool logits_valid_ = false;     // logits_ belong to tokens_.back()
   std::optional<Snapshot> checkpoint_;
   int32_t max_draft_ = 0;
@@ -173,9 +187,10 @@ class Session {
   std::vector<float> hid_;
   int64_t hid_n_ = 0;
 
-  void forward_chunked(std::span<const int32_t> tokens, int32_t chunk);
-  // One model call (through the batcher when there is one), keeping hidden rows for MTP.
-  void model_forward(std::span<const int32_t> tokens, float* logits, bool all);
+  void forward_chunked(std::span<const int32_t> tokens, int32_t chunk, const EntryRows& rows = {});
+  // One model call (through the batcher when there is one), keeping hidden rows for MTP (plain
+  // tokens at plain positions only).
+  void model_forward(std::span<const int32_t> tokens, float* logits, bool all, const EntryRows& rows = {});
   // Forgets kept hidden rows and the MTP head's pairs beyond position n.
   void drop_hidden(int64_t n);
   // One decode or verify step: feeds `tokens`, writes the last token's logits to logits_ (or, with

@@ -58,6 +58,8 @@ void translate_message(const json& m, size_t index, json& out) {
   if (!content.is_array()) bad(where + ".content", "'content' must be a string or an array of content blocks");
   std::string text, thinking;
   json tool_calls = json::array();
+  json parts = json::array();  // a user message with images: its text and image parts in order
+  bool images = false;
   for (size_t i = 0; i < content.size(); ++i) {
     const json& b = content[i];
     const std::string w = where + ".content[" + std::to_string(i) + "]";
@@ -66,6 +68,21 @@ void translate_message(const json& m, size_t index, json& out) {
     if (t == "text") {
       if (!b.contains("text") || !b["text"].is_string()) bad(w + ".text", "a text block needs a string 'text'");
       text += b["text"].get<std::string>();
+      parts.push_back({{"type", "text"}, {"text", b["text"]}});
+    } else if (t == "image" && role == "user") {
+      // → an OpenAI image_url part (the engine reads it: data: URLs; http(s) never fetched)
+      const json* src = b.contains("source") && b["source"].is_object() ? &b["source"] : nullptr;
+      const std::string st = src ? src->value("type", "") : "";
+      std::string url;
+      if (st == "base64" && (*src).contains("data") && (*src)["data"].is_string()) {
+        url = "data:" + src->value("media_type", std::string("image/png")) + ";base64," + (*src)["data"].get<std::string>();
+      } else if (st == "url" && (*src).contains("url") && (*src)["url"].is_string()) {
+        url = (*src)["url"].get<std::string>();
+      } else {
+        bad(w + ".source", "an image block needs source {\"type\": \"base64\", \"media_type\", \"data\"} or {\"type\": \"url\", \"url\"}");
+      }
+      parts.push_back({{"type", "image_url"}, {"image_url", {{"url", url}}}});
+      images = true;
     } else if (t == "tool_result" && role == "user") {
       if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) bad(w + ".tool_use_id", "a tool_result needs a string 'tool_use_id'");
       std::string result = b.contains("content") && !b["content"].is_null() ? text_of_blocks(b["content"], w + ".content") : "";
@@ -89,7 +106,9 @@ void translate_message(const json& m, size_t index, json& out) {
     }
   }
   if (role == "user") {
-    if (!text.empty() || content.empty() || out.empty() || out.back().value("role", "") != "tool") {
+    if (images) {
+      out.push_back({{"role", "user"}, {"content", parts}});
+    } else if (!text.empty() || content.empty() || out.empty() || out.back().value("role", "") != "tool") {
       out.push_back({{"role", "user"}, {"content", text}});
     }
     return;

@@ -3,6 +3,9 @@
 // generation loop on its own thread, and their forward steps meet in one Batcher, so the active
 // slots decode together in one pass over the weights and a new prompt is pre-filled in chunks
 // mixed with the ongoing decodes (runtime/batcher.h; a sequence computes what it would alone).
+// Images (Qwen 3.5 with a vision tower, loaded once): the template places `<|image_pad|>` where a
+// message has an image part, place_images swaps it for the image's rows (ids keyed by content
+// hash), and generate encodes only the images the prompt cache does not already hold.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -20,8 +23,10 @@
 #include "runtime/session.h"
 #include "server/engine.h"
 #include "sampling/json_constraint.h"
+#include "server/media.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/media_prompt.h"
 
 namespace oxi::server {
 
@@ -60,6 +65,22 @@ std::string flatten_content(const json& content) {
     if (p.value("type", "") == "text") out += p.value("text", "");
   }
   return out;
+}
+
+// A content array with images as the chat templates take it: image_url parts become
+// {"type": "image"} (Qwen 3.5's template renders <|vision_start|><|image_pad|><|vision_end|>),
+// text parts stay. A content without images is flattened to its text, as before.
+json template_content(const json& content) {
+  bool images = false;
+  for (const auto& p : content) images = images || p.value("type", "") == "image_url";
+  if (!images) return flatten_content(content);
+  json parts = json::array();
+  for (const auto& p : content) {
+    const std::string t = p.value("type", "");
+    if (t == "image_url") parts.push_back({{"type", "image"}});
+    else if (t == "text") parts.push_back({{"type", "text"}, {"text", p.value("text", "")}});
+  }
+  return parts;
 }
 
 class ServerEngine final : public Engine {
@@ -101,7 +122,7 @@ class ServerEngine final : public Engine {
     ordered_json msgs = ordered_json::array();
     for (const auto& m : req.messages) {
       ordered_json om = ordered_json::parse(m.dump());
-      if (om.contains("content") && om["content"].is_array()) om["content"] = flatten_content(m["content"]);
+      if (om.contains("content") && om["content"].is_array()) om["content"] = ordered_json::parse(template_content(m["content"]).dump());
       if (om.contains("content") && om["content"].is_null() && om.value("role", "") != "assistant") om["content"] = "";
       msgs.push_back(std::move(om));
     }
@@ -136,16 +157,75 @@ class ServerEngine final : public Engine {
     return full;
   }
 
+  std::shared_ptr<const PromptMedia> place_images(const ChatRequest& req, std::vector<int32_t>& ids,
+                                                  std::vector<int32_t>* prefix) override {
+    const std::vector<ImageRef> refs = image_refs(req.messages);
+    if (refs.empty()) return nullptr;
+    if (!tower_) {
+      throw RequestError(400, refs[0].param, "this model takes no images: the server has no vision tower for it "
+                                             "(start it with --mmproj FILE, or serve an HF checkpoint that has one)");
+    }
+    auto media = std::make_shared<PromptMedia>();
+    size_t decoded = 0;
+    const int64_t cell = tower_->config().patch * tower_->config().merge;
+    for (const ImageRef& ref : refs) {
+      const std::string bytes = image_url_bytes(ref, opt_.media_dir);
+      PromptImage im;
+      try {
+        im.pixels = vision::decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+                                         "the image", kMaxServerImagePixels);
+        const vision::Size t = tower_->target_size({im.pixels.width, im.pixels.height});
+        im.nx = t.width / cell;
+        im.ny = t.height / cell;
+      } catch (const Error& e) {
+        throw RequestError(400, ref.param, e.what());
+      }
+      decoded += im.pixels.rgb.size();
+      if (decoded > kMaxRequestImageBytes) {
+        throw RequestError(400, ref.param, "the request's images decode to more than " +
+                                               std::to_string(kMaxRequestImageBytes >> 20) + " MiB");
+      }
+      im.ids = image_row_ids(bytes);
+      media->images.push_back(std::move(im));
+    }
+    // Each placeholder → the next image's rows, at Qwen3-VL's positions (vision::MediaEntries).
+    auto expand = [&](std::vector<int32_t>& v, bool whole) {
+      vision::MediaEntries ent;
+      size_t k = 0, start = 0;
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (v[i] != image_pad_) continue;
+        if (k == media->images.size()) break;
+        ent.add_text(std::span<const int32_t>(v.data() + start, i - start));
+        if (whole) media->images[k].first = ent.tok.size();
+        ent.add_image(media->images[k].nx, media->images[k].ny, media->images[k].ids);
+        ++k;
+        start = i + 1;
+      }
+      if (whole && k != media->images.size()) {
+        throw RequestError(400, "messages", "the chat template placed " + std::to_string(k) + " of the " +
+                                                std::to_string(media->images.size()) + " image parts");
+      }
+      ent.add_text(std::span<const int32_t>(v.data() + start, v.size() - start));
+      v = std::move(ent.tok);
+      return std::move(ent.pos3);
+    };
+    media->pos3 = expand(ids, true);
+    if (prefix) expand(*prefix, false);
+    return media;
+  }
+
   GenerationResult generate(const std::vector<int32_t>& prompt, size_t checkpoint_at,
                             const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
-                            const TokenSink& sink) override {
+                            const TokenSink& sink, const PromptMedia* media) override {
     if (prompt.empty()) throw RequestError(400, "messages", "the prompt is empty");
     if (static_cast<int64_t>(prompt.size()) >= opt_.n_ctx) {
       throw RequestError(400, "messages", "the prompt has " + std::to_string(prompt.size()) +
-                                              " tokens; the context holds " + std::to_string(opt_.n_ctx));
+                                              (media ? " entries (text tokens and image rows)" : " tokens") +
+                                              "; the context holds " + std::to_string(opt_.n_ctx));
     }
+    if (media && media->pos3.size() != 3 * prompt.size()) throw RequestError(500, "", "image positions do not match the prompt", "server_error");
     for (int32_t id : prompt) {
-      if (id < 0 || id >= tok_->n_vocab()) {
+      if ((id < 0 && !media) || id >= tok_->n_vocab()) {
         throw RequestError(400, "prompt", "token id " + std::to_string(id) + " is out of range");
       }
     }
@@ -195,13 +275,19 @@ class ServerEngine final : public Engine {
         std::lock_guard<std::mutex> lk(mu_);
         slot.n_cached = out.n_cached;
       }
+      // Image rows of the prompt past the cached prefix: [prompt.size() − cached, n_embd].
+      const std::vector<float> embd = media ? image_rows(*media, cached, prompt.size(), out) : std::vector<float>();
+      const size_t d = static_cast<size_t>(model_->info().n_embd);
+      auto rows_at = [&](size_t p) {
+        return media ? EntryRows{embd.data() + (p - cached) * d, media->pos3.data() + 3 * p} : EntryRows{};
+      };
       const auto t0 = Clock::now();
       // Pre-fill up to the turn boundary in pieces, checkpointing along the way.
       size_t pos = cached;
       const size_t stop_at = boundary > pos ? boundary : pos;
       while (pos < stop_at) {
         const size_t n = std::min(kCheckpointEvery, stop_at - pos);
-        ses.prefill(std::span<const int32_t>(prompt.data() + pos, n), go);
+        ses.prefill(std::span<const int32_t>(prompt.data() + pos, n), go, rows_at(pos));
         pos += n;
         store(ses.snapshot());
       }
@@ -219,7 +305,8 @@ class ServerEngine final : public Engine {
                               const bool go_on = sink(t);
                               if (constraint && constraint->complete()) return false;
                               return go_on;
-                            });
+                            },
+                            rows_at(pos));
       out.n_generated = r.n_generated - (r.stop == StopReason::kEndOfGeneration ? 1 : 0);
       out.prompt_ms = pre_ms + r.prompt_seconds * 1000.0;
       out.gen_ms = r.gen_seconds * 1000.0;
@@ -294,7 +381,7 @@ class ServerEngine final : public Engine {
                 {"n_vocab", mi.n_vocab}, {"quant", opt_.quant}, {"chat_template", loaded_->chat_template},
                 {"format", fs::is_directory(path, ec) ? "safetensors" : "gguf"}, {"modified", modified},
                 {"bos_token", loaded_->bos_text}, {"eos_token", loaded_->eos_text},
-                {"n_slots", static_cast<int>(slots_.size())},
+                {"n_slots", static_cast<int>(slots_.size())}, {"vision", tower_ != nullptr},
                 {"defaults", {{"temperature", defaults_.temperature}, {"top_k", defaults_.top_k},
                               {"top_p", defaults_.top_p}, {"min_p", defaults_.min_p},
                               {"repeat_penalty", defaults_.repeat_penalty}, {"repeat_last_n", defaults_.penalty_last_n},
@@ -305,6 +392,38 @@ class ServerEngine final : public Engine {
  private:
   static constexpr size_t kCheckpointEvery = 1024;
   static constexpr int32_t kPrefillChunk = 256;
+  static constexpr size_t kEncodeCacheBytes = 128u << 20;
+
+  // The embedding rows of prompt entries [from, to) ([to − from, n_embd]; zero for text) for
+  // each image with a row there (an image wholly inside the cached prefix costs nothing): from the
+  // encode cache, else the tower. Counts the images and the encode time into `out`.
+  std::vector<float> image_rows(const PromptMedia& media, size_t from, size_t to, GenerationResult& out) {
+    const size_t d = static_cast<size_t>(model_->info().n_embd);
+    std::vector<float> rows((to - from) * d, 0.0f);
+    out.n_images = static_cast<int>(media.images.size());
+    for (const PromptImage& im : media.images) {
+      const size_t n = static_cast<size_t>(im.nx * im.ny);
+      if (im.first + n <= from) continue;
+      std::shared_ptr<const std::vector<float>> enc = cached_encoding(im.ids);
+      if (!enc) {
+        const auto t0 = Clock::now();
+        vision::ImageEmbedding e = tower_->encode(im.pixels);
+        out.image_encode_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        out.n_images_encoded++;
+        enc = std::make_shared<const std::vector<float>>(std::move(e.rows));
+        keep_encoding(im.ids, enc);
+      }
+      if (enc->size() != n * d) throw RequestError(500, "", "image encoding changed its size", "server_error");
+      for (size_t k = std::max(im.first, from) - im.first; k < n; ++k) {
+        std::copy_n(enc->data() + k * d, d, rows.data() + (im.first + k - from) * d);
+      }
+    }
+    if (out.n_images_encoded > 0) {
+      std::fprintf(stderr, "oxinfer: image encode %.1f ms (%d of %d images; the rest cached)\n",
+                   out.image_encode_ms, out.n_images_encoded, out.n_images);
+    }
+    return rows;
+  }
 
   void load() {
     try {
@@ -327,6 +446,14 @@ class ServerEngine final : public Engine {
       format_ = loaded_->format;
       model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
       defaults_ = loaded_->defaults;
+      // The vision tower, once per server: --mmproj, else the HF checkpoint's own.
+      tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
+      if (tower_) {
+        const std::vector<int32_t> pad = tok_->encode("<|image_pad|>", false, true);
+        if (pad.size() != 1) throw_error(ErrorCode::kUnsupported, "the model's vocabulary has no <|image_pad|> token (not a vision model)");
+        image_pad_ = pad[0];
+        std::fprintf(stderr, "oxinfer: vision tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
+      }
       batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;
@@ -434,6 +561,29 @@ class ServerEngine final : public Engine {
     return 0;
   }
 
+  // Encoded images by content (image_row_ids), least recently used first out past
+  // kEncodeCacheBytes: an image seen again outside a cached prompt prefix (another conversation,
+  // the same image twice, --cache-ram 0) is not encoded again.
+  std::shared_ptr<const std::vector<float>> cached_encoding(const std::vector<int32_t>& key) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = encodings_.begin(); it != encodings_.end(); ++it) {
+      if (it->first != key) continue;
+      encodings_.splice(encodings_.begin(), encodings_, it);  // most recent first
+      return it->second;
+    }
+    return nullptr;
+  }
+  void keep_encoding(const std::vector<int32_t>& key, std::shared_ptr<const std::vector<float>> rows) {
+    std::lock_guard<std::mutex> lk(mu_);
+    encodings_.emplace_front(key, std::move(rows));
+    size_t bytes = 0;
+    for (auto it = encodings_.begin(); it != encodings_.end();) {
+      bytes += it->second->size() * sizeof(float);
+      if (bytes > kEncodeCacheBytes && it != encodings_.begin()) it = encodings_.erase(it);
+      else ++it;
+    }
+  }
+
   void store(Session::Snapshot&& snap) {
     const size_t bytes = snap.state.size() + snap.tokens.size() * sizeof(int32_t);
     const size_t budget = static_cast<size_t>(std::max<int64_t>(0, opt_.cache_ram_mib)) << 20;
@@ -467,12 +617,15 @@ class ServerEngine final : public Engine {
   ChatFormat format_ = ChatFormat::kPlain;
   std::string model_id_;
   SamplingParams defaults_;
+  std::unique_ptr<vision::Qwen3VLTower> tower_;  // nullptr: text only
+  int32_t image_pad_ = -1;                       // the template's image placeholder token
 
   mutable std::mutex mu_;
   std::condition_variable slot_cv_;
   uint64_t next_ticket_ = 0, serving_ = 0;  // FIFO slot assignment (acquire), under mu_
   std::vector<Slot> slots_;
   std::list<CacheEntry> cache_;
+  std::list<std::pair<std::vector<int32_t>, std::shared_ptr<const std::vector<float>>>> encodings_;  // under mu_
   size_t cache_bytes_ = 0;
   uint64_t clock_ = 0;
   std::atomic<uint64_t> n_requests_{0};

@@ -24,13 +24,18 @@ struct TokenOut {
   std::vector<std::pair<int32_t, float>> top;  // (id, logprob)
 };
 
+struct PromptMedia;  // server/media.h
+
 struct GenerationResult {
-  int n_prompt = 0;
+  int n_prompt = 0;          // prompt entries: tokens and image rows
   int n_cached = 0;  // prompt tokens reused from the prompt cache (not pre-filled)
   int n_generated = 0;
   std::string finish_reason = "stop";  // "stop" | "length" | "tool_calls" (set by the caller)
   double prompt_ms = 0, gen_ms = 0;
   int n_drafted = 0, n_accepted = 0;  // speculative decoding: draft tokens verified / accepted
+  int n_images = 0;          // images in the prompt
+  int n_images_encoded = 0;  // of those, run through the tower (the rest were in the prompt cache)
+  double image_encode_ms = 0;
 };
 
 // Called per generated token; return false to stop (client gone, stop string matched).
@@ -52,16 +57,25 @@ class Engine {
   // Tokenizes a prompt from render_chat: special-token strings in the messages and tools stay
   // text; only the template's markup becomes control tokens (unless --special-in-content).
   virtual std::vector<int32_t> tokenize_prompt(const std::string& rendered) = 0;
+  // A chat request's images (image_url parts, in message order) put into its tokenized prompt:
+  // each `<|image_pad|>` the template placed becomes that image's rows (negative ids from its
+  // content hash, so the prompt cache tells images apart and reuses the same one); `prefix` (the
+  // turn boundary's ids, may be null) likewise for the images it holds. nullptr when the request
+  // has no image. RequestError 400: a model without a vision tower, a refused or bad URL, data
+  // that is no image or too large an image.
+  virtual std::shared_ptr<const PromptMedia> place_images(const ChatRequest& req, std::vector<int32_t>& ids,
+                                                          std::vector<int32_t>* prefix) = 0;
   // Output format of the model family (selects the reasoning / tool-call parser).
   virtual ChatFormat chat_format() const = 0;
   // Runs one request on a free slot (blocks while all slots are busy). Throws RequestError for
   // requests that cannot run (prompt longer than the context → 400).
   // checkpoint_at: a prompt position worth a prompt-cache checkpoint (0: none).
   // constraint: optional structured-output automaton (response_format, forced tool calls);
-  // generation stops once it is complete.
+  // generation stops once it is complete. media: the prompt's images (place_images), or nullptr;
+  // only images not covered by the prompt cache are encoded.
   virtual GenerationResult generate(const std::vector<int32_t>& prompt, size_t checkpoint_at,
                                     const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
-                                    const TokenSink& sink) = 0;
+                                    const TokenSink& sink, const PromptMedia* media) = 0;
   virtual nlohmann::json stats() const = 0;  // for /metrics
   // GET /slots: [{"id", "id_task", "n_ctx", "speculative", "is_processing", "n_prompt_tokens",
   // "n_prompt_tokens_cache", "next_token": {"has_next_token", "n_remain", "n_decoded"}}], one per
@@ -70,7 +84,7 @@ class Engine {
   // What the model is, for ollama's /api/tags and /api/show and /props: {"path", "arch", "name", "n_params",
   // "weight_bytes", "file_bytes", "n_ctx_train", "n_embd", "n_layer", "n_vocab", "quant",
   // "chat_template", "format" ("gguf" | "safetensors"), "modified" (file mtime, Unix seconds),
-  // "bos_token", "eos_token", "n_slots", "defaults" (the sampling defaults: temperature, top_k, …)}.
+  // "bos_token", "eos_token", "n_slots", "vision" (a tower is loaded), "defaults" (the sampling defaults: temperature, top_k, …)}.
   virtual nlohmann::json model_info() const = 0;
   // Shutdown past its deadline: running generations stop at their next token (finishing their
   // response normally) and requests waiting for a slot, or arriving later, get a 503.

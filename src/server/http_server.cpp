@@ -198,11 +198,17 @@ json usage_json(const GenerationResult& r) {
 // llama-server's per-response timings (its field names), with the speculative decoding counts.
 json timings_json(const GenerationResult& r) {
   auto per_s = [](int n, double ms) { return ms > 0.0 ? n * 1000.0 / ms : 0.0; };
-  return json{{"prompt_n", r.n_prompt - r.n_cached}, {"prompt_ms", r.prompt_ms},
+  json t{{"prompt_n", r.n_prompt - r.n_cached}, {"prompt_ms", r.prompt_ms},
               {"prompt_per_second", per_s(r.n_prompt - r.n_cached, r.prompt_ms)},
               {"predicted_n", r.n_generated}, {"predicted_ms", r.gen_ms},
               {"predicted_per_second", per_s(r.n_generated, r.gen_ms)},
               {"draft_n", r.n_drafted}, {"draft_n_accepted", r.n_accepted}};
+  if (r.n_images > 0) {  // prompts with images: how many the tower ran on (the rest: prompt or encode cache)
+    t["images"] = r.n_images;
+    t["images_encoded"] = r.n_images_encoded;
+    t["image_encode_ms"] = r.image_encode_ms;
+  }
+  return t;
 }
 
 // Timings of a request's choices: the prompt once, the generated and drafted tokens summed, the
@@ -549,7 +555,7 @@ void Routes::props(httplib::Response& res) {
                        {"total_slots", mi.value("n_slots", 0)}, {"model_path", mi.value("path", "")},
                        {"model_alias", eng_.model_id()}, {"chat_template", mi.value("chat_template", "")},
                        {"bos_token", mi.value("bos_token", "")}, {"eos_token", mi.value("eos_token", "")},
-                       {"modalities", {{"vision", false}, {"audio", false}}}, {"build_info", "oxinfer"}});
+                       {"modalities", {{"vision", mi.value("vision", false)}, {"audio", false}}}, {"build_info", "oxinfer"}});
 }
 
 // llama-server's GET /slots (monitoring; its POST /slots/{id} save / restore / erase is not offered).
@@ -634,8 +640,17 @@ ChatJob Routes::prepare_chat(ChatRequest req) {
   job.prompt = eng_.render_chat(req, &turn_prefix);
   job.ids = eng_.tokenize_prompt(job.prompt);
   if (!turn_prefix.empty()) {
-    const auto pre = eng_.tokenize_prompt(turn_prefix);
+    auto pre = eng_.tokenize_prompt(turn_prefix);
+    job.media = eng_.place_images(req, job.ids, &pre);
     if (pre.size() < job.ids.size() && std::equal(pre.begin(), pre.end(), job.ids.begin())) job.checkpoint_at = pre.size();
+  } else {
+    job.media = eng_.place_images(req, job.ids, nullptr);
+  }
+  // A prompt the context cannot hold: 400 here, before a stream starts (generate checks too).
+  if (static_cast<int64_t>(job.ids.size()) >= eng_.n_ctx()) {
+    throw RequestError(400, "messages", "the prompt has " + std::to_string(job.ids.size()) +
+                                            (job.media ? " entries (text tokens and image rows)" : " tokens") +
+                                            "; the context holds " + std::to_string(eng_.n_ctx()));
   }
   // Output parsing per family: reasoning and tool calls split from the content.
   job.popt = parser_options_for_prompt(eng_.chat_format(), job.prompt);
@@ -680,7 +695,8 @@ ChatRun Routes::run_chat(const ChatJob& job, int i, const DeltaSink& on_delta, c
                                [&](const TokenOut& t) {
                                  const bool more = on_delta(parser->feed(stop.feed(t.text)), &t);
                                  return more && keep_going() && !stop.stopped() && !parser->ended();
-                               });
+                               },
+                               job.media.get());
   } catch (...) {
     run.error = std::current_exception();
   }
@@ -821,7 +837,7 @@ void Routes::completion(const std::string& text, httplib::Response& res) {
           if (req.logprobs) toks.push_back(t);
           out += stop.feed(t.text);
           return !stop.stopped() && !gone && !client_disconnected();
-        });
+        }, nullptr);
         out += stop.flush();
         json& choice = choices[static_cast<size_t>(i)];
         choice = {{"index", i}, {"text", out}, {"finish_reason", stop.stopped() ? "stop" : r.finish_reason}};
@@ -854,7 +870,7 @@ void Routes::completion(const std::string& text, httplib::Response& res) {
           json lp = rq.logprobs ? completion_logprobs({t}, rq.top_logprobs) : json(nullptr);
           if (!piece.empty() || !lp.is_null()) chunk(i, piece, nullptr, lp);
           return out.alive && !gone && !stop.stopped();
-        });
+        }, nullptr);
         finish = r.finish_reason;
       } catch (const std::exception& e) {
         write(error_body(e.what(), "server_error", "", 500));

@@ -80,16 +80,27 @@ void translate_options(const json& o, json& oa, std::optional<int>& penalty_last
   }
 }
 
-void check_images(const json& m, const std::string& where) {
-  if (nonempty(present(m, "images"))) bad(where + ".images", "images are not supported (text only)");
+// A message's `images` (base64 strings) as OpenAI image_url parts before its text, where
+// llama-mtmd-cli puts images a prompt does not place (the engine reads them as any data: URL).
+json content_with_images(const json& m, const std::string& where, json text) {
+  const json* imgs = present(m, "images");
+  if (!nonempty(imgs)) return text;
+  if (!imgs->is_array()) bad(where + ".images", "'images' must be an array of base64 strings");
+  json parts = json::array();
+  for (const auto& b64 : *imgs) {
+    if (!b64.is_string()) bad(where + ".images", "'images' must be an array of base64 strings");
+    parts.push_back({{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + b64.get<std::string>()}}}});
+  }
+  if (!text.is_string()) bad(where + ".content", "a message with images needs string 'content'");
+  parts.push_back({{"type", "text"}, {"text", text}});
+  return parts;
 }
 
 json translate_chat_message(const json& m, size_t i) {
   const std::string where = "messages[" + std::to_string(i) + "]";
   if (!m.is_object()) bad(where, where + " must be an object");
-  check_images(m, where);
   json out = {{"role", m.contains("role") ? m["role"] : json(nullptr)},
-              {"content", m.contains("content") && !m["content"].is_null() ? m["content"] : json("")}};
+              {"content", content_with_images(m, where, m.contains("content") && !m["content"].is_null() ? m["content"] : json(""))}};
   if (const json* th = present(m, "thinking")) out["reasoning_content"] = *th;
   if (const json* tcs = present(m, "tool_calls")) {
     if (!tcs->is_array()) bad(where + ".tool_calls", "'tool_calls' must be an array");

@@ -184,8 +184,12 @@ void validate_content(const json& content, const std::string& where) {
     const std::string t = part["type"].get<std::string>();
     if (t == "text") {
       if (!part.contains("text") || !part["text"].is_string()) bad(where, "a text part needs a string 'text'");
+    } else if (t == "image_url") {  // the URL itself is read by the engine (server/media.h)
+      const json* u = part.contains("image_url") ? &part["image_url"] : nullptr;
+      if (!u || !(u->is_string() || (u->is_object() && u->contains("url") && (*u)["url"].is_string())))
+        bad(where, "an image_url part needs 'image_url': {\"url\": \"data:image/png;base64,...\"}");
     } else {
-      throw RequestError(400, where, "content part type '" + t + "' is not supported (text only)");
+      throw RequestError(400, where, "content part type '" + t + "' is not supported (text and image_url only)");
     }
   }
 }

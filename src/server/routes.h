@@ -74,6 +74,7 @@ struct ChatJob {
   std::string prompt;
   std::vector<int32_t> ids;
   size_t checkpoint_at = 0;  // the turn boundary (prompt cache checkpoint), 0: none
+  std::shared_ptr<const PromptMedia> media;  // the prompt's images (Engine::place_images), or null
   ParserOptions popt;
   ChatFormat format = ChatFormat::kPlain;
   bool raw_text = false;  // the output is text as generated, unparsed (ollama's raw generate)

@@ -25,6 +25,8 @@ struct ServerOptions {
   std::string chat_template_file;
   std::string alias;        // --alias: model id reported by /v1/models
   std::string quant;        // --quant: quantise at load ("" keeps the file's types)
+  std::string mmproj;       // --mmproj: the vision tower (llama.cpp mmproj GGUF); "": the checkpoint's own, if any
+  std::string media_dir;    // --media-dir: file:// image URLs are read only under it ("": refused)
   // --spec / --draft-max / --draft-min: speculative decoding defaults (docs/speculative.md);
   // requests may lower the draft length with llama-server's speculative.n_max / .n_min.
   int spec_mode = 1;        // OXI_SPEC_* (1: auto)

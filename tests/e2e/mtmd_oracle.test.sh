@@ -21,19 +21,8 @@ fails=0
 ok() { echo "ok   - $1"; }
 bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
 
-$PY -c 'import PIL' 2>/dev/null || { echo "SKIP: python3-pil missing (scripts/setup.sh installs it)"; exit 0; }
-[ -f "$NLC_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle" ] || { echo "SKIP: node-llama-cpp missing"; exit 0; }
 [ -x "$VIS_TESTS" ] || { echo "FAIL - $VIS_TESTS not built"; exit 1; }
-t0=$(date +%s)
-MTMD="$("$SRC/scripts/build_llama_mtmd.sh" 2> "$WORK/build.log")" || { tail -20 "$WORK/build.log"; echo "FAIL - building llama-mtmd-cli"; exit 1; }
-echo "# llama-mtmd-cli ready in $(( $(date +%s) - t0 )) s: $MTMD"
-
-# ---- model: Qwen 3.5 dense + vision tower, f32, real tokenizer and template ----
-node "$SRC/tools/gen/extract_tokenizer.mjs" "$WORK/tok" >/dev/null || { echo "FAIL - tokenizer extraction"; exit 1; }
-"$OXI_GEN" qwen35 --vision --out "$WORK/q35v" --seed 21 --dtype f32 --tokenizer-dir "$WORK/tok" \
-  --chat-template "$SHARED/testdata/templates/Qwen3.5-4B.jinja" 2>/dev/null || { echo "FAIL - oxi-gen --vision"; exit 1; }
-"$OXINFER" convert "$WORK/q35v" -o "$WORK/m.gguf" --mmproj "$WORK/mmproj.gguf" --type f32 2>/dev/null ||
-  { echo "FAIL - convert --mmproj"; exit 1; }
+. "$SRC/tests/e2e/lib/vision_setup.sh"  # skips, $MTMD, t0, the model pair m.gguf + mmproj.gguf
 
 # ---- images (written by Pillow): sizes that need no resize, and odd ones ----
 $PY - "$WORK" <<'PYEOF'

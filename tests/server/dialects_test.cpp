@@ -75,7 +75,7 @@ TEST(Anthropic, DefaultsAndRefusals) {
   EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]})"); }, &param), 400);
   EXPECT_EQ(param, "messages[0].role");
   EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})"); }, &param), 400);
-  EXPECT_EQ(param, "messages[0].content[0].type");
+  EXPECT_EQ(param, "messages[0].content[0].source");
   EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "mystery": 1, "messages": [{"role": "user", "content": "hi"}]})"); }, &param), 400);
   EXPECT_EQ(param, "mystery");
   // A final assistant message is a prefill: text only, no trailing whitespace, not with thinking.
@@ -146,7 +146,7 @@ TEST(Ollama, GenerateAndRefusals) {
   EXPECT_EQ(param, "format");
   EXPECT_EQ(status_of([&] { gen(R"({"model": "m", "prompt": "hi", "options": {"temperature": "hot"}})"); }), 400);
   EXPECT_NO_THROW(gen(R"({"model": "m", "prompt": "hi", "options": {"mirostat": 0, "typical_p": 1.0, "num_thread": 4}})"));
-  EXPECT_EQ(status_of([&] { parse_ollama_request(json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "x", "images": ["AAAA"]}]})"), lim, false); }, &param), 400);
+  EXPECT_EQ(status_of([&] { parse_ollama_request(json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "x", "images": [5]}]})"), lim, false); }, &param), 400);
   EXPECT_EQ(param, "messages[0].images");
 }
 

@@ -1,0 +1,45 @@
+#include "vision/media_prompt.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace oxi::vision {
+
+std::unique_ptr<Qwen3VLTower> load_vision_tower(const ModelInfo& info, const ModelFiles& files,
+                                                const std::string& mmproj) {
+  const bool hf_tower = files.hf && files.hf->config.contains("vision_config");
+  if (mmproj.empty() && !hf_tower) return nullptr;
+  if (model_family(info.arch) != "qwen35")
+    throw_error(ErrorCode::kUnsupported, "images: the model (" + info.arch +
+                                             ") has no vision support in oxinfer yet (Qwen 3.5 has)");
+  std::unique_ptr<Qwen3VLTower> tower = mmproj.empty() ? Qwen3VLTower::from_hf(*files.hf) : Qwen3VLTower::from_mmproj(mmproj);
+  if (tower->config().out != info.n_embd)
+    throw_error(ErrorCode::kInvalidArgument, (mmproj.empty() ? files.path : mmproj) + ": projection width " +
+                                                 std::to_string(tower->config().out) +
+                                                 " does not match the model's embedding width " +
+                                                 std::to_string(info.n_embd));
+  return tower;
+}
+
+void MediaEntries::add_text(std::span<const int32_t> ids) {
+  for (int32_t id : ids) {
+    const auto p = static_cast<int32_t>(next++);
+    tok.push_back(id);
+    pos.push_back(p);
+    pos3.insert(pos3.end(), {p, p, p});
+  }
+}
+
+void MediaEntries::add_image(int64_t nx, int64_t ny, std::span<const int32_t> row_ids) {
+  if (nx <= 0 || ny <= 0 || row_ids.empty()) throw_error(ErrorCode::kInternal, "add_image: an empty image or no row ids");
+  const auto p = static_cast<int32_t>(next);
+  for (int64_t k = 0; k < nx * ny; ++k) {
+    tok.push_back(row_ids[static_cast<size_t>(k) % row_ids.size()]);
+    pos.push_back(p);
+    pos3.insert(pos3.end(), {p, static_cast<int32_t>(p + k / nx), static_cast<int32_t>(p + k % nx)});
+  }
+  next += std::max(nx, ny);
+}
+
+}  // namespace oxi::vision
