@@ -4,7 +4,10 @@
 // independent JSON parser (nlohmann) on fixed texts and on random walks through the constraint.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <iostream>
 #include <filesystem>
 #include <map>
 #include <fstream>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "qwen_vocab.h"
 #include "sampling/gbnf.h"
 
 namespace oxi {
@@ -318,6 +322,108 @@ TEST(GbnfLlamaCpp, JsonGrammarAgreesWithAJsonParser) {
     }
   }
   EXPECT_GT(completed, 50u);
+}
+
+// Token level: a stand-in model (pseudo-random logits, +8 for tokens holding non-ASCII bytes,
+// which in Qwen's byte-level vocabulary often split a character) decodes greedily through
+// mask_rejected_tokens over the real Qwen 3.5 vocabulary, as the server and the C API do.
+struct Walk {
+  std::string text;
+  bool ended = false;  // by an end-of-generation token
+  double ms_per_step = 0;
+};
+Walk greedy_walk(GbnfConstraint c, const test::QwenVocab& vocab, uint32_t seed, int steps) {
+  const auto n = static_cast<size_t>(vocab.size());
+  std::vector<float> logits(n);
+  uint64_t h = seed * 0x9e3779b97f4a7c15ull;
+  Walk w;
+  double ms = 0;
+  int done = 0;
+  for (; done < steps; ++done) {
+    for (size_t id = 0; id < n; ++id) {
+      h = h * 6364136223846793005ull + 1442695040888963407ull;
+      const std::string& p = vocab.piece(static_cast<int32_t>(id));
+      const bool high = std::any_of(p.begin(), p.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; });
+      logits[id] = static_cast<float>(h >> 40) / 16777216.0f + (high ? 8.0f : 0.0f);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    mask_rejected_tokens(c, vocab, logits);
+    ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_NE(logits[static_cast<size_t>(best)], -INFINITY) << "nothing allowed after " << w.text;
+    if (logits[static_cast<size_t>(best)] == -INFINITY) break;
+    if (vocab.is_eog(best)) {
+      w.ended = true;
+      break;
+    }
+    EXPECT_TRUE(c.advance(vocab.piece(best)));
+    w.text += vocab.piece(best);
+  }
+  w.ms_per_step = ms / std::max(done, 1);
+  return w;
+}
+
+// Strict UTF-8 decoding (no overlong forms, surrogates or values past U+10FFFF); an incomplete
+// character at the end is dropped when `allow_cut`. False on anything ill-formed.
+bool decode_utf8(const std::string& s, std::vector<uint32_t>& out, bool allow_cut) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const size_t len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    if (len == 0) return false;
+    if (i + len > s.size()) return allow_cut;
+    uint32_t cp = len == 1 ? b : b & (0x7fu >> len);
+    for (size_t k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3fu);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    out.push_back(cp);
+    i += len;
+  }
+  return true;
+}
+
+TEST(GbnfLlamaCpp, QwenVocabularyJapaneseGrammarGivesOnlyItsCharacters) {
+  const auto path = llama_grammars() / "japanese.gbnf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+  const test::QwenVocab vocab;
+  const auto g = parse_gbnf(read(path));
+  // japanese.gbnf: characters from these ranges, single blanks between runs of them.
+  auto allowed = [](uint32_t cp) {
+    return (cp >= 0x3041 && cp <= 0x309f) || (cp >= 0x30a1 && cp <= 0x30ff) || (cp >= 0x3001 && cp <= 0x303e) ||
+           (cp >= 0x4e00 && cp <= 0x9fff);
+  };
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    const Walk w = greedy_walk(GbnfConstraint(g), vocab, seed, 40);
+    std::vector<uint32_t> cps;
+    ASSERT_TRUE(decode_utf8(w.text, cps, !w.ended)) << "ill-formed UTF-8: " << w.text;
+    ASSERT_FALSE(cps.empty());
+    EXPECT_TRUE(allowed(cps[0])) << w.text;
+    for (size_t i = 0; i < cps.size(); ++i) {
+      const bool blank = cps[i] == ' ' || cps[i] == '\t' || cps[i] == '\n';
+      EXPECT_TRUE(allowed(cps[i]) || (blank && i > 0 && allowed(cps[i - 1]))) << "U+" << std::hex << cps[i] << " in " << w.text;
+    }
+    std::cout << "japanese.gbnf seed " << seed << ": " << w.text << " (" << w.ms_per_step << " ms per mask)\n";
+  }
+}
+
+TEST(GbnfLlamaCpp, QwenVocabularyJsonGrammarGivesJson) {
+  const auto path = llama_grammars() / "json.gbnf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+  const test::QwenVocab vocab;
+  const auto g = parse_gbnf(read(path));
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    const Walk w = greedy_walk(GbnfConstraint(g), vocab, seed, 60);
+    std::vector<uint32_t> cps;
+    EXPECT_TRUE(decode_utf8(w.text, cps, !w.ended)) << "ill-formed UTF-8: " << w.text;
+    ASSERT_FALSE(w.text.empty());
+    EXPECT_EQ(w.text[0], '{');
+    if (w.ended) EXPECT_TRUE(nlohmann::json::accept(w.text)) << w.text;
+    std::cout << "json.gbnf seed " << seed << (w.ended ? " (ended): " : ": ") << w.text << " (" << w.ms_per_step
+              << " ms per mask)\n";
+  }
 }
 
 }  // namespace
