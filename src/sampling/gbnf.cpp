@@ -3,7 +3,9 @@
 // character being assembled. A character element consumes a whole code point; a token may end in
 // the middle of one only if some stack accepts a code point that those bytes can still become.
 #include <algorithm>
+#include <set>
 
+#include "core/error.h"
 #include "sampling/gbnf.h"
 
 namespace oxi {
@@ -30,7 +32,13 @@ GbnfConstraint::GbnfConstraint(std::shared_ptr<const GbnfGrammar> grammar, std::
   size_t work = 0;
   // The start: one stack per alternative of root.
   for (uint32_t start : g_->alts[g_->root]) {
-    expand(Stack{start}, state_.stacks, work);
+    if (!expand(Stack{start}, state_.stacks, work)) {
+      throw_error(ErrorCode::kInvalidArgument, "grammar: the start of 'root' expands to more than " +
+                                                   std::to_string(kMaxStacks) + " parse stacks (too ambiguous)");
+    }
+  }
+  if (state_.stacks.empty()) {
+    throw_error(ErrorCode::kInvalidArgument, "grammar: 'root' matches nothing (it never reaches a character or its end)");
   }
   std::sort(state_.stacks.begin(), state_.stacks.end());
   state_.stacks.erase(std::unique(state_.stacks.begin(), state_.stacks.end()), state_.stacks.end());
@@ -38,6 +46,9 @@ GbnfConstraint::GbnfConstraint(std::shared_ptr<const GbnfGrammar> grammar, std::
 
 bool GbnfConstraint::expand(Stack stack, std::vector<Stack>& out, size_t& work) const {
   std::vector<Stack> todo;
+  // Stacks already expanded: a cycle of tail references (a star of something that can be empty)
+  // comes back to one of them, and stops there.
+  std::set<Stack> expanded;
   todo.push_back(std::move(stack));
   while (!todo.empty()) {
     Stack s = std::move(todo.back());
@@ -50,6 +61,7 @@ bool GbnfConstraint::expand(Stack stack, std::vector<Stack>& out, size_t& work) 
       out.push_back(std::move(s));
       continue;
     }
+    if (!expanded.insert(s).second) continue;
     const uint32_t pos = s.back();
     const uint32_t rule = g_->elems[pos].arg;
     // Continue after the reference once the rule has matched; a reference in tail position

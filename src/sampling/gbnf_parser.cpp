@@ -255,7 +255,7 @@ class Parser {
         case 'n': cp = '\n'; return p + 2;
         case 'r': cp = '\r'; return p + 2;
         case 't': cp = '\t'; return p + 2;
-        case '\\': case '"': case '[': case ']': cp = static_cast<uint32_t>(e); return p + 2;
+        case '\\': case '"': case '[': case ']': case '-': cp = static_cast<uint32_t>(e); return p + 2;
         case 'x': digits = 2; break;
         case 'u': digits = 4; break;
         case 'U': digits = 8; break;
@@ -326,9 +326,13 @@ class Parser {
     return static_cast<uint32_t>(classes_.size() - 1);
   }
 
-  // Left recursion: a rule that can reach itself as the first thing it matches, through rules
-  // that can match the empty string. Matching would expand it forever, so it is an error (as in
-  // llama.cpp). Nullable rules by a worklist, then a cycle search on the "can begin with" graph.
+  // Left recursion: a rule that can reach itself as the first thing it matches (through rules
+  // that can match the empty string) with something left to match after the inner reference.
+  // Expanding it would grow the parse stack forever, so it is an error (as in llama.cpp). A cycle
+  // of tail references only (`( [x]* )*`: star ::= X star | "" with X nullable) is fine: its
+  // expansion comes back to the same stack, which the matcher's dedupe stops.
+  // Nullable rules by a worklist; then the "can begin with" graph's strongly connected
+  // components (Kosaraju, iterative); a non-tail edge inside one component is left recursion.
   void check_left_recursion() const {
     const size_t n = rules_.size();
     std::vector<char> nullable(n, 0);
@@ -361,40 +365,66 @@ class Parser {
         }
       }
     }
-    std::vector<std::vector<uint32_t>> begins(n);
+    struct Edge {
+      uint32_t to;
+      bool tail;  // the reference ends its alternative: nothing is pushed behind it
+    };
+    std::vector<std::vector<Edge>> begins(n);
+    std::vector<std::vector<uint32_t>> reverse(n);
     for (uint32_t r = 0; r < n; ++r) {
       for (const Seq& s : rules_[r].alts) {
-        for (const Elem& e : s) {
-          if (e.kind != Kind::kRef) break;
-          begins[r].push_back(e.arg);
-          if (!nullable[e.arg]) break;
+        for (size_t i = 0; i < s.size() && s[i].kind == Kind::kRef; ++i) {
+          begins[r].push_back({s[i].arg, i + 1 == s.size()});
+          reverse[s[i].arg].push_back(r);
+          if (!nullable[s[i].arg]) break;
         }
       }
     }
-    // Iterative depth-first search; colour 1: on the current path, 2: done.
-    std::vector<uint8_t> colour(n, 0);
+    // Pass 1: finishing order on the graph.
+    std::vector<uint32_t> order;
+    std::vector<char> seen(n, 0);
     std::vector<std::pair<uint32_t, size_t>> path;
     for (uint32_t s = 0; s < n; ++s) {
-      if (colour[s]) continue;
+      if (seen[s]) continue;
+      seen[s] = 1;
       path.emplace_back(s, 0);
-      colour[s] = 1;
       while (!path.empty()) {
         auto& [r, next] = path.back();
         if (next == begins[r].size()) {
-          colour[r] = 2;
+          order.push_back(r);
           path.pop_back();
           continue;
         }
-        const uint32_t b = begins[r][next++];
-        if (colour[b] == 1) {
-          fail(rules_[b].where, "left recursion: rule '" + rules_[b].name +
-                                    "' can reach itself without matching a character (a repetition of something "
-                                    "that can be empty does this too)");
-        }
-        if (colour[b] == 0) {
-          colour[b] = 1;
+        const uint32_t b = begins[r][next++].to;
+        if (!seen[b]) {
+          seen[b] = 1;
           path.emplace_back(b, 0);
         }
+      }
+    }
+    // Pass 2: components on the reversed graph, in reverse finishing order.
+    std::vector<uint32_t> comp(n, kUnbounded);
+    std::vector<uint32_t> todo;
+    for (size_t i = order.size(); i-- > 0;) {
+      if (comp[order[i]] != kUnbounded) continue;
+      comp[order[i]] = order[i];
+      todo.push_back(order[i]);
+      while (!todo.empty()) {
+        const uint32_t r = todo.back();
+        todo.pop_back();
+        for (uint32_t u : reverse[r]) {
+          if (comp[u] == kUnbounded) {
+            comp[u] = order[i];
+            todo.push_back(u);
+          }
+        }
+      }
+    }
+    for (uint32_t r = 0; r < n; ++r) {
+      for (const Edge& e : begins[r]) {
+        if (e.tail || comp[e.to] != comp[r]) continue;
+        fail(rules_[e.to].where, "left recursion: rule '" + rules_[e.to].name +
+                                     "' can reach itself without matching a character, with more to match after");
       }
     }
   }
@@ -429,7 +459,9 @@ class Parser {
 }  // namespace
 
 std::shared_ptr<const GbnfGrammar> parse_gbnf(std::string_view text, const GbnfLimits& limits) {
-  return Parser(text, limits).run();
+  auto g = Parser(text, limits).run();
+  (void)GbnfConstraint(g);  // throws if even the start state is past the matcher's bounds
+  return g;
 }
 
 }  // namespace oxi

@@ -605,6 +605,12 @@ void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab,
       if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
     }
   }
+  if (keep.empty()) {
+    // A dead end (a grammar past its matcher's bounds): end the generation rather than fail it.
+    for (size_t i = 0; i < n; ++i) {
+      if (logits[i] != -INFINITY && vocab.is_eog(static_cast<int32_t>(i))) keep.push_back(static_cast<int32_t>(i));
+    }
+  }
   std::vector<float> kept(keep.size());
   for (size_t i = 0; i < keep.size(); ++i) kept[i] = logits[keep[i]];
   std::fill(logits.begin(), logits.end(), -INFINITY);

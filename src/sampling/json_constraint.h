@@ -113,7 +113,8 @@ class ConstraintVocab {
 // tokens are allowed only once the document is complete, other tokens only until it is finished. Only the best candidates are tested
 // (most of a 150k–260k vocabulary is never sampled): the top 1024 by logit, best first, until 64
 // are accepted; everything else is masked. If none of those is valid the whole vocabulary is
-// scanned, so a valid token is always found when one exists.
+// scanned, so a valid token is always found when one exists; when none does, end-of-generation
+// tokens are kept (the text ends unfinished rather than the request failing).
 void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab, std::span<float> logits);
 
 }  // namespace oxi

@@ -153,6 +153,7 @@ TEST(Gbnf, ParseErrorsNameLineAndColumn) {
   EXPECT_NE(esc.find("line 2, column 8"), std::string::npos) << esc;
   EXPECT_NE(esc.find("bad escape"), std::string::npos) << esc;
   EXPECT_NE(parse_error("root ::= \"\\x4\"\n").find("hex digits"), std::string::npos);
+  EXPECT_TRUE(in_language("root ::= [a\\-] \"\\-\"\n", "--"));  // \- as llama.cpp takes it
   EXPECT_NE(parse_error("root ::= \"abc\n").find("unterminated string"), std::string::npos);
   EXPECT_NE(parse_error("root ::= [a-z\n").find("unterminated character class"), std::string::npos);
   EXPECT_NE(parse_error("root ::= (\"a\"\n").find("unclosed '('"), std::string::npos);
@@ -169,10 +170,19 @@ TEST(Gbnf, ParseErrorsNameLineAndColumn) {
 TEST(Gbnf, LeftRecursionIsRefused) {
   for (const char* g : {"root ::= expr\nexpr ::= expr \"+\" term | term\nterm ::= [0-9]\n",
                         "root ::= a\na ::= b \"x\"\nb ::= c a | \"y\"\nc ::= \"\" | \"z\"\n",
-                        "root ::= (\"a\"?)*\n", "root ::= root\n"}) {
+                        "root ::= x\nx ::= (x \"a\")* \"b\"\n"}) {
     const std::string e = parse_error(g);
     EXPECT_NE(e.find("left recursion"), std::string::npos) << g << " → " << e;
   }
+  // A star of something that can be empty is a cycle of tail references: fine (llama.cpp's
+  // "segfault" regression grammar), the same language as the inner star.
+  for (const char* g : {"root ::= ( [x]* )*\n", "root ::= (\"a\"?)*\n", "root ::= (\"a\"? \"b\"?)+\n"}) {
+    EXPECT_TRUE(in_language(g, "")) << g;
+    EXPECT_FALSE(prefix_ok(g, "y")) << g;
+  }
+  EXPECT_TRUE(in_language("root ::= ( [x]* )*\n", "xxx"));
+  EXPECT_TRUE(in_language("root ::= (\"a\"? \"b\"?)+\n", "abba"));
+  EXPECT_NE(parse_error("root ::= root\n").find("matches nothing"), std::string::npos);
   // Right recursion and recursion behind a character are fine.
   EXPECT_TRUE(in_language("root ::= \"(\" root \")\" | \"x\"\n", "((x))"));
   EXPECT_TRUE(in_language("root ::= \"a\" root | \"\"\n", "aaaa"));
@@ -420,7 +430,9 @@ TEST(GbnfLlamaCpp, QwenVocabularyJsonGrammarGivesJson) {
     EXPECT_TRUE(decode_utf8(w.text, cps, !w.ended)) << "ill-formed UTF-8: " << w.text;
     ASSERT_FALSE(w.text.empty());
     EXPECT_EQ(w.text[0], '{');
-    if (w.ended) EXPECT_TRUE(nlohmann::json::accept(w.text)) << w.text;
+    if (w.ended) {
+      EXPECT_TRUE(nlohmann::json::accept(w.text)) << w.text;
+    }
     std::cout << "json.gbnf seed " << seed << (w.ended ? " (ended): " : ": ") << w.text << " (" << w.ms_per_step
               << " ms per mask)\n";
   }
