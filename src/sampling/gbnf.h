@@ -52,8 +52,9 @@ struct GbnfLimits {
 };
 
 // Throws oxi::Error(kInvalidArgument) "grammar: line L, column C: …" for syntax errors, unknown
-// rules, a missing root, left recursion (a rule reaching itself without consuming a character)
-// and exceeded limits.
+// rules, a missing root, left recursion (a rule reaching itself without consuming a character,
+// with more to match after it), exceeded limits, and (without a place) a root that matches nothing
+// or whose start is past GbnfConstraint's bounds.
 std::shared_ptr<const GbnfGrammar> parse_gbnf(std::string_view text, const GbnfLimits& limits = {});
 
 class GbnfConstraint final : public TextConstraint {

@@ -197,6 +197,9 @@ TEST(Gbnf, HostileGrammarsFailFastOrStayBounded) {
   };
   quick("root ::= \"a\"{0,100000}\n", "repetition count exceeds");
   quick("root ::= \"a\"{5000} \"b\"{5001}\n", "copies");
+  // Nested repetitions of something that can be empty: exponentially many parses of the start.
+  quick("root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}\n", "too ambiguous");  // llama.cpp's
+  quick("root ::= ((((\"a\"?){0,50}){0,50}){0,50})\n", "too ambiguous");
   // Nested repetitions share their inner rule: linear in size, not a product.
   EXPECT_NO_THROW(parse_gbnf("root ::= (((\"a\"){30}){30}){30}\n"));
   std::string deep = "root ::= ";
