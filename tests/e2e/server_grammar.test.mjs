@@ -5,7 +5,8 @@
 // a parser written here, independent of the server's matcher: JSON.parse for json; a small
 // backtracking parser of arithmetic.gbnf's language; a regex for list.gbnf. An output cut by
 // max_tokens must still be a prefix of the language: some short completion of it parses.
-// A bad grammar is a 400 naming the line and column; grammar + response_format is a 400.
+// With thinking on, the grammar starts after the forced "</think>". A bad grammar is a 400 naming
+// the line and column; grammar + response_format is a 400.
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -169,6 +170,20 @@ await check("streamed output is the same constrained text", async () => {
   }
   assert.equal(streamed, whole);
   assert.ok(jsonObject(whole) || jsonPrefixCompletes(whole), JSON.stringify(whole));
+});
+
+await check("with thinking on, the grammar starts after the closed reasoning block", async () => {
+  const tpl = await (await fetch(`${srv.base}/apply-template`, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ messages: base.messages }) })).json();
+  assert.ok(tpl.prompt.endsWith("<think>\n"), JSON.stringify(tpl.prompt.slice(-40)));  // the prompt opens reasoning
+  for (const seed of [1, 2]) {
+    const r = await client.chat.completions.create({ ...base, chat_template_kwargs: {}, seed, max_tokens: 30,
+      grammar: 'root ::= ("yes" | "no") "."' });
+    const m = r.choices[0].message;
+    assert.ok(["yes.", "no."].includes(m.content), JSON.stringify(m));
+    assert.ok(!m.reasoning_content, JSON.stringify(m));
+    assert.equal(r.choices[0].finish_reason, "stop");
+  }
 });
 
 await check("/v1/completions takes grammar too (list.gbnf, n = 2)", async () => {
