@@ -18,8 +18,8 @@ extern "C" {
  * fields get their defaults. 2: oxi_generate_params.json_schema. 3: speculative decoding
  * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats) and
  * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn.
- * 5: oxi_model_params.n_gpu_layers. */
-#define OXI_API_VERSION 5
+ * 5: oxi_model_params.n_gpu_layers. 6: oxi_generate_params.grammar. */
+#define OXI_API_VERSION 6
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -183,6 +183,13 @@ typedef struct oxi_generate_params {
   int32_t spec_mode;
   int32_t draft_max; /* most drafts per verify step, 0..16 (contexts keep room to roll back 16) */
   int32_t draft_min; /* fewest drafts worth verifying; > 0 also forces drafting (default 0) */
+  /* A GBNF grammar (llama.cpp's grammar syntax, root rule `root`): NULL or "": free text. The
+   * output stays a prefix of a string in the grammar's language, whole UTF-8 characters at a
+   * time; end-of-generation tokens are sampled only where the text is in the language, and once
+   * nothing can follow, only they are. It constrains the first generated token on, so a chat
+   * prompt should not open a reasoning block. A bad grammar is OXI_ERR_INVALID_ARGUMENT
+   * "grammar: line L, column C: ...". Not with json_schema or ignore_eog. Read during the call. */
+  const char* grammar;
 } oxi_generate_params;
 
 enum { OXI_SPEC_NONE = 0, OXI_SPEC_AUTO = 1, OXI_SPEC_NGRAM = 2, OXI_SPEC_MTP = 3, OXI_SPEC_DRAFT = 4 };

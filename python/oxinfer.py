@@ -65,7 +65,7 @@ class _GenerateParams(ctypes.Structure):
     _fields_ = [("max_tokens", ctypes.c_int32), ("n_top_logprobs", ctypes.c_int32), ("sampling", _SamplingParams),
                 ("cancel", ctypes.POINTER(ctypes.c_int)), ("ignore_eog", ctypes.c_int32),
                 ("prefill_chunk", ctypes.c_int32), ("json_schema", ctypes.c_char_p), ("spec_mode", ctypes.c_int32),
-                ("draft_max", ctypes.c_int32), ("draft_min", ctypes.c_int32)]
+                ("draft_max", ctypes.c_int32), ("draft_min", ctypes.c_int32), ("grammar", ctypes.c_char_p)]
 
 
 class _GenerateResult(ctypes.Structure):
@@ -236,9 +236,10 @@ class Context(_Handle):
         return _lib.oxi_context_n_past(self._h)
 
     def generate(self, prompt, max_tokens=-1, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None,
-                 top_logprobs=0, json_schema=None, spec="auto", on_token=None, reuse_prefix=True):
+                 top_logprobs=0, json_schema=None, spec="auto", on_token=None, reuse_prefix=True, grammar=None):
         """Appends prompt ids (a list of ints) and samples up to max_tokens. on_token(id, text) is
-        called per token; returning True from it stops. json_schema: a dict (or None for free text).
+        called per token; returning True from it stops. json_schema: a dict (or None for free text);
+        grammar: GBNF text (llama.cpp's syntax) the output must follow, or None.
         reuse_prefix keeps the longest prefix of prompt already in the context."""
         p = _lib.oxi_generate_default_params()
         p.max_tokens = max_tokens
@@ -248,6 +249,8 @@ class Context(_Handle):
         s.seed = SEED_RANDOM if seed is None else seed
         schema = json.dumps(json_schema).encode() if json_schema is not None else None
         p.json_schema = schema
+        grammar_bytes = grammar.encode() if grammar is not None else None
+        p.grammar = grammar_bytes
         p.spec_mode = {"none": SPEC_NONE, "auto": SPEC_AUTO, "ngram": SPEC_NGRAM}[spec]
         ids = list(prompt)
         kept = 0

@@ -33,6 +33,7 @@ const char* kUsage =
     "         [--ignore-eos] [--isa scalar|avx2|avx512|avx512-amx|auto] [--device none|auto|NAME]\n"
     "         [--quant q8_0|q4_0|q4_k] [--spec auto|none|ngram|mtp|draft] [--draft-max N]\n"
     "         [--draft-min N] [--mmproj FILE --image FILE [--image FILE ...]] [--progress | --no-progress]\n"
+    "         [--grammar GBNF | --grammar-file FILE]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
     "                    prompt added) unless --no-chat\n"
@@ -57,6 +58,9 @@ const char* kUsage =
     "  --ignore-eos      keep generating past end-of-generation tokens\n"
     "  --progress        a progress line on stderr (tokens done / total, tok/s) for prefills over ~2 s;\n"
     "                    the default when stderr is a terminal (--no-progress: never)\n"
+    "  --grammar GBNF    constrain the output to a GBNF grammar (llama.cpp's syntax, rule root);\n"
+    "                    with a chat template the reasoning block is off (as --no-think)\n"
+    "  --grammar-file F  the same, read from a file (e.g. llama.cpp's grammars/json.gbnf)\n"
     "  --spec MODE       speculative decoding (default auto: prompt-lookup drafts, verified in one\n"
     "                    pass, used only while they pay; greedy output is unchanged); none: off;\n"
     "                    mtp: the model's MTP head drafts (Qwen 3.5/3.6 files that carry one)\n"
@@ -91,7 +95,8 @@ std::string read_prompt_file(const std::string& path) {
 
 // Options of run that need a prompt: without one, run is `oxinfer chat`, which has none of them.
 const char* const kPromptOnlyOptions[] = {"--no-chat", "--json", "--top-logprobs", "--ignore-eos",
-                                          "--image", "--mmproj", "--image-preproc"};
+                                          "--image", "--mmproj", "--image-preproc", "--grammar",
+                                          "--grammar-file"};
 
 volatile int g_cancel = 0;
 extern "C" void oxi_run_on_sigint(int) { g_cancel = 1; }
@@ -159,7 +164,8 @@ int cmd_run(int argc, char** argv) {
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     for (const char* k : {"-p", "--prompt", "-f", "--file", "--tokens", "-n", "--n-predict",
                           "-c", "--ctx-size", "--top-logprobs", "--system", "-sys",
-                          "--system-prompt", "--image", "--mmproj", "--image-preproc"}) {
+                          "--system-prompt", "--image", "--mmproj", "--image-preproc", "--grammar",
+                          "--grammar-file"}) {
       known.emplace_back(k);
     }
     args.check_known(known);
@@ -206,6 +212,12 @@ int cmd_run(int argc, char** argv) {
     // Validate sampling flags before the (slow) model load.
     (void)sampling_from_args(args, oxi_sampling_default_params());
     const SpecArgs spec = spec_from_args(args);
+    const auto grammar_text = args.get({"--grammar"});
+    const auto grammar_file = args.get({"--grammar-file"});
+    if (grammar_text && grammar_file) usage_error("give only one of --grammar and --grammar-file");
+    const std::string grammar = grammar_text ? *grammar_text : grammar_file ? read_text_file(*grammar_file) : "";
+    if (!grammar.empty() && args.flag({"--ignore-eos"})) usage_error("--grammar cannot be combined with --ignore-eos");
+    if (!grammar.empty() && !images.empty()) usage_error("--grammar is not supported with --image yet");
 
     ModelHolder h;
     h.m = open_model_from_args(args);
@@ -242,7 +254,8 @@ int cmd_run(int argc, char** argv) {
         if (system) msgs.push_back({{"role", "system"}, {"content", *system}});
         msgs.push_back({{"role", "user"}, {"content", text}});
         nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
-        if (args.flag({"--no-think"})) opts["enable_thinking"] = false;
+        // The grammar covers the whole reply, so no reasoning block is opened before it.
+        if (args.flag({"--no-think"}) || !grammar.empty()) opts["enable_thinking"] = false;
         if (args.flag({"--special-in-content"})) opts["special_in_content"] = true;
         prompt = chat_ids(h.m, msgs, opts);  // the prompt's special-token text stays text
       } else {
@@ -279,6 +292,7 @@ int cmd_run(int argc, char** argv) {
       std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(gp.sampling.seed));
     }
     gp.ignore_eog = args.flag({"--ignore-eos"}) ? 1 : 0;
+    if (!grammar.empty()) gp.grammar = grammar.c_str();
     gp.cancel = &g_cancel;
     const int32_t cap = oxi_context_n_ctx(h.c);
     if (static_cast<int64_t>(prompt.size()) > cap) {

@@ -22,6 +22,7 @@
 #include "models/model.h"
 #include "oxinfer.h"
 #include "runtime/session.h"
+#include "sampling/gbnf.h"
 #include "sampling/json_constraint.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -442,6 +443,7 @@ oxi_generate_params oxi_generate_default_params(void) {
   p.spec_mode = OXI_SPEC_AUTO;
   p.draft_max = kContextMaxDraft;
   p.draft_min = 0;
+  p.grammar = nullptr;
   return p;
 }
 
@@ -472,14 +474,22 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     o.spec.draft_min = p.draft_min;
     ctx->n_verify = ctx->n_drafted = ctx->n_accepted = 0;
 
-    // Structured output: the same automaton and mask as the server's response_format.
-    std::optional<oxi::JsonConstraint> constraint;
+    // Structured output: the same automata and mask as the server's response_format / grammar.
+    std::unique_ptr<oxi::TextConstraint> constraint;
     const oxi::LoadedModel& lm = *ctx->model->loaded;
-    if (p.json_schema && *p.json_schema) {
+    const bool has_schema = p.json_schema && *p.json_schema, has_grammar = p.grammar && *p.grammar;
+    OXI_REQUIRE(!(has_schema && has_grammar), "oxi_generate: give json_schema or grammar, not both");
+    if (has_schema) {
       OXI_REQUIRE(!p.ignore_eog, "oxi_generate: json_schema cannot be combined with ignore_eog");
       nlohmann::json schema;
       if (const oxi_status st = parse_json_arg(p.json_schema, "json_schema", schema); st != OXI_OK) return st;
-      constraint.emplace(schema);
+      constraint = std::make_unique<oxi::JsonConstraint>(schema);
+    }
+    if (has_grammar) {
+      OXI_REQUIRE(!p.ignore_eog, "oxi_generate: grammar cannot be combined with ignore_eog");
+      constraint = std::make_unique<oxi::GbnfConstraint>(oxi::parse_gbnf(p.grammar));
+    }
+    if (constraint) {
       o.logit_filter = [&](std::span<float> logits) { oxi::mask_rejected_tokens(*constraint, *lm.text, logits); };
     }
 

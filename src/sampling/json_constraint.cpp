@@ -583,10 +583,10 @@ bool FramedJsonConstraint::advance(std::string_view bytes) {
 
 void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab, std::span<float> logits) {
   constexpr size_t kConstrainTop = 1024, kKeepValid = 64;
-  const bool done = c.complete();
+  const bool done = c.finished(), may_end = c.complete();
   const size_t n = std::min<size_t>(logits.size(), static_cast<size_t>(std::max<int64_t>(0, vocab.size())));
   auto valid = [&](int32_t id) {
-    if (vocab.is_eog(id)) return done;
+    if (vocab.is_eog(id)) return may_end;
     if (done || vocab.is_control(id)) return false;
     const std::string& piece = vocab.piece(id);
     return !piece.empty() && c.accepts(piece);
@@ -603,6 +603,12 @@ void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab,
   if (keep.empty()) {
     for (size_t i = top; i < n; ++i) {
       if (logits[order[i]] != -INFINITY && valid(order[i])) keep.push_back(order[i]);
+    }
+  }
+  if (keep.empty()) {
+    // A dead end (a grammar past its matcher's bounds): end the generation rather than fail it.
+    for (size_t i = 0; i < n; ++i) {
+      if (logits[i] != -INFINITY && vocab.is_eog(static_cast<int32_t>(i))) keep.push_back(static_cast<int32_t>(i));
     }
   }
   std::vector<float> kept(keep.size());

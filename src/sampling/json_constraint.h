@@ -19,13 +19,16 @@
 namespace oxi {
 
 // What constrained sampling needs: test bytes against the current state, consume bytes, and
-// tell whether the output is complete (then only end-of-generation may follow).
+// tell whether the output is complete (end-of-generation may follow) and finished (only
+// end-of-generation may follow: a JSON document once complete; a grammar such as `item+` is
+// complete after one item but not finished).
 class TextConstraint {
  public:
   virtual ~TextConstraint() = default;
   virtual bool accepts(std::string_view bytes) const = 0;
   virtual bool advance(std::string_view bytes) = 0;
   virtual bool complete() const = 0;
+  virtual bool finished() const { return complete(); }
 };
 
 class JsonConstraint final : public TextConstraint {
@@ -107,10 +110,11 @@ class ConstraintVocab {
 };
 
 // Masks (sets to -inf) the logits of tokens whose bytes the constraint rejects; end-of-generation
-// tokens are allowed only once the document is complete. Only the best candidates are tested
+// tokens are allowed only once the document is complete, other tokens only until it is finished. Only the best candidates are tested
 // (most of a 150k–260k vocabulary is never sampled): the top 1024 by logit, best first, until 64
 // are accepted; everything else is masked. If none of those is valid the whole vocabulary is
-// scanned, so a valid token is always found when one exists.
+// scanned, so a valid token is always found when one exists; when none does, end-of-generation
+// tokens are kept (the text ends unfinished rather than the request failing).
 void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab, std::span<float> logits);
 
 }  // namespace oxi

@@ -303,7 +303,7 @@ class ServerEngine final : public Engine {
                               t.logprob = ev.logprob;
                               for (const auto& tl : ev.top) t.top.emplace_back(tl.id, tl.logprob);
                               const bool go_on = sink(t);
-                              if (constraint && constraint->complete()) return false;
+                              if (constraint && constraint->finished()) return false;
                               return go_on;
                             },
                             rows_at(pos));

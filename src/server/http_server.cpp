@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "sampling/gbnf.h"
 #include "server/engine.h"
 #include "server/http_front.h"
 #include "server/routes.h"
@@ -331,7 +332,15 @@ std::shared_ptr<TextConstraint> framed_json(std::string prefix, const json& sche
   }
 }
 
+// A request's GBNF grammar (parse_common compiled it), one automaton per choice; null without one.
+std::shared_ptr<TextConstraint> grammar_constraint(const GenerationRequest& req, std::string prefix = {}) {
+  if (!req.grammar) return nullptr;
+  return std::make_shared<GbnfConstraint>(req.grammar, std::move(prefix));
+}
+
 std::shared_ptr<TextConstraint> make_constraint(const ChatRequest& req, ChatFormat format, bool in_reasoning) {
+  // parse_chat_request refused a grammar beside response_format or a forced tool call.
+  if (req.grammar) return grammar_constraint(req, in_reasoning ? "</think>\n\n" : "");
   const bool force_tool = !req.tools.empty() && req.tool_choice != "auto" && req.tool_choice != "none";
   if (force_tool && format == ChatFormat::kQwen35) {
     json names = json::array();
@@ -833,7 +842,7 @@ void Routes::completion(const std::string& text, httplib::Response& res) {
         std::string out = req.echo ? req.prompt : "";
         std::vector<TokenOut> toks;
         GenerationResult& r = results[static_cast<size_t>(i)];
-        r = eng_.generate(ids, 0, choice_request(req, i), {}, [&](const TokenOut& t) {
+        r = eng_.generate(ids, 0, choice_request(req, i), grammar_constraint(req), [&](const TokenOut& t) {
           if (req.logprobs) toks.push_back(t);
           out += stop.feed(t.text);
           return !stop.stopped() && !gone && !client_disconnected();
@@ -865,7 +874,7 @@ void Routes::completion(const std::string& text, httplib::Response& res) {
       GenerationResult& r = results[static_cast<size_t>(i)];
       std::string finish = "stop";
       try {
-        r = eng_.generate(shared->second, 0, choice_request(rq, i), {}, [&](const TokenOut& t) {
+        r = eng_.generate(shared->second, 0, choice_request(rq, i), grammar_constraint(rq), [&](const TokenOut& t) {
           const std::string piece = stop.feed(t.text);
           json lp = rq.logprobs ? completion_logprobs({t}, rq.top_logprobs) : json(nullptr);
           if (!piece.empty() || !lp.is_null()) chunk(i, piece, nullptr, lp);

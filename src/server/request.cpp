@@ -6,7 +6,9 @@
 #include <initializer_list>
 #include <iterator>
 
+#include "core/error.h"
 #include "core/json_limits.h"
+#include "sampling/gbnf.h"
 
 namespace oxi::server {
 
@@ -108,7 +110,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 const char* const kCommonFields[] = {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
                                      "n", "logit_bias", "temperature", "top_p", "min_p", "presence_penalty",
                                      "frequency_penalty", "repeat_penalty", "top_k", "seed", "speculative.n_max",
-                                     "speculative.n_min"};
+                                     "speculative.n_min", "grammar"};
 const char* const kHarmless[] = {"user", "metadata", "store", "service_tier", "cache_prompt", "id_slot",
                                  "prompt_cache_key", "safety_identifier", "timings_per_token"};
 
@@ -119,7 +121,6 @@ void reject_unknown_fields(const json& body, std::initializer_list<const char*> 
     auto is = [&](const char* name) { return k == name; };
     auto in = [&](const auto& list) { return std::any_of(std::begin(list), std::end(list), is); };
     if (in(kCommonFields) || in(endpoint_fields) || in(kHarmless)) continue;
-    if (k == "grammar") bad(k, "'grammar' (GBNF) is not supported yet; use response_format with a json_schema");
     if (k == "suffix") bad(k, "'suffix' (fill-in-the-middle) is not supported");
     if (k == "parallel_tool_calls" && it->is_boolean() && it->get<bool>()) continue;  // the default
     bad(k, "unsupported field '" + k + "': it could change the output, so it is refused rather than ignored");
@@ -158,6 +159,16 @@ void parse_common(const json& body, const Limits& limits, GenerationRequest& r) 
   }
   if (auto n = integer(body, "n", 1, limits.max_choices)) r.n = static_cast<int>(*n);
   if (const json* lb = field(body, "logit_bias")) r.logit_bias = parse_logit_bias(*lb);
+  if (const json* g = field(body, "grammar")) {
+    if (!g->is_string()) bad("grammar", "'grammar' must be a string (GBNF, llama.cpp's grammar syntax)");
+    if (!g->get_ref<const std::string&>().empty()) {  // "" is no grammar, as in llama-server
+      try {
+        r.grammar = parse_gbnf(g->get_ref<const std::string&>());
+      } catch (const Error& e) {
+        bad("grammar", e.what());
+      }
+    }
+  }
   auto& s = r.sampling;
   if (auto v = number(body, "temperature", 0.0, 2.0)) s.temperature = static_cast<float>(*v);
   if (auto v = number(body, "top_p", 0.0, 1.0)) s.top_p = static_cast<float>(*v);
@@ -280,6 +291,14 @@ ChatRequest parse_chat_request(const json& body, const Limits& limits) {
       bad("response_format", "unknown response_format type '" + t + "'");
     }
     if (t != "text") r.response_format = *rf;
+  }
+  // One constraint per request: a grammar does not combine with a JSON one or a forced tool call.
+  if (r.grammar && r.response_format.is_object()) {
+    bad("grammar", "'grammar' cannot be combined with response_format " + r.response_format["type"].get<std::string>() +
+                       ": give one or the other");
+  }
+  if (r.grammar && !r.tools.empty() && r.tool_choice != "auto" && r.tool_choice != "none") {
+    bad("grammar", "'grammar' cannot be combined with a forced tool call (tool_choice '" + r.tool_choice + "')");
   }
   if (auto lp = boolean(body, "logprobs")) r.logprobs = *lp;
   if (auto tl = integer(body, "top_logprobs", 0, 20)) {

@@ -4,12 +4,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+namespace oxi {
+struct GbnfGrammar;
+}
 
 namespace oxi::server {
 
@@ -55,6 +60,8 @@ struct GenerationRequest {
   std::vector<std::pair<int32_t, float>> logit_bias;
   // llama-server's per-request draft lengths ("speculative.n_max" / "speculative.n_min").
   std::optional<int> draft_max, draft_min;
+  // llama.cpp's `grammar` (GBNF text), compiled; null when the request has none.
+  std::shared_ptr<const GbnfGrammar> grammar;
 };
 
 struct ChatRequest : GenerationRequest {

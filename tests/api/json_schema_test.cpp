@@ -1,6 +1,7 @@
-// C API structured output (oxi_generate_params.json_schema): a scripted model over the real Qwen
-// vocabulary generates under a JSON Schema; the output must parse as JSON and obey the schema
-// (checked here field by field, independently of the constraint's automaton).
+// C API structured output (oxi_generate_params.json_schema and .grammar): a scripted model over the
+// real Qwen vocabulary generates under a JSON Schema or a GBNF grammar; the output must parse as
+// JSON and obey the schema (checked here field by field, independently of the constraint's
+// automaton), or be one of the grammar's strings.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -89,12 +90,14 @@ class ApiJsonSchema : public ::testing::Test {
     model_ = oxi::wrap_model(std::move(fm), tok_, "");
   }
 
-  oxi_status generate(const char* schema, Out& out, oxi_generate_result& r, int32_t ignore_eog = 0) {
+  oxi_status generate(const char* schema, Out& out, oxi_generate_result& r, int32_t ignore_eog = 0,
+                      const char* grammar = nullptr) {
     oxi_context* c = nullptr;
     EXPECT_EQ(oxi_context_new(model_, 512, &c), OXI_OK);
     oxi_generate_params p = oxi_generate_default_params();
     p.max_tokens = 300;
     p.json_schema = schema;
+    p.grammar = grammar;
     p.ignore_eog = ignore_eog;
     const int32_t prompt[1] = {0};
     const oxi_status s = oxi_generate(c, prompt, 1, &p, collect, &out, &r);
@@ -169,6 +172,44 @@ TEST_F(ApiJsonSchema, BadSchemasAreInvalidArguments) {
   EXPECT_EQ(std::string(oxi_last_error()).rfind("json_schema: invalid JSON", 0), 0u) << oxi_last_error();
   EXPECT_EQ(generate(kSchema, out, r, /*ignore_eog=*/1), OXI_ERR_INVALID_ARGUMENT);
   EXPECT_TRUE(out.text.empty());  // nothing was generated
+}
+
+TEST_F(ApiJsonSchema, GrammarConstrainsTheOutput) {
+  EXPECT_EQ(oxi_generate_default_params().grammar, nullptr);
+  EXPECT_GE(OXI_API_VERSION, 6);
+  const int32_t h = hello_[0];
+  make_model([h](size_t) { return h; });  // "Hello" is never in the language
+  Out out;
+  oxi_generate_result r;
+  ASSERT_EQ(generate(nullptr, out, r, 0, "root ::= (\"yes\" | \"no\") \"!\"{1,3}\n"), OXI_OK) << oxi_last_error();
+  EXPECT_TRUE(out.text == "yes!" || out.text == "no!" || out.text == "yes!!" || out.text == "no!!" ||
+              out.text == "yes!!!" || out.text == "no!!!")
+      << out.text;
+  EXPECT_EQ(r.stop_reason, 0);  // ended by end-of-generation, sampled only where the text is complete
+}
+
+TEST_F(ApiJsonSchema, GrammarOutputThatFitsPassesUnchanged) {
+  const std::string text = "- ab\n- cd\n";
+  const std::vector<int32_t> ids = tok_->encode(text, false, false);
+  const int32_t end = tok_->find_token("<|im_end|>");
+  make_model([ids, end](size_t i) { return i < ids.size() ? ids[i] : end; });
+  Out out;
+  oxi_generate_result r;
+  ASSERT_EQ(generate(nullptr, out, r, 0, "root ::= (\"- \" [a-z]+ \"\\n\")+\n"), OXI_OK) << oxi_last_error();
+  EXPECT_EQ(out.text, text);
+  EXPECT_EQ(r.stop_reason, 0);
+}
+
+TEST_F(ApiJsonSchema, BadGrammarsAreInvalidArguments) {
+  const int32_t h = hello_[0];
+  make_model([h](size_t) { return h; });
+  Out out;
+  oxi_generate_result r;
+  EXPECT_EQ(generate(nullptr, out, r, 0, "root ::= \"a\"\nb ::= c\n"), OXI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(oxi_last_error()).rfind("grammar: line 2, column 7: undefined rule 'c'", 0), 0u) << oxi_last_error();
+  EXPECT_EQ(generate("null", out, r, 0, "root ::= \"a\""), OXI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(generate(nullptr, out, r, 1, "root ::= \"a\""), OXI_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(out.text.empty());
 }
 
 }  // namespace

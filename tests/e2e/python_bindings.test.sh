@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python binding (python/oxinfer.py over liboxinfer.so) with the system python3, against the
 # CLI on the same file: tokenize, greedy generation (ids and logprobs), streaming, chat, stop from
-# the callback, errors. Then the packaging: `cmake --install` into a prefix and the C example
+# the callback, a GBNF grammar, errors. Then the packaging: `cmake --install` into a prefix and the C example
 # (examples/c/generate.c) built with `pkg-config --cflags --libs oxinfer`, run against the CLI.
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -73,6 +73,14 @@ try:
     check(False, "an out-of-range id raises")
 except oxinfer.OxinferError as e:
     check(e.status == 1, f"an out-of-range id raises OxinferError(INVALID_ARGUMENT): {e}")
+ctx.reset()
+gg = ctx.generate([1, 2, 3], max_tokens=20, temperature=0.8, seed=1, spec="none", grammar='root ::= ("yes" | "no") "!"')
+check(gg.text in ("yes!", "no!") and gg.stop_reason == "eos", f"grammar: {gg.text!r}, {gg.stop_reason}")
+try:
+    ctx.generate([1, 2, 3], max_tokens=2, grammar="root ::= item")
+    check(False, "a bad grammar raises")
+except oxinfer.OxinferError as e:
+    check(e.status == 1 and "undefined rule 'item'" in str(e), f"a bad grammar raises OxinferError(INVALID_ARGUMENT): {e}")
 sys.exit(1 if fails else 0)
 PY
 then ok "python bindings"; else bad "python bindings"; fi

@@ -11,7 +11,7 @@
 //   with OpenAI error JSON, and the server stays up; n > 1 (each choice as the single request
 //   with seed + i, streamed by choice index), logit_bias (object and llama-server array forms:
 //   +100 forces a token, -100 / false bans the greedy one), and unknown fields that would change
-//   the output (grammar, suffix, …) refused with 400 while harmless ones (user, metadata) pass.
+//   the output (suffix, …) and invalid grammars refused with 400 while harmless ones (user, metadata) pass.
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -390,8 +390,8 @@ try {
     }
   });
   await check("grammar, suffix and unknown fields → 400; user and metadata accepted", async () => {
-    await assert.rejects(client.chat.completions.create({ ...base, grammar: 'root ::= "yes"' }),
-      (e) => e.status === 400 && e.param === "grammar" && /GBNF/.test(e.message));
+    await assert.rejects(client.chat.completions.create({ ...base, grammar: 'root ::= yes' }),
+      (e) => e.status === 400 && e.param === "grammar" && /undefined rule 'yes'/.test(e.message));
     await assert.rejects(client.completions.create({ ...greedy, suffix: " The end." }),
       (e) => e.status === 400 && e.param === "suffix");
     await assert.rejects(client.chat.completions.create({ ...base, mirostat: 2 }),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sampling/json_constraint.h"
+#include "qwen_vocab.h"
 #include "tokenizer/tokenizer.h"
 
 namespace oxi {
@@ -65,26 +66,13 @@ TEST(JsonConstraintUtf8, LengthsCountCharacters) {
   EXPECT_TRUE(one.accepts("x\"}"));
 }
 
-// The real Qwen 3.5 vocabulary as constrained sampling sees it (each token's bytes).
-class QwenVocab final : public ConstraintVocab {
- public:
-  explicit QwenVocab(TokenizerPtr t) : t_(std::move(t)) {}
-  int64_t size() const override { return t_->n_vocab(); }
-  bool is_eog(int32_t id) const override { return t_->is_eog(id); }
-  bool is_control(int32_t id) const override { return t_->is_control(id); }
-  const std::string& piece(int32_t id) const override { return t_->token_to_piece(id); }
-
- private:
-  TokenizerPtr t_;
-};
-
 // Qwen's byte-level BPE splits most CJK characters and emoji over several tokens that are not
 // UTF-8 on their own. A stand-in model that strongly prefers tokens with non-ASCII bytes (pseudo-
 // random logits, +8 for those) generates greedily through mask_rejected_tokens: every document
 // must be complete, parse as JSON (nlohmann's parser rejects ill-formed UTF-8) and keep `s`
 // within 2…4 characters.
 TEST(JsonConstraintUtf8, QwenVocabularyGivesWellFormedStringsWithinLength) {
-  const QwenVocab vocab(load_tokenizer(std::string(OXI_SHARED_DIR) + "/testdata/tokenizer/ggml-vocab-qwen35.gguf"));
+  const test::QwenVocab vocab;
   const int64_t n = vocab.size();
   std::vector<float> boost(static_cast<size_t>(n), 0.0f);
   int64_t split = 0;

@@ -83,6 +83,28 @@ TEST(Request, LogitBiasInOpenAiAndLlamaServerForms) {
   }
 }
 
+TEST(Request, GrammarIsCompiledAndExcludesOtherConstraints) {
+  EXPECT_TRUE(parse_chat_request(chat_with(R"x("grammar": "root ::= \"a\"")x"), Limits{}).grammar);
+  EXPECT_TRUE(parse_completion_request(json::parse(R"x({"prompt": "a", "grammar": "root ::= [a-z]+"})x"), Limits{}).grammar);
+  EXPECT_FALSE(parse_chat_request(chat_with(R"("grammar": "")"), Limits{}).grammar);  // llama-server: none
+  EXPECT_EQ(refused_param(chat_with(R"("grammar": 5)")), "grammar");
+  try {
+    parse_chat_request(chat_with(R"x("grammar": "root ::= \"a\"\nx ::= [b-")x"), Limits{});
+    ADD_FAILURE() << "a bad grammar passed";
+  } catch (const RequestError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(refused_param(chat_with(R"x("grammar": "root ::= \"a\"", "response_format": {"type": "json_object"})x")),
+            "grammar");
+  EXPECT_EQ(refused_param(chat_with(R"x("grammar": "root ::= \"a\"", "tool_choice": "required",
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])x")),
+            "grammar");
+  // tool_choice auto leaves the grammar in charge.
+  EXPECT_EQ(refused_param(chat_with(R"x("grammar": "root ::= \"a\"", "tool_choice": "auto",
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])x")),
+            "(accepted)");
+}
+
 TEST(Request, ChoicesUpToTheLimit) {
   EXPECT_EQ(parse_chat_request(chat_with(R"("n": 16)"), Limits{}).n, 16);
   EXPECT_EQ(refused_param(chat_with(R"("n": 17)")), "n");
@@ -91,7 +113,7 @@ TEST(Request, ChoicesUpToTheLimit) {
 }
 
 TEST(Request, FieldsThatChangeTheOutputAreImplementedOrRefused) {
-  EXPECT_EQ(refused_param(chat_with(R"x("grammar": "root ::= \"a\"")x")), "grammar");
+  EXPECT_EQ(refused_param(chat_with(R"x("grammar": "root ::= a")x")), "grammar");  // undefined rule 'a'
   EXPECT_EQ(refused_param(json::parse(R"({"prompt": "a", "suffix": "b"})"), true), "suffix");
   EXPECT_EQ(refused_param(chat_with(R"("mirostat": 2)")), "mirostat");
   EXPECT_EQ(refused_param(chat_with(R"("parallel_tool_calls": false)")), "parallel_tool_calls");
