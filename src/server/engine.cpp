@@ -336,7 +336,9 @@ class ServerEngine final : public Engine {
                 {"prompt_cache_entries", static_cast<int>(cache_.size())},
                 {"prompt_cache_bytes", static_cast<double>(cache_bytes_)},
                 {"batch_passes", batcher_ ? static_cast<double>(batcher_->passes()) : 0.0},
-                {"batch_rows", batcher_ ? static_cast<double>(batcher_->rows()) : 0.0}};
+                {"batch_rows", batcher_ ? static_cast<double>(batcher_->rows()) : 0.0},
+                // llama-server's name: requests holding a ticket, waiting for a slot.
+                {"requests_deferred", static_cast<double>(next_ticket_ - serving_)}};
   }
 
   // llama-server's GET /slots entries, from what each slot records (docs/server.md "/slots").

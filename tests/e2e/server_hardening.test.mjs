@@ -47,6 +47,12 @@ async function healthWithin(base, ms) {
   return Date.now() - t0;
 }
 
+// Requests queued for a slot (a ticket taken, no slot yet).
+async function deferred(base) {
+  const m = await (await fetch(`${base}/metrics`)).text();
+  return Number(/oxinfer_requests_deferred (\d+)/.exec(m)[1]);
+}
+
 async function processing(base) {
   const m = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
   return Number(/oxinfer_requests_processing (\d+)/.exec(m)[1]);
@@ -324,17 +330,41 @@ try {
         body: JSON.stringify({ max_tokens: 30000, temperature: 0, stream: true, ...noThink, messages: [{ role: "user", content: "Tell me a long story." }] }) });
       a.then((r) => r.body.getReader().read()).catch(() => {});
       await untilProcessing(s2.base);
-      const done = [];
+      // The order slots were given in, seen from outside: a stream's role chunk is written before
+      // it waits for a slot, its next chunk (with logprobs, one per token) only once it holds one
+      // and before it lets the slot go. (The order in which whole responses arrive is not it: a
+      // request releases its slot before its last bytes reach the client, so the next one can
+      // finish first.)
+      const served = [];
       const waiting = [];
       for (const name of ["B", "C", "D", "E", "F"]) {
         waiting.push(fetch(`${s2.base}/v1/chat/completions`, { method: "POST", headers: JSON_CT,
-          body: JSON.stringify({ max_tokens: 2, temperature: 0, ...noThink, messages: [{ role: "user", content: `request ${name}` }] }) })
-          .then(async (r) => { assert.equal(r.status, 200); await r.text(); done.push(name); }));
-        await sleep(120);  // each is queued before the next arrives
+          body: JSON.stringify({ max_tokens: 2, temperature: 0, stream: true, logprobs: true, ...noThink,
+                                 messages: [{ role: "user", content: `request ${name}` }] }) })
+          .then(async (r) => {
+            assert.equal(r.status, 200);
+            const reader = r.body.getReader();
+            const dec = new TextDecoder();
+            let text = "";
+            for (;;) {
+              const { value, done } = await reader.read();
+              if (done) break;
+              text += dec.decode(value, { stream: true });
+              if (!served.includes(name) && (text.match(/^data: /gm) || []).length >= 2) served.push(name);
+            }
+            assert.ok(text.endsWith("data: [DONE]\n\n"), text.slice(-200));
+          }));
+        // Each is queued before the next is sent (a fixed delay was not enough on a loaded host:
+        // tokenizing and rendering one request could take longer than the gap to the next).
+        const t0 = Date.now();
+        while ((await deferred(s2.base)) < waiting.length) {
+          if (Date.now() - t0 > 10000) throw new Error(`request ${name} was never queued`);
+          await sleep(10);
+        }
       }
       ac.abort();  // the slot's holder leaves: the queue drains one by one
       await Promise.all(waiting);
-      assert.deepEqual(done, ["B", "C", "D", "E", "F"]);
+      assert.deepEqual(served, ["B", "C", "D", "E", "F"]);
     } finally {
       s2.proc.kill("SIGKILL");
     }
