@@ -126,16 +126,7 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
                                                  std::to_string(n_ctx) + "; use a larger context (-c)");
   auto st = model.new_state(n_ctx);
   std::vector<float> logits(static_cast<size_t>(model.info().n_vocab));
-  SamplingParams sp;
-  sp.temperature = r.sampling.temperature;
-  sp.top_k = r.sampling.top_k;
-  sp.top_p = r.sampling.top_p;
-  sp.min_p = r.sampling.min_p;
-  sp.repeat_penalty = r.sampling.repeat_penalty;
-  sp.presence_penalty = r.sampling.presence_penalty;
-  sp.frequency_penalty = r.sampling.frequency_penalty;
-  sp.penalty_last_n = r.sampling.penalty_last_n;
-  sp.seed = r.sampling.seed;
+  SamplingParams sp = from_c(r.sampling);
   sp.validate();
   Sampler sampler(sp, lm.text->vocab_size());
   for (int32_t id : tok)

@@ -102,19 +102,6 @@ oxi_sampling_params to_c(const oxi::SamplingParams& p) {
   return c;
 }
 
-oxi::SamplingParams from_c(const oxi_sampling_params& c) {
-  oxi::SamplingParams p;
-  p.temperature = c.temperature;
-  p.top_k = c.top_k;
-  p.top_p = c.top_p;
-  p.min_p = c.min_p;
-  p.repeat_penalty = c.repeat_penalty;
-  p.presence_penalty = c.presence_penalty;
-  p.frequency_penalty = c.frequency_penalty;
-  p.penalty_last_n = c.penalty_last_n;
-  p.seed = c.seed;
-  return p;
-}
 
 // A template that writes the BOS text itself plus the tokenizer's own BOS: keep one (as
 // llama.cpp does).
@@ -156,6 +143,21 @@ static_assert(OXI_SPEC_NONE == static_cast<int>(oxi::SpecMode::kNone) && OXI_SPE
 constexpr int32_t kContextMaxDraft = 16;
 
 namespace oxi {
+
+SamplingParams from_c(const oxi_sampling_params& c) {
+  oxi::SamplingParams p;
+  p.temperature = c.temperature;
+  p.top_k = c.top_k;
+  p.top_p = c.top_p;
+  p.min_p = c.min_p;
+  p.repeat_penalty = c.repeat_penalty;
+  p.presence_penalty = c.presence_penalty;
+  p.frequency_penalty = c.frequency_penalty;
+  p.penalty_last_n = c.penalty_last_n;
+  p.seed = c.seed;
+  return p;
+}
+
 
 oxi_model* wrap_model(std::unique_ptr<Model> model, TokenizerPtr tokenizer,
                       const std::string& chat_template) {
@@ -463,7 +465,7 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     o.n_top_logprobs = p.n_top_logprobs;
     o.logprobs = true;
     o.ignore_eog = p.ignore_eog != 0;
-    o.sampling = from_c(p.sampling);
+    o.sampling = oxi::from_c(p.sampling);
     o.prefill_chunk = p.prefill_chunk > 0 ? p.prefill_chunk : 512;
     o.cancel = p.cancel;
     OXI_REQUIRE(p.spec_mode >= OXI_SPEC_NONE && p.spec_mode <= OXI_SPEC_DRAFT, "oxi_generate: unknown spec_mode");

@@ -21,4 +21,8 @@ struct LoadedModel;
 // wasm module: special-token text for the chat output parsers, the file's weight type).
 const LoadedModel& loaded_of(const oxi_model* model);
 
+struct SamplingParams;
+// The C API's sampling parameters as the sampler's (not validated).
+SamplingParams from_c(const oxi_sampling_params& c);
+
 }  // namespace oxi

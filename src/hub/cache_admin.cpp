@@ -25,33 +25,6 @@ namespace {
 
 using namespace hub;
 
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// "Q4_K_M", "IQ4_XS", "F16", "BF16", "TQ1_0", "MXFP4": a llama.cpp type name.
-bool looks_like_quant(const std::string& s) {
-  size_t i = 0;
-  for (const char* p : {"MXFP", "BF", "TQ", "IQ", "Q", "F"}) {
-    if (s.rfind(p, 0) == 0) {
-      i = std::string(p).size();
-      break;
-    }
-  }
-  return i > 0 && i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]));
-}
-
-// The quant a model GGUF belongs to: the stem's last token when it names a type, else the folder
-// it is in ("BF16/model-00001-of-00002.gguf"), else the stem's last token anyway.
-std::string quant_label(const std::string& rel) {
-  const std::string label = gguf_quant_label(rel);
-  const auto slash = rel.rfind('/');
-  if (looks_like_quant(label) || slash == std::string::npos) return label;
-  const auto prev = rel.rfind('/', slash - 1);
-  return upper(rel.substr(prev == std::string::npos ? 0 : prev + 1, slash - (prev == std::string::npos ? 0 : prev + 1)));
-}
-
 std::string real(const fs::path& p) {
   std::error_code ec;
   const fs::path r = fs::canonical(p, ec);
@@ -117,7 +90,7 @@ std::vector<Snapshot> scan_repo(const fs::path& root, const std::string& real_ca
 // The model an entry belongs to: its quant for a model GGUF, "" (the checkpoint) for any other
 // file of a snapshot that holds a checkpoint, nullopt otherwise (mmproj, README of a GGUF repo).
 std::optional<std::string> model_of(const std::string& rel, bool has_checkpoint) {
-  if (is_model_gguf(rel)) return quant_label(rel);
+  if (is_model_gguf(rel)) return gguf_quant_label(rel);
   if (has_checkpoint && !(rel.size() >= 5 && upper(rel.substr(rel.size() - 5)) == ".GGUF")) return std::string();
   return std::nullopt;
 }
@@ -284,7 +257,7 @@ RemoveResult hub_remove_cached(const std::string& cache_dir, const std::string& 
   std::set<fs::path> dirs;
   for (const auto& s : scan_repo(f.root, f.real_cache)) {
     for (const auto& e : s.entries) {
-      if (!is_model_gguf(e.rel) || quant_label(e.rel) != want) continue;
+      if (!is_model_gguf(e.rel) || gguf_quant_label(e.rel) != want) continue;
       if (!inside(real_root, real(e.path.parent_path()))) continue;
       struct stat ls{};
       if (::lstat(e.path.c_str(), &ls) != 0) continue;

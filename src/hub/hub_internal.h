@@ -43,6 +43,7 @@ std::string repo_folder_name(const std::string& repo);  // "org/name" → "model
 std::string url_encode(const std::string& s, bool keep_slash);
 std::string env_or(const char* name, const std::string& def);
 bool env_truthy(const char* name);  // "1", "true", "yes", "on" (any case)
+std::string upper(std::string s);  // ASCII
 
 // ---- file selection ----
 struct Selection {

@@ -152,14 +152,15 @@ bool env_truthy(const char* name) {
   return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 namespace {
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
 bool ends_with_ci(const std::string& s, const std::string& suffix) {
@@ -222,10 +223,30 @@ bool quant_matches(const std::string& path, const std::string& quant) {
   return false;
 }
 
+namespace {
+// "Q4_K_M", "IQ4_XS", "F16", "BF16", "TQ1_0", "MXFP4": a llama.cpp type name.
+bool looks_like_quant(const std::string& s) {
+  size_t i = 0;
+  for (const char* p : {"MXFP", "BF", "TQ", "IQ", "Q", "F"}) {
+    if (s.rfind(p, 0) == 0) {
+      i = std::string(p).size();
+      break;
+    }
+  }
+  return i > 0 && i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]));
+}
+}  // namespace
+
 std::string gguf_quant_label(const std::string& path) {
   const std::string stem = gguf_stem(path);
   const auto cut = stem.find_last_of("-.");
-  return upper(cut == std::string::npos ? stem : stem.substr(cut + 1));
+  const std::string label = upper(cut == std::string::npos ? stem : stem.substr(cut + 1));
+  // Repos that keep each quant in a folder ("BF16/model-00001-of-00002.gguf"): the folder names it.
+  const auto slash = path.rfind('/');
+  if (looks_like_quant(label) || slash == std::string::npos) return label;
+  const size_t prev = slash == 0 ? std::string::npos : path.rfind('/', slash - 1);
+  const size_t from = prev == std::string::npos ? 0 : prev + 1;
+  return upper(path.substr(from, slash - from));
 }
 
 Selection select_model_files(const std::vector<std::string>& paths, const std::string& quant,

@@ -22,6 +22,13 @@ inline void zero(Device& d, Ref r, int64_t n) {
     d.write(r.at(i), z.data(), std::min<int64_t>(n - i, static_cast<int64_t>(z.size())));
 }
 
+// A host vector as a new device buffer of its size.
+inline std::shared_ptr<Buffer> upload_vec(Device& d, const std::vector<float>& v) {
+  auto b = d.alloc(static_cast<int64_t>(v.size()));
+  if (!v.empty()) d.write(at(b), v.data(), static_cast<int64_t>(v.size()));
+  return b;
+}
+
 // y = x · wᵀ for one weight (Device::matmul takes a batch of weights sharing x).
 inline void matmul1(Device& d, const Weight& w, Ref x, int64_t n, Ref y) {
   const Weight* ws[1] = {&w};
@@ -79,6 +86,25 @@ inline ExpertRows route_experts(Device& d, Ref logits, int64_t rows, int64_t E, 
       r.weights[static_cast<size_t>(e)].push_back(w[static_cast<size_t>(t * k + j)]);
     }
   return r;
+}
+
+// The routed experts of an MoE layer over n rows of x [n, D]: out [n, D] = Σ over each row's experts
+// of weight · ffn_e(row), experts in index order (the CPU forwards' order of additions). For each
+// expert with rows, ffn(e, xin, m, y) runs it over its m gathered rows (xin, y: [m, D] scratch in
+// slots slot_x and slot_y).
+template <class Ffn>
+void run_experts(Device& d, Scratch& S, int slot_x, int slot_y, const ExpertRows& r, Ref x, int64_t n, int64_t D, Ref out,
+                 Ffn&& ffn) {
+  zero(d, out, n * D);
+  for (size_t e = 0; e < r.rows.size(); ++e) {
+    const auto& rows = r.rows[e];
+    if (rows.empty()) continue;
+    const int64_t m = static_cast<int64_t>(rows.size());
+    const Ref xin = S.get(slot_x, m * D), y = S.get(slot_y, m * D);
+    d.gather_rows(x, rows, D, xin);
+    ffn(e, xin, m, y);
+    d.add_rows_scaled(y, rows, r.weights[e], D, out);
+  }
 }
 
 }  // namespace oxi::nn

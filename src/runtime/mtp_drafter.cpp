@@ -1,5 +1,7 @@
 #include "runtime/mtp_drafter.h"
 
+#include "sampling/sampler.h"
+
 #include <algorithm>
 
 namespace oxi {
@@ -25,7 +27,7 @@ bool MtpDrafter::propose(std::span<const int32_t> history, const float* hidden, 
   m_.mtp_forward(*st_, hidden + m * d, history.data() + m + 1, np, want ? logits_.data() : nullptr, want ? h_.data() : nullptr);
   if (!want) return true;
   for (int32_t j = 0; j < k; ++j) {
-    const int32_t draft = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    const int32_t draft = argmax(logits_);
     out.push_back(draft);
     if (j + 1 == k) break;
     m_.mtp_forward(*st_, h_.data(), &draft, 1, logits_.data(), h_.data());

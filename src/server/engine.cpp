@@ -83,6 +83,17 @@ json template_content(const json& content) {
   return parts;
 }
 
+}  // namespace
+
+void require_fits_context(size_t n, bool with_images, int64_t n_ctx) {
+  if (static_cast<int64_t>(n) < n_ctx) return;
+  throw RequestError(400, "messages", "the prompt has " + std::to_string(n) +
+                                          (with_images ? " entries (text tokens and image rows)" : " tokens") +
+                                          "; the context holds " + std::to_string(n_ctx));
+}
+
+namespace {
+
 class ServerEngine final : public Engine {
  public:
   explicit ServerEngine(const ServerOptions& opt) : opt_(opt) {
@@ -218,11 +229,7 @@ class ServerEngine final : public Engine {
                             const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                             const TokenSink& sink, const PromptMedia* media) override {
     if (prompt.empty()) throw RequestError(400, "messages", "the prompt is empty");
-    if (static_cast<int64_t>(prompt.size()) >= opt_.n_ctx) {
-      throw RequestError(400, "messages", "the prompt has " + std::to_string(prompt.size()) +
-                                              (media ? " entries (text tokens and image rows)" : " tokens") +
-                                              "; the context holds " + std::to_string(opt_.n_ctx));
-    }
+    require_fits_context(prompt.size(), media != nullptr, opt_.n_ctx);
     if (media && media->pos3.size() != 3 * prompt.size()) throw RequestError(500, "", "image positions do not match the prompt", "server_error");
     for (int32_t id : prompt) {
       if ((id < 0 && !media) || id >= tok_->n_vocab()) {

@@ -91,4 +91,8 @@ class Engine {
   virtual void cancel_all() = 0;
 };
 
+// Throws RequestError 400 when a prompt of n entries (text tokens, and image rows when
+// with_images) leaves no room in a context of n_ctx for the first generated token.
+void require_fits_context(size_t n, bool with_images, int64_t n_ctx);
+
 }  // namespace oxi::server

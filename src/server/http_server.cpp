@@ -656,11 +656,7 @@ ChatJob Routes::prepare_chat(ChatRequest req) {
     job.media = eng_.place_images(req, job.ids, nullptr);
   }
   // A prompt the context cannot hold: 400 here, before a stream starts (generate checks too).
-  if (static_cast<int64_t>(job.ids.size()) >= eng_.n_ctx()) {
-    throw RequestError(400, "messages", "the prompt has " + std::to_string(job.ids.size()) +
-                                            (job.media ? " entries (text tokens and image rows)" : " tokens") +
-                                            "; the context holds " + std::to_string(eng_.n_ctx()));
-  }
+  require_fits_context(job.ids.size(), job.media != nullptr, eng_.n_ctx());
   // Output parsing per family: reasoning and tool calls split from the content.
   job.popt = parser_options_for_prompt(eng_.chat_format(), job.prompt);
   if (!req.tools.empty()) job.popt.tools = nlohmann::ordered_json::parse(req.tools.dump());

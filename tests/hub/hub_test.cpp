@@ -104,6 +104,8 @@ TEST(HubQuant, Matching) {
   EXPECT_TRUE(quant_matches("m-UD-Q4_K_XL.gguf", "Q4_K_XL"));
   EXPECT_EQ(gguf_quant_label("m-UD-Q4_K_XL.gguf"), "Q4_K_XL");
   EXPECT_EQ(gguf_quant_label("x/m-q8_0-00002-of-00003.gguf"), "Q8_0");
+  EXPECT_EQ(gguf_quant_label("BF16/model-00001-of-00002.gguf"), "BF16");  // the folder names it
+  EXPECT_EQ(gguf_quant_label("model.gguf"), "MODEL");
 }
 
 TEST(HubSelect, HfCheckpoint) {

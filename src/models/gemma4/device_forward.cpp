@@ -38,11 +38,7 @@ struct DeviceForward::Scratch : nn::Scratch {
   using nn::Scratch::Scratch;
 };
 
-std::shared_ptr<nn::Buffer> DeviceForward::vec(const std::vector<float>& v) {
-  auto b = dev_->alloc(static_cast<int64_t>(v.size()));
-  if (!v.empty()) dev_->write(at(b), v.data(), static_cast<int64_t>(v.size()));
-  return b;
-}
+std::shared_ptr<nn::Buffer> DeviceForward::vec(const std::vector<float>& v) { return nn::upload_vec(*dev_, v); }
 
 // ---- a sequence's KV caches on the device: full [n_ctx, Hkv·hd] f32 rows per owning layer
 // (sliding layers too: attention reads only their window, and truncate() can go back anywhere).
@@ -196,16 +192,9 @@ void DeviceForward::ffn_moe(const DevLayer& L, const Layer& hl, Ref xn, Ref xr, 
   nn::ExpertRows r = nn::route_experts(d, lg, T, E, K);
   for (int64_t e = 0; e < E; ++e)
     for (float& w : r.weights[static_cast<size_t>(e)]) w *= hl.expert_scale[static_cast<size_t>(e)];
-  nn::zero(d, out, T * D);
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& toks = r.rows[static_cast<size_t>(e)];
-    if (toks.empty()) continue;
-    const int64_t m = static_cast<int64_t>(toks.size());
-    const Ref xin = S.get(kXin, m * D), y = S.get(kY, m * D);
-    d.gather_rows(xn, toks, D, xin);
-    geglu_ffn(*L.eg[static_cast<size_t>(e)], *L.eu[static_cast<size_t>(e)], *L.ed[static_cast<size_t>(e)], xin, m, y);
-    d.add_rows_scaled(y, toks, r.weights[static_cast<size_t>(e)], D, out);
-  }
+  nn::run_experts(d, S, kXin, kY, r, xn, T, D, out, [&](size_t e, Ref xin, int64_t m, Ref y) {
+    geglu_ffn(*L.eg[e], *L.eu[e], *L.ed[e], xin, m, y);
+  });
 }
 
 void DeviceForward::run(std::span<SequenceState* const> states, const Model::Pass& p, const BatchOutput& out) const {

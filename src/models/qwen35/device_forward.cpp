@@ -41,11 +41,7 @@ struct DeviceForward::DevLayer {
   std::vector<std::unique_ptr<nn::Weight>> eg, eu, ed;
 };
 
-std::shared_ptr<nn::Buffer> DeviceForward::vec(const std::vector<float>& v) {
-  auto b = dev_->alloc(static_cast<int64_t>(v.size()));
-  if (!v.empty()) dev_->write(at(b), v.data(), static_cast<int64_t>(v.size()));
-  return b;
-}
+std::shared_ptr<nn::Buffer> DeviceForward::vec(const std::vector<float>& v) { return nn::upload_vec(*dev_, v); }
 
 // ---- per-pass working memory: one growing buffer per slot
 
@@ -469,23 +465,23 @@ void DeviceForward::ffn(const DevLayer& L, Ref u, int64_t n, Ref o) const {
   }
   const int64_t E = c_.n_expert, K = c_.n_expert_used;
   const Ref rt = S.get(kRt, n * E);
-  nn::matmul1(d, *L.router, u, n, rt);
-  const nn::ExpertRows r = nn::route_experts(d, rt, n, E, K);
-  zero(d, o, n * D);
-  // Experts in index order, each over its tokens: the CPU forward's order of additions.
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& toks = r.rows[static_cast<size_t>(e)];
-    if (toks.empty()) continue;
-    const int64_t m = static_cast<int64_t>(toks.size());
-    const Ref xin = S.get(kXin, m * D), yout = S.get(kYout, m * D);
-    d.gather_rows(u, toks, D, xin);
-    swiglu(*L.eg[static_cast<size_t>(e)], *L.eu[static_cast<size_t>(e)], *L.ed[static_cast<size_t>(e)], xin, m, yout);
-    d.add_rows_scaled(yout, toks, r.weights[static_cast<size_t>(e)], D, o);
-  }
+  // The router and the shared expert's gate read the same rows: one batched product (and the
+  // gate's values are read back after route_experts has waited for the device anyway).
+  const Ref sg = L.sh_gate ? S.get(kSg, n) : Ref{};
   if (L.sh_gate) {
-    const Ref sh = S.get(kSh, n * D), sg = S.get(kSg, n);
+    const nn::Weight* ws[2] = {L.router.get(), L.sh_inp.get()};
+    const Ref ys[2] = {rt, sg};
+    d.matmul(ws, ys, u, n);
+  } else {
+    nn::matmul1(d, *L.router, u, n, rt);
+  }
+  const nn::ExpertRows r = nn::route_experts(d, rt, n, E, K);
+  nn::run_experts(d, S, kXin, kYout, r, u, n, D, o, [&](size_t e, Ref xin, int64_t m, Ref y) {
+    swiglu(*L.eg[e], *L.eu[e], *L.ed[e], xin, m, y);
+  });
+  if (L.sh_gate) {
+    const Ref sh = S.get(kSh, n * D);
     swiglu(*L.sh_gate, *L.sh_up, *L.sh_down, u, n, sh);
-    nn::matmul1(d, *L.sh_inp, u, n, sg);
     std::vector<float> s(static_cast<size_t>(n));
     d.read(sg, s.data(), n);
     for (auto& x : s) x = ops::sigmoid(x);
