@@ -48,6 +48,8 @@ const char* kHelp =
     "                        they are cut (default 10; a second signal exits at once)\n"
     "  --cors-origin O       allow web pages from origin O (e.g. http://localhost:3000; repeatable or\n"
     "                        comma-separated; * for any) to call the API; default: no CORS headers\n"
+    "  --no-webui            no chat web UI at / (default: on, served without the API key; the\n"
+    "                        page asks for the key for its API calls; --webui accepted)\n"
     "  --no-slots            GET /slots answers 501 (default: on; --slots accepted)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
@@ -72,7 +74,7 @@ std::string api_key_from(const Args& args) {
 
 int cmd_serve(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots"}));
+    Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots", "--webui", "--no-webui"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -111,6 +113,7 @@ int cmd_serve(int argc, char** argv) {
     o.draft_max = spec.draft_max;
     o.draft_min = spec.draft_min;
     o.special_in_content = args.flag({"--special-in-content"});
+    o.webui = !args.flag({"--no-webui"});  // --webui: the default, accepted as llama-server's
     o.slots_endpoint = !args.flag({"--no-slots"});  // --slots: the default, accepted as llama-server's
     o.shutdown_timeout_s = args.get_float({"--shutdown-timeout"}, o.shutdown_timeout_s);
     if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) usage_error("--shutdown-timeout must be 0..86400 seconds");

@@ -29,6 +29,7 @@
 #include "server/server.h"
 #include "chat/parser.h"
 #include "server/stream_text.h"
+#include "server/webui.h"
 
 namespace oxi::server {
 
@@ -408,6 +409,7 @@ void Routes::install(httplib::Server& svr) {
   svr.Get("/slots", [this](const httplib::Request& req, httplib::Response& res) {
     if (guard(req, res, ErrorStyle::kOpenAI)) slots(req, res);
   });
+  if (opt_.webui) install_webui(svr);  // GET /: the chat page (no API key asked for its files)
   post(svr, "/apply-template", &Routes::apply_template);
   post(svr, "/v1/chat/completions", &Routes::chat);
   post(svr, "/chat/completions", &Routes::chat);

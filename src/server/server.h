@@ -32,6 +32,7 @@ struct ServerOptions {
   int spec_mode = 1;        // OXI_SPEC_* (1: auto)
   int draft_max = 16;
   int draft_min = 0;
+  bool webui = true;                // --no-webui: no chat page at / (docs/server.md "Web UI")
   bool slots_endpoint = true;       // --no-slots: GET /slots answers 501 (llama-server's switch)
   bool special_in_content = false;  // --special-in-content: user text may hold control tokens (unsafe)
   double shutdown_timeout_s = 10;
