@@ -26,8 +26,13 @@ let modelId = null;
 let running = null; // {conv, msg, controller} while a reply streams
 
 const saveConvs = () => {
-  localStorage.setItem(KEYS.convs, JSON.stringify(convs));
-  if (current) localStorage.setItem(KEYS.current, current);
+  try {
+    localStorage.setItem(KEYS.convs, JSON.stringify(convs));
+    if (current) localStorage.setItem(KEYS.current, current);
+  } catch (e) {
+    // Storage full (or off): the chat goes on, unsaved; deleting old conversations frees room.
+    $("model").textContent = `conversations not saved: ${e.message}`;
+  }
 };
 const conv = () => convs.find((c) => c.id === current);
 
