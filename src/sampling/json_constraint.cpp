@@ -157,7 +157,9 @@ struct Compiler {
         n->props.push_back(compile(it.value(), depth + 1));
       }
       n->restricted = !(s.contains("additionalProperties") && s["additionalProperties"] == true);
-      if (n->restricted && n->keys.empty()) n->restricted = false;
+      // `properties: {}` alone leaves the object free; with additionalProperties false it is {}.
+      const bool closed = s.contains("additionalProperties") && s["additionalProperties"] == false;
+      if (n->restricted && n->keys.empty() && !closed) n->restricted = false;
     }
     if (s.contains("required")) {
       if (!s["required"].is_array()) unsupported("'required' must be an array");

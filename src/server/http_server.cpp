@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "sampling/gbnf.h"
 #include "server/engine.h"
+#include "server/forced_tool.h"
 #include "server/http_front.h"
 #include "server/routes.h"
 #include "server/server.h"
@@ -339,33 +340,27 @@ std::shared_ptr<TextConstraint> grammar_constraint(const GenerationRequest& req,
   return std::make_shared<GbnfConstraint>(req.grammar, std::move(prefix));
 }
 
+// The bytes that close a reasoning block the template left open, before constrained text.
+std::string reasoning_close(ChatFormat format, bool in_reasoning) {
+  if (!in_reasoning) return {};
+  return format == ChatFormat::kGemma4 ? "<channel|>" : "</think>\n\n";
+}
+
 std::shared_ptr<TextConstraint> make_constraint(const ChatRequest& req, ChatFormat format, bool in_reasoning) {
+  const std::string pre = reasoning_close(format, in_reasoning);
   // parse_chat_request refused a grammar beside response_format or a forced tool call.
-  if (req.grammar) return grammar_constraint(req, in_reasoning ? "</think>\n\n" : "");
+  if (req.grammar) return grammar_constraint(req, pre);
   const bool force_tool = !req.tools.empty() && req.tool_choice != "auto" && req.tool_choice != "none";
-  if (force_tool && format == ChatFormat::kQwen35) {
-    json names = json::array();
-    json args_schema = {{"type", "object"}};
-    for (const auto& t : req.tools) {
-      const std::string n = t["function"]["name"].get<std::string>();
-      if (req.tool_choice != "required" && n != req.tool_choice) continue;
-      names.push_back(n);
-      if (t["function"].contains("parameters") && t["function"]["parameters"].is_object()) {
-        args_schema = t["function"]["parameters"];
-      }
+  if (force_tool && format != ChatFormat::kPlain) {
+    try {
+      return forced_tool_constraint(req.tools, req.tool_choice, format, pre);
+    } catch (const Error& e) {
+      throw RequestError(400, "tool_choice", e.what());
     }
-    if (names.empty()) throw RequestError(400, "tool_choice", "tool_choice names a function that is not in 'tools'");
-    if (names.size() > 1) args_schema = {{"type", "object"}};  // arguments of whichever tool is picked
-    json schema = {{"type", "object"},
-                   {"properties", {{"name", {{"enum", names}}}, {"arguments", args_schema}}},
-                   {"required", {"name", "arguments"}}};
-    // Qwen 3.5's JSON tool-call form, which its parser accepts as well as the XML form.
-    return framed_json(in_reasoning ? "</think>\n\n<tool_call>\n" : "<tool_call>\n", schema, "</tool_call>");
   }
   const json& rf = req.response_format;
   if (rf.is_object()) {
     const std::string t = rf.value("type", "");
-    const std::string pre = in_reasoning ? "</think>\n\n" : "";
     if (t == "json_object") return framed_json(pre, nullptr, "");
     if (t == "json_schema") return framed_json(pre, rf["json_schema"].value("schema", json::object()), "");
   }

@@ -58,6 +58,21 @@ export function makeQwenModel(work) {
   return model;
 }
 
+// A synthetic Gemma 4 model (oxi-gen gemma4, E2B shape shrunk: hidden 256, 4 layers, seed 11, the
+// gemma-4-31B-it chat template), made afresh in `work` (emptied first). Returns the model directory.
+export function makeGemmaModel(work) {
+  const { NLC_DIR, OXI_GEN, OXI_SHARED_DIR } = process.env;
+  fs.rmSync(work, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+  const tokDir = path.join(work, "tok");
+  const model = path.join(work, "gemma4");
+  execFileSync("node", ["tools/gen/extract_gemma4_tokenizer.mjs", tokDir], { env: { ...process.env, NLC_DIR }, stdio: "inherit" });
+  execFileSync(OXI_GEN, ["gemma4", "--shape", "e2b", "--out", model, "--seed", "11", "--hidden", "256", "--layers", "4",
+    "--kv-shared", "2", "--ple", "8", "--ffn", "256", "--full-every", "2", "--window", "16", "--tokenizer-dir", tokDir,
+    "--chat-template", path.join(OXI_SHARED_DIR, "testdata/templates/google-gemma-4-31B-it.jinja")], { stdio: "inherit" });
+  return model;
+}
+
 // Named checks: check(name, fn) runs one and prints ok/FAIL (only those whose name contains
 // $OXI_TEST_ONLY when set); finish() prints the totals and exits 1 if any failed.
 export function checks() {
