@@ -1,10 +1,13 @@
 // End-to-end test of `oxinfer serve`'s OpenAI Responses endpoint (POST /v1/responses) with the
 // real `openai` npm client (client.responses.create / .stream), on the synthetic Qwen 3.5 model the
-// server tests share. The reference for text is /v1/chat/completions on the same conversation
-// (its greedy output is checked against llama.cpp by e2e_qwen35_oracle): the Responses request is
-// a translation onto that path, so the same conversation must give the same tokens.
-//   create: output_text and usage equal the chat answer (string input; instructions + input_text
-//   parts), status incomplete with reason max_output_tokens when cut; the response object's shape.
+// server tests share. References for the text: llama.cpp's greedy answer (node-llama-cpp through
+// llama_greedy.mjs, on the model converted to GGUF, the prompt rendered by @huggingface/jinja from
+// the model's template) for one conversation, and /v1/chat/completions on the same conversation
+// for the rest (the Responses request is a translation onto that path, so the same conversation
+// must give the same tokens).
+//   create: output_text and usage equal llama.cpp's / the chat answer (string input; instructions
+//   + input_text parts; an assistant output item given back), status incomplete with reason
+//   max_output_tokens when cut; the response object's shape.
 //   stream: the documented event order, sequence_number 0..n-1, `event:` names equal data.type,
 //   deltas join to the final text, response.incomplete / response.completed carry the final usage,
 //   SDK finalResponse() equals the non-streaming response's output.
@@ -19,15 +22,35 @@
 //   request log line; a CORS preflight.
 // input_image against llama-mtmd-cli (an independent reference) is in server_images
 // (lib/images_client.mjs).
+import { execFile, execFileSync } from "node:child_process";
+import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 import { checks, makeQwenModel, startServer } from "./lib/server.mjs";
 
 const require = createRequire(path.join(process.env.NLC_DIR, "package.json"));
 const OpenAI = require("openai").default;
+const { Template } = require("@huggingface/jinja");
 const { check, finish } = checks();
-const model = makeQwenModel(process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-responses-e2e");
+const WORK = process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-responses-e2e";
+const model = makeQwenModel(WORK);
+
+// llama.cpp's greedy answer to [system, user] (thinking off), started now: it runs while the
+// server loads. The GGUF is our conversion (checked against llama.cpp by e2e_qwen35_oracle).
+const SYSTEM = "Answer briefly.", QUESTION = "Tell me about the sea.";
+const llamaRef = (() => {
+  const gguf = path.join(WORK, "m.gguf"), promptFile = path.join(WORK, "prompt.txt");
+  execFileSync(process.env.OXINFER, ["convert", model, "-o", gguf, "--type", "f32"], { stdio: "ignore" });
+  const tmpl = fs.readFileSync(path.join(process.env.OXI_SHARED_DIR, "testdata/templates/Qwen3.5-4B.jinja"), "utf8");
+  fs.writeFileSync(promptFile, new Template(tmpl).render({ add_generation_prompt: true, enable_thinking: false,
+    messages: [{ role: "system", content: SYSTEM }, { role: "user", content: QUESTION }] }));
+  const greedy = path.join(path.dirname(fileURLToPath(import.meta.url)), "llama_greedy.mjs");
+  return new Promise((resolve, reject) => execFile("node", [greedy, "--model", gguf, "--prompt-file", promptFile, "--n", "8",
+    "--flash-attn", "off"], { maxBuffer: 1 << 26 }, (err, out, errText) => (err ? reject(new Error(errText)) : resolve(JSON.parse(out)))));
+})();
+llamaRef.catch(() => {});  // reported by the check that awaits it
 
 const KEY = "sk-responses";
 const ORIGIN = "http://app.example:3000";
@@ -35,7 +58,7 @@ const srv = await startServer(process.env.OXINFER, model, ["-np", "2", "--api-ke
   "--cors-origin", ORIGIN]);
 const client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: KEY, maxRetries: 0, timeout: 120000 });
 
-const question = "Tell me about the sea.";
+const question = QUESTION;
 const noThink = { effort: "none" };
 const schema = { type: "object", properties: { city: { type: "string", maxLength: 16 }, unit: { enum: ["c", "f"] } },
   required: ["city", "unit"], additionalProperties: false };
@@ -118,13 +141,18 @@ try {
     nonStream = r;
   });
 
-  await check("instructions + input_text parts equal chat with a system message", async () => {
-    const c = await chatRef([{ role: "system", content: "Answer briefly." }, { role: "user", content: question }], { max_tokens: 8 });
-    const r = await client.responses.create({ ...base, max_output_tokens: 8, instructions: "Answer briefly.",
+  await check("instructions + input_text parts: llama.cpp's greedy answer (and the chat endpoint's)", async () => {
+    const ll = await llamaRef;
+    const r = await client.responses.create({ ...base, max_output_tokens: 8, instructions: SYSTEM,
       input: [{ role: "user", content: [{ type: "input_text", text: question }] }] });
+    // (the output parser trims the answer's leading whitespace)
+    assert.equal(r.output_text, ll.text.trim());
+    assert.equal(r.usage.input_tokens, ll.prompt_tokens.length);
+    assert.ok(ll.min_top1_top2_gap > 1e-3, `near-tie in llama.cpp's greedy steps: ${ll.min_top1_top2_gap}`);
+    const c = await chatRef([{ role: "system", content: SYSTEM }, { role: "user", content: question }], { max_tokens: 8 });
     assert.equal(r.output_text, c.choices[0].message.content);
     assert.equal(r.usage.input_tokens, c.usage.prompt_tokens);
-    assert.equal(r.instructions, "Answer briefly.");
+    assert.equal(r.instructions, SYSTEM);
     // A multi-turn conversation with an assistant message given back as an output item.
     const turns = [{ role: "user", content: question }, { role: "assistant", content: refText }, { role: "user", content: "More." }];
     const c2 = await chatRef(turns, { max_tokens: 6 });
