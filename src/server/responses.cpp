@@ -32,7 +32,7 @@ json translate_input_content(const json& content, const std::string& role, const
     // An assistant message given back from an earlier response holds output_text (or refusal) parts.
     const bool text_part = t == "input_text" || (role == "assistant" && t == "output_text");
     if (text_part) {
-      if (!p.contains("text") || !p["text"].is_string()) bad(w + ".text", "a " + t + " part needs a string 'text'");
+      if (!p.contains("text") || !p["text"].is_string()) bad(w + ".text", "an " + t + " part needs a string 'text'");
       text += p["text"].get<std::string>();
       parts.push_back({{"type", "text"}, {"text", p["text"]}});
     } else if (role == "assistant" && t == "refusal") {
@@ -111,6 +111,10 @@ void translate_input(const json& input, json& msgs) {
       if (!id || !id->is_string()) bad(where + ".call_id", "a function_call item needs a string 'call_id'");
       if (!name || !name->is_string()) bad(where + ".name", "a function_call item needs a string 'name'");
       if (!args || !args->is_string()) bad(where + ".arguments", "a function_call item needs 'arguments' (a JSON string)");
+      // The templates render the arguments as an object: anything else fails there, less clearly.
+      if (!json::parse(args->get<std::string>(), nullptr, false).is_object()) {
+        bad(where + ".arguments", "'arguments' must be a JSON object serialised as a string");
+      }
       json& a = assistant();
       if (!a.contains("tool_calls")) a["tool_calls"] = json::array();
       a["tool_calls"].push_back({{"id", *id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", *args}}}});
@@ -425,7 +429,14 @@ void Routes::responses(const std::string& text, httplib::Response& res) {
   ResponsesRequest rq = parse_responses_request(parse_body(text), limits_);
   check_model(rq.chat, eng_.model_id());
   const bool one_call = rq.one_call;
-  auto job = std::make_shared<ChatJob>(prepare_chat(std::move(rq.chat)));
+  std::shared_ptr<ChatJob> job;
+  try {
+    job = std::make_shared<ChatJob>(prepare_chat(std::move(rq.chat)));
+  } catch (const RequestError& e) {
+    // A schema the constraint cannot enforce: named by this API's field.
+    if (e.param() == "response_format") throw RequestError(e.status(), "text.format.schema", e.what(), e.type());
+    throw;
+  }
   const std::string model = eng_.model_id();
   // The response object around the output; the request's settings as given (nulls where absent).
   auto base = std::make_shared<json>(json{

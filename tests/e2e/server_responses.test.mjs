@@ -312,6 +312,9 @@ try {
     await rejects({ ...base, temperature: 3 }, 400, "temperature");
     await rejects({ ...base, text: { format: { type: "json_schema", name: "n" } } }, 400, "text.format.schema");
     await rejects({ ...base, text: { format: { type: "grammar" } } }, 400, "text.format.type");
+    await rejects({ ...base, text: { format: { type: "json_schema", name: "n", schema: { type: "strange" } } } }, 400, "text.format.schema");
+    await rejects({ ...base, input: [{ role: "user", content: "hi" },
+      { type: "function_call", call_id: "c", name: "get_weather", arguments: "not json" }] }, 400, "input[1].arguments");
     await rejects({ ...base, reasoning: { effort: "extreme" } }, 400, "reasoning.effort");
     await rejects({ ...base, logit_bias: { 1: 5 } }, 400, "logit_bias");
     await rejects({ ...base, model: "gpt-nope" }, 404, "model");
