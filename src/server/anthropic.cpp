@@ -97,23 +97,16 @@ void translate_message(const json& m, size_t index, json& out) {
   out.push_back(std::move(a));
 }
 
-json translate_tools(const json& tools) {
-  if (!tools.is_array()) bad("tools", "'tools' must be an array");
-  json out = json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const json& t = tools[i];
-    const std::string w = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object()) bad(w, w + " must be an object");
-    if (t.contains("type") && !t["type"].is_null() && t["type"] != "custom") {
-      bad(w + ".type", "tool type " + t["type"].dump() + " (an Anthropic server tool) is not supported; give client tools with an input_schema");
-    }
-    if (!t.contains("name") || !t["name"].is_string()) bad(w + ".name", "each tool needs a string 'name'");
-    if (!t.contains("input_schema") || !t["input_schema"].is_object()) bad(w + ".input_schema", "each tool needs an 'input_schema' object");
-    json f = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
-    if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
-    out.push_back({{"type", "function"}, {"function", f}});
+// A client tool {name, description, input_schema} → a chat function.
+json tool_function(const json& t, const std::string& w) {
+  if (t.contains("type") && !t["type"].is_null() && t["type"] != "custom") {
+    bad(w + ".type", "tool type " + t["type"].dump() + " (an Anthropic server tool) is not supported; give client tools with an input_schema");
   }
-  return out;
+  if (!t.contains("name") || !t["name"].is_string()) bad(w + ".name", "each tool needs a string 'name'");
+  if (!t.contains("input_schema") || !t["input_schema"].is_object()) bad(w + ".input_schema", "each tool needs an 'input_schema' object");
+  json f = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
+  if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
+  return f;
 }
 
 }  // namespace
@@ -175,7 +168,7 @@ AnthropicRequest parse_anthropic_request(const json& body, const Limits& limits,
   oa["messages"] = std::move(msgs);
 
   AnthropicRequest r;
-  if (const json* tools = present(body, "tools")) oa["tools"] = translate_tools(*tools);
+  if (const json* tools = present(body, "tools")) oa["tools"] = chat_tools(*tools, tool_function);
   if (const json* tc = present(body, "tool_choice")) {
     if (!tc->is_object() || !tc->contains("type") || !(*tc)["type"].is_string()) {
       bad("tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");

@@ -21,6 +21,17 @@ void refuse_unknown_fields(const json& body, std::initializer_list<const char*> 
   }
 }
 
+json chat_tools(const json& tools, const std::function<json(const json&, const std::string&)>& to_function) {
+  if (!tools.is_array()) bad("tools", "'tools' must be an array");
+  json out = json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string w = "tools[" + std::to_string(i) + "]";
+    if (!tools[i].is_object()) bad(w, w + " must be an object");
+    out.push_back({{"type", "function"}, {"function", to_function(tools[i], w)}});
+  }
+  return out;
+}
+
 std::string text_of_blocks(const json& v, const std::string& where, std::initializer_list<const char*> text_types) {
   if (v.is_string()) return v.get<std::string>();
   if (!v.is_array()) bad(where, "'" + where + "' must be a string or an array of text blocks");

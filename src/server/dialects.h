@@ -5,6 +5,7 @@
 // messages, tools and sampling ranges applies to every dialect.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 
@@ -22,6 +23,12 @@ const nlohmann::json* present(const nlohmann::json& body, const char* key);
 // 400 naming the first field of `body` (not null) that is not in `known`: a field that could change
 // the output is refused, never ignored (docs/server.md "Request fields").
 void refuse_unknown_fields(const nlohmann::json& body, std::initializer_list<const char*> known);
+
+// A dialect's `tools` array → OpenAI chat tools: each entry must be an object, and becomes
+// {"type": "function", "function": to_function(entry, "tools[i]")} (to_function checks the
+// dialect's own shape, naming fields under "tools[i]").
+nlohmann::json chat_tools(const nlohmann::json& tools,
+                          const std::function<nlohmann::json(const nlohmann::json&, const std::string&)>& to_function);
 
 // The text of a `system` value or a tool result: a string, or an array of text blocks whose
 // `type` is `text_type` ("text" for Anthropic, "input_text" / "output_text" for OpenAI Responses),

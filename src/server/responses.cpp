@@ -140,28 +140,22 @@ void translate_input(const json& input, json& msgs) {
   }
 }
 
-json translate_tools(const json& tools) {
-  if (!tools.is_array()) bad("tools", "'tools' must be an array");
-  json out = json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const json& t = tools[i];
-    const std::string w = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object()) bad(w, w + " must be an object");
-    const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "";
-    if (type != "function") {
-      bad(w + ".type", "tool type '" + type + "' is not supported: only function tools ({\"type\": \"function\", "
-                       "\"name\", \"parameters\"}) run here (hosted tools need OpenAI's servers)");
-    }
-    if (!t.contains("name") || !t["name"].is_string()) bad(w + ".name", "a function tool needs a string 'name'");
-    json f = {{"name", t["name"]}};
-    if (const json* p = present(t, "parameters")) {
-      if (!p->is_object()) bad(w + ".parameters", "'parameters' must be a JSON schema object");
-      f["parameters"] = *p;
-    }
-    if (const json* d = present(t, "description")) f["description"] = *d;
-    out.push_back({{"type", "function"}, {"function", f}});
+// A Responses function tool {type: "function", name, description, parameters, strict} → a chat
+// function; hosted tool types → 400.
+json tool_function(const json& t, const std::string& w) {
+  const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "";
+  if (type != "function") {
+    bad(w + ".type", "tool type '" + type + "' is not supported: only function tools ({\"type\": \"function\", "
+                     "\"name\", \"parameters\"}) run here (hosted tools need OpenAI's servers)");
   }
-  return out;
+  if (!t.contains("name") || !t["name"].is_string()) bad(w + ".name", "a function tool needs a string 'name'");
+  json f = {{"name", t["name"]}};
+  if (const json* p = present(t, "parameters")) {
+    if (!p->is_object()) bad(w + ".parameters", "'parameters' must be a JSON schema object");
+    f["parameters"] = *p;
+  }
+  if (const json* d = present(t, "description")) f["description"] = *d;
+  return f;
 }
 
 }  // namespace
@@ -232,7 +226,7 @@ ResponsesRequest parse_responses_request(const json& body, const Limits& limits)
   oa["messages"] = std::move(msgs);
 
   if (const json* tools = present(body, "tools")) {
-    oa["tools"] = translate_tools(*tools);
+    oa["tools"] = chat_tools(*tools, tool_function);
     echo["tools"] = *tools;
   }
   if (const json* tc = present(body, "tool_choice")) {
