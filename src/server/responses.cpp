@@ -233,7 +233,8 @@ ResponsesRequest parse_responses_request(const json& body, const Limits& limits)
     if (tc->is_string()) {
       if (*tc != "auto" && *tc != "none" && *tc != "required") bad("tool_choice", "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"}");
       oa["tool_choice"] = *tc;
-    } else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("name") && (*tc)["name"].is_string()) {
+    } else if (tc->is_object() && tc->contains("type") && (*tc)["type"] == "function" && tc->contains("name") &&
+               (*tc)["name"].is_string()) {
       oa["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*tc)["name"]}}}};
     } else {
       bad("tool_choice", "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\"} (hosted and "
@@ -264,7 +265,9 @@ ResponsesRequest parse_responses_request(const json& body, const Limits& limits)
       if (t == "json_schema") {
         const json* schema = present(*f, "schema");
         if (!schema || !schema->is_object()) bad("text.format.schema", "a json_schema format needs a 'schema' object");
-        json js = {{"schema", *schema}, {"name", f->value("name", std::string("response"))}};
+        const json* name = present(*f, "name");
+        if (name && !name->is_string()) bad("text.format.name", "'text.format.name' must be a string");
+        json js = {{"schema", *schema}, {"name", name ? *name : json("response")}};
         if (const json* s = present(*f, "strict")) js["strict"] = *s;
         oa["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
       } else if (t == "json_object") {

@@ -233,6 +233,14 @@ TEST(Responses, RefusesWhatItCannotHonour) {
   EXPECT_EQ(param_of(R"({"input": "x", "tool_choice": {"type": "file_search"}})"), "tool_choice");
   EXPECT_EQ(param_of(R"({"input": "x", "text": {"format": {"type": "json_schema"}}})"), "text.format.schema");
   EXPECT_EQ(param_of(R"({"input": "x", "text": {"verbosity": "low"}})"), "text.verbosity");
+  EXPECT_EQ(param_of(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": 5, "schema": {}}}})"), "text.format.name");
+  EXPECT_EQ(param_of(R"({"input": "x", "tool_choice": {"type": 5, "name": "f"}})"), "tool_choice");
+  EXPECT_EQ(param_of(R"({"input": "x", "text": {"format": 7}})"), "text.format.type");
+  EXPECT_EQ(param_of(R"({"input": "x", "reasoning": {"effort": 1}})"), "reasoning.effort");
+  EXPECT_EQ(param_of(R"({"input": [{"type": 3}]})"), "input[0].type");
+  EXPECT_EQ(param_of(R"({"input": [{"role": "user", "content": [7]}]})"), "input[0].content[0]");
+  EXPECT_EQ(param_of(R"({"input": [{"type": "reasoning", "content": [{"type": "summary_text", "text": "x"}]}]})"),
+            "input[0].content[0].type");
   EXPECT_EQ(param_of(R"({"input": "x", "reasoning": {"effort": "max"}})"), "reasoning.effort");
   EXPECT_EQ(param_of(R"({"input": [{"type": "item_reference", "id": "x"}]})"), "input[0].type");
   EXPECT_EQ(param_of(R"({"input": [{"role": "tool", "content": "x"}]})"), "input[0].role");
