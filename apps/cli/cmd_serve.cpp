@@ -21,6 +21,8 @@ namespace oxi::cli {
 namespace {
 const char* kHelp =
     "usage: oxinfer serve -m MODEL [options]\n"
+    "endpoints: OpenAI /v1/chat/completions, /v1/completions, /v1/responses, /v1/models; Anthropic\n"
+    "  /v1/messages; ollama /api/chat, /api/generate, /api/tags, /api/show (docs/server.md)\n"
     "  -m, --model PATH      .gguf file or HF checkpoint directory (or -hf org/name[:quant])\n"
     "  --host H              address to listen on (default 127.0.0.1)\n"
     "  --port P              port (default 8080)\n"

@@ -16,31 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw RequestError(400, param, msg); }
-
-// The text of a `system` value or a tool_result's content: a string or an array of text blocks.
-std::string text_of_blocks(const json& v, const std::string& where) {
-  if (v.is_string()) return v.get<std::string>();
-  if (!v.is_array()) bad(where, "'" + where + "' must be a string or an array of text blocks");
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& b = v[i];
-    const std::string w = where + "[" + std::to_string(i) + "]";
-    if (!b.is_object() || !b.contains("type") || !b["type"].is_string()) bad(w, "each block needs a string 'type'");
-    const std::string t = b["type"].get<std::string>();
-    if (t != "text") bad(w + ".type", "content block type '" + t + "' is not supported here (text only)");
-    if (!b.contains("text") || !b["text"].is_string()) bad(w + ".text", "a text block needs a string 'text'");
-    if (!out.empty()) out += "\n";
-    out += b["text"].get<std::string>();
-  }
-  return out;
-}
-
-const json* present(const json& body, const char* key) {
-  auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
 // One Anthropic message → OpenAI messages appended to `out` (a user message's tool_result blocks
 // become `tool` messages, in order, before the user's text).
 void translate_message(const json& m, size_t index, json& out) {
@@ -122,38 +97,25 @@ void translate_message(const json& m, size_t index, json& out) {
   out.push_back(std::move(a));
 }
 
-json translate_tools(const json& tools) {
-  if (!tools.is_array()) bad("tools", "'tools' must be an array");
-  json out = json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const json& t = tools[i];
-    const std::string w = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object()) bad(w, w + " must be an object");
-    if (t.contains("type") && !t["type"].is_null() && t["type"] != "custom") {
-      bad(w + ".type", "tool type " + t["type"].dump() + " (an Anthropic server tool) is not supported; give client tools with an input_schema");
-    }
-    if (!t.contains("name") || !t["name"].is_string()) bad(w + ".name", "each tool needs a string 'name'");
-    if (!t.contains("input_schema") || !t["input_schema"].is_object()) bad(w + ".input_schema", "each tool needs an 'input_schema' object");
-    json f = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
-    if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
-    out.push_back({{"type", "function"}, {"function", f}});
+// A client tool {name, description, input_schema} → a chat function.
+json tool_function(const json& t, const std::string& w) {
+  if (t.contains("type") && !t["type"].is_null() && t["type"] != "custom") {
+    bad(w + ".type", "tool type " + t["type"].dump() + " (an Anthropic server tool) is not supported; give client tools with an input_schema");
   }
-  return out;
+  if (!t.contains("name") || !t["name"].is_string()) bad(w + ".name", "each tool needs a string 'name'");
+  if (!t.contains("input_schema") || !t["input_schema"].is_object()) bad(w + ".input_schema", "each tool needs an 'input_schema' object");
+  json f = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
+  if (t.contains("description") && t["description"].is_string()) f["description"] = t["description"];
+  return f;
 }
 
 }  // namespace
 
 AnthropicRequest parse_anthropic_request(const json& body, const Limits& limits, bool count_only) {
-  static const char* const kKnown[] = {"model", "messages", "max_tokens", "system", "temperature", "top_p", "top_k",
-                                       "stop_sequences", "stream", "tools", "tool_choice", "thinking",
-                                       // cannot change the output:
-                                       "metadata", "service_tier"};
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null()) continue;
-    bool known = false;
-    for (const char* k : kKnown) known = known || it.key() == k;
-    if (!known) bad(it.key(), "unsupported field '" + it.key() + "': it could change the output, so it is refused rather than ignored");
-  }
+  refuse_unknown_fields(body, {"model", "messages", "max_tokens", "system", "temperature", "top_p", "top_k",
+                               "stop_sequences", "stream", "tools", "tool_choice", "thinking",
+                               // cannot change the output:
+                               "metadata", "service_tier"});
   json oa = json::object();
   if (const json* m = present(body, "model")) oa["model"] = *m;
   // max_tokens: required by Anthropic (≥ 1).
@@ -206,7 +168,7 @@ AnthropicRequest parse_anthropic_request(const json& body, const Limits& limits,
   oa["messages"] = std::move(msgs);
 
   AnthropicRequest r;
-  if (const json* tools = present(body, "tools")) oa["tools"] = translate_tools(*tools);
+  if (const json* tools = present(body, "tools")) oa["tools"] = chat_tools(*tools, tool_function);
   if (const json* tc = present(body, "tool_choice")) {
     if (!tc->is_object() || !tc->contains("type") || !(*tc)["type"].is_string()) {
       bad("tool_choice", "'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
@@ -354,16 +316,9 @@ void Routes::messages(const std::string& text, httplib::Response& res) {
   auto job = std::make_shared<ChatJob>(prepare_chat(std::move(a.chat)));
   const std::string id = random_id("msg_");
   const std::string model = eng_.model_id();
-  // disable_parallel_tool_use: generation stops once the first tool call is complete.
-  auto keep_on = [one_call](const ChatDelta& d) { return !(one_call && !d.tool_calls.empty()); };
-
   if (!job->req.stream) {
-    ChatRun run;
-    {
-      InFlight guard(metrics_);
-      run = run_chat(*job, 0, [&](const ChatDelta& d, const TokenOut*) { return keep_on(d); },
-                     [] { return !client_disconnected(); });
-    }
+    const ChatRun run = run_single(*job, one_call, [](const ChatDelta&, const TokenOut*) {},
+                                   [] { return !client_disconnected(); });
     if (run.error) std::rethrow_exception(run.error);
     json content = json::array();
     const ChatMessage& m = run.message;
@@ -391,24 +346,14 @@ void Routes::messages(const std::string& text, httplib::Response& res) {
                                        {"cache_read_input_tokens", 0}, {"output_tokens", 0}}}}}});
     out.event("ping", {{"type", "ping"}});
     BlockStream blocks(out);
-    bool called = false;
-    ChatRun run;
-    {
-      InFlight guard(metrics_);
-      run = run_chat(
-          *job, 0,
-          [&](const ChatDelta& d, const TokenOut*) {
-            blocks.text("thinking", d.reasoning_content);
-            blocks.text("text", d.content);
-            for (const auto& [index, call] : d.tool_calls) {
-              if (one_call && called) break;
-              blocks.tool_use(call);
-              called = true;
-            }
-            return !(one_call && called);
-          },
-          [&] { return out.alive.load(); });
-    }
+    const ChatRun run = run_single(
+        *job, one_call,
+        [&](const ChatDelta& d, const TokenOut*) {
+          blocks.text("thinking", d.reasoning_content);
+          blocks.text("text", d.content);
+          for (const auto& [index, call] : d.tool_calls) blocks.tool_use(call);
+        },
+        [&] { return out.alive.load(); });
     if (run.error) {
       // Never a 500 mid-stream: Anthropic's in-band error event ends the stream.
       out.event("error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", error_message(run.error)}}}});

@@ -5,6 +5,8 @@
 // messages, tools and sampling ranges applies to every dialect.
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,27 @@
 #include "server/request.h"
 
 namespace oxi::server {
+
+// Shared by the translators: a 400 naming the dialect's field, and a member that is present and
+// not null (null is the same as absent, as on the OpenAI endpoints).
+[[noreturn]] void bad(const std::string& param, const std::string& msg);
+const nlohmann::json* present(const nlohmann::json& body, const char* key);
+
+// 400 naming the first field of `body` (not null) that is not in `known`: a field that could change
+// the output is refused, never ignored (docs/server.md "Request fields").
+void refuse_unknown_fields(const nlohmann::json& body, std::initializer_list<const char*> known);
+
+// A dialect's `tools` array → OpenAI chat tools: each entry must be an object, and becomes
+// {"type": "function", "function": to_function(entry, "tools[i]")} (to_function checks the
+// dialect's own shape, naming fields under "tools[i]").
+nlohmann::json chat_tools(const nlohmann::json& tools,
+                          const std::function<nlohmann::json(const nlohmann::json&, const std::string&)>& to_function);
+
+// The text of a `system` value or a tool result: a string, or an array of text blocks whose
+// `type` is `text_type` ("text" for Anthropic, "input_text" / "output_text" for OpenAI Responses),
+// joined with newlines. Other block types → 400 naming `where`.
+std::string text_of_blocks(const nlohmann::json& v, const std::string& where,
+                           std::initializer_list<const char*> text_types = {"text"});
 
 struct AnthropicRequest {
   ChatRequest chat;
@@ -30,6 +53,15 @@ struct OllamaRequest {
 
 // POST /api/chat (generate = false) or /api/generate (generate = true). `stream` defaults to true.
 OllamaRequest parse_ollama_request(const nlohmann::json& body, const Limits& limits, bool generate);
+
+// POST /v1/responses (OpenAI's Responses API; docs/server.md "OpenAI /v1/responses"). The request's
+// own settings are echoed back in the response object.
+struct ResponsesRequest {
+  ChatRequest chat;
+  bool one_call = false;  // parallel_tool_calls: false: at most one function call
+  nlohmann::json echo;    // instructions, max_output_tokens, tools, tool_choice, text, reasoning, … as given
+};
+ResponsesRequest parse_responses_request(const nlohmann::json& body, const Limits& limits);
 
 // Whether the request's `model` names the served model: ollama spells a model NAME or NAME:TAG,
 // and NAME means NAME:latest.

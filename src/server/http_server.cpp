@@ -412,6 +412,8 @@ void Routes::install(httplib::Server& svr) {
   post(svr, "/completions", &Routes::completion);
   post(svr, "/tokenize", &Routes::tokenize);
   post(svr, "/detokenize", &Routes::detokenize);
+  // OpenAI Responses (responses.cpp)
+  post(svr, "/v1/responses", &Routes::responses);
   // Anthropic (anthropic.cpp)
   post(svr, "/v1/messages", &Routes::messages, ErrorStyle::kAnthropic);
   post(svr, "/v1/messages/count_tokens", &Routes::count_tokens, ErrorStyle::kAnthropic);
@@ -710,6 +712,27 @@ ChatRun Routes::run_chat(const ChatJob& job, int i, const DeltaSink& on_delta, c
   run.finish = stop.stopped() ? "stop" : run.result.finish_reason;
   if (!run.message.tool_calls.empty()) run.finish = "tool_calls";
   return run;
+}
+
+ChatRun Routes::run_single(const ChatJob& job, bool one_call,
+                           const std::function<void(const ChatDelta&, const TokenOut*)>& on_delta,
+                           const std::function<bool()>& keep_going) {
+  InFlight guard(metrics_);
+  bool called = false;
+  return run_chat(
+      job, 0,
+      [&](const ChatDelta& d, const TokenOut* t) {
+        if (one_call && !d.tool_calls.empty() && (called || d.tool_calls.size() > 1)) {
+          ChatDelta first = d;
+          first.tool_calls.resize(called ? 0 : 1);
+          on_delta(first, t);
+        } else {
+          on_delta(d, t);
+        }
+        called = called || !d.tool_calls.empty();
+        return !(one_call && called);
+      },
+      keep_going);
 }
 
 // ---- OpenAI chat ----------------------------------------------------------------------------------

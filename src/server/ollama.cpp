@@ -22,13 +22,6 @@ const char* const kOllamaCompatVersion = "0.12.0";
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw RequestError(400, param, msg); }
-
-const json* present(const json& body, const char* key) {
-  auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
 bool nonempty(const json* v) {
   return v && !(v->is_string() && v->get<std::string>().empty()) && !(v->is_array() && v->empty());
 }
@@ -127,18 +120,11 @@ bool ollama_model_matches(const std::string& requested, const std::string& serve
 }
 
 OllamaRequest parse_ollama_request(const json& body, const Limits& limits, bool generate) {
-  static const char* const kChat[] = {"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"};
-  static const char* const kGenerate[] = {"model", "prompt", "system", "format", "options", "stream", "keep_alive",
-                                          "think", "raw", "suffix", "template", "context", "images"};
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it->is_null()) continue;
-    bool known = false;
-    if (generate) {
-      for (const char* k : kGenerate) known = known || it.key() == k;
-    } else {
-      for (const char* k : kChat) known = known || it.key() == k;
-    }
-    if (!known) bad(it.key(), "unsupported field '" + it.key() + "': it could change the output, so it is refused rather than ignored");
+  if (generate) {
+    refuse_unknown_fields(body, {"model", "prompt", "system", "format", "options", "stream", "keep_alive", "think", "raw",
+                                 "suffix", "template", "context", "images"});
+  } else {
+    refuse_unknown_fields(body, {"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"});
   }
   const json* model = present(body, "model");
   if (!model || !model->is_string() || model->get<std::string>().empty()) bad("model", "model is required");

@@ -1,9 +1,9 @@
 // The HTTP routes of `oxinfer serve` (internal to src/server). One Routes object serves every API
-// dialect over the same engine: OpenAI (http_server.cpp), Anthropic /v1/messages (anthropic.cpp)
-// and ollama's /api/* (ollama.cpp). The dialects are thin translations of their request and
-// response shapes: each builds a ChatRequest, runs it through prepare_chat / run_chat (the one
-// chat path: template rendering, prompt cache checkpoint, output parser, stop strings, structured
-// output) and writes the result in its own shape.
+// dialect over the same engine: OpenAI (http_server.cpp; /v1/responses in responses.cpp), Anthropic
+// /v1/messages (anthropic.cpp) and ollama's /api/* (ollama.cpp). The dialects are thin
+// translations of their request and response shapes: each builds a ChatRequest, runs it through
+// prepare_chat / run_chat (the one chat path: template rendering, prompt cache checkpoint, output
+// parser, stop strings, structured output) and writes the result in its own shape.
 #pragma once
 
 #include <httplib.h>
@@ -118,6 +118,11 @@ class Routes {
   ChatJob prepare_chat(ChatRequest req);
   // Generates choice i. `keep_going` is asked after every token (client gone, shutdown…).
   ChatRun run_chat(const ChatJob& job, int i, const DeltaSink& on_delta, const std::function<bool()>& keep_going);
+  // The one choice of a dialect request (Anthropic, Responses), counted in flight. one_call: the
+  // deltas carry at most one tool call in all, and generation stops once it is complete
+  // (disable_parallel_tool_use / parallel_tool_calls: false).
+  ChatRun run_single(const ChatJob& job, bool one_call, const std::function<void(const ChatDelta&, const TokenOut*)>& on_delta,
+                     const std::function<bool()>& keep_going);
 
   // ---- OpenAI (http_server.cpp) ----
   void chat(const std::string& text, httplib::Response& res);
@@ -136,6 +141,9 @@ class Routes {
   // ---- Anthropic (anthropic.cpp) ----
   void messages(const std::string& text, httplib::Response& res);
   void count_tokens(const std::string& text, httplib::Response& res);
+
+  // ---- OpenAI Responses (responses.cpp) ----
+  void responses(const std::string& text, httplib::Response& res);
 
   // ---- ollama (ollama.cpp) ----
   void ollama_chat(const std::string& text, httplib::Response& res);

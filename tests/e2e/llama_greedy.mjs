@@ -7,6 +7,9 @@
 //
 //   node llama_greedy.mjs --model M.gguf --tokens 2,10,20 [--n 32] [--top-k 5] [--threads 2]
 //        [--kv-type f16|f32] [--flash-attn on|off|auto] [--all-logits] [--out FILE]
+//   --prompt-file F instead of --tokens: the prompt is F's text, tokenized by llama.cpp (special
+//   tokens parsed, nothing added). Output `text` too: the generated tokens up to the first
+//   end-of-generation token, detokenized by llama.cpp.
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -22,6 +25,7 @@ function parse(argv) {
     switch (a) {
       case "--model": o.model = v(); break;
       case "--tokens": o.tokens = v().split(",").filter(Boolean).map(Number); break;
+      case "--prompt-file": o.promptFile = v(); break;
       case "--n": o.n = Number(v()); break;
       case "--top-k": o.topK = Number(v()); break;
       case "--threads": o.threads = Number(v()); break;
@@ -32,8 +36,8 @@ function parse(argv) {
       default: throw new Error(`unknown argument ${a}`);
     }
   }
-  if (!o.model || !o.tokens?.length) throw new Error("--model and --tokens are required");
-  if (o.tokens.some((t) => !Number.isInteger(t) || t < 0)) throw new Error("--tokens must be non-negative integers");
+  if (!o.model || !(o.tokens?.length || o.promptFile)) throw new Error("--model and --tokens (or --prompt-file) are required");
+  if (o.tokens && o.tokens.some((t) => !Number.isInteger(t) || t < 0)) throw new Error("--tokens must be non-negative integers");
   if (!["f16", "f32"].includes(o.kvType)) throw new Error("--kv-type must be f16 or f32");
   if (!["on", "off", "auto"].includes(o.flashAttn)) throw new Error("--flash-attn must be on, off or auto");
   if (!(o.n >= 1) || !(o.topK >= 2)) throw new Error("--n must be ≥ 1 and --top-k ≥ 2");
@@ -62,6 +66,7 @@ async function main() {
   const llama = await getLlama({ gpu: false, build: "never", maxThreads: o.threads, logLevel: LlamaLogLevel.info,
     logger: (level, m) => { logs.push(`[${level}] ${m}`); } });
   const model = await llama.loadModel({ modelPath: o.model, gpuLayers: 0 });
+  if (o.promptFile) o.tokens = [...model.tokenize(fs.readFileSync(o.promptFile, "utf8"), true)];
   const kv = o.kvType.toUpperCase();
   const ctxSize = Math.max(512, Math.ceil((o.tokens.length + o.n + 1) / 256) * 256);
   const flash = o.flashAttn === "on" ? true : o.flashAttn === "off" ? false : "auto";
@@ -87,6 +92,8 @@ async function main() {
       logits = r[0].next.logits;
     }
     result.generated_tokens = generated;
+    const end = generated.findIndex((t) => model.isEogToken(t));
+    result.text = model.detokenize(end < 0 ? generated : generated.slice(0, end));
     result.steps = steps;
     result.min_top1_top2_gap = Math.min(...steps.map((s) => s.top1_top2_gap));
     const fa = logs.map((l) => /Flash Attention (enabled|disabled)/i.exec(l)).filter(Boolean).pop();

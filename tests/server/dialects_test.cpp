@@ -150,5 +150,116 @@ TEST(Ollama, GenerateAndRefusals) {
   EXPECT_EQ(param, "messages[0].images");
 }
 
+// ---- OpenAI Responses (/v1/responses) ----
+
+TEST(Responses, TranslatesAnAgentLoopIntoChatMessages) {
+  Limits lim;
+  const json body = json::parse(R"({
+    "model": "m", "instructions": "Be brief.", "max_output_tokens": 300, "temperature": 0.5, "top_p": 0.9,
+    "tools": [{"type": "function", "name": "get_weather", "description": "w", "strict": true,
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    "tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": false,
+    "reasoning": {"effort": "low", "summary": "auto"}, "store": false, "metadata": {"k": "v"},
+    "input": [
+      {"role": "user", "content": [{"type": "input_text", "text": "Weather in "}, {"type": "input_text", "text": "Paris?"}]},
+      {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "need the tool"}]},
+      {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Sunny.", "annotations": []}]},
+      {"role": "user", "content": "And tomorrow?"}
+    ]})");
+  const ResponsesRequest q = parse_responses_request(body, lim);
+  const ChatRequest& r = q.chat;
+  EXPECT_TRUE(q.one_call);
+  EXPECT_EQ(r.max_tokens, 300);
+  EXPECT_FLOAT_EQ(*r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(*r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.tool_choice, "get_weather");
+  EXPECT_EQ(r.tools[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(r.tools[0]["function"]["parameters"]["properties"]["city"]["type"], "string");
+  EXPECT_TRUE(*r.enable_thinking);  // any effort but "none"
+  ASSERT_EQ(r.messages.size(), 6u) << r.messages.dump();
+  EXPECT_EQ(r.messages[0], json({{"role", "system"}, {"content", "Be brief."}}));
+  EXPECT_EQ(r.messages[1], json({{"role", "user"}, {"content", "Weather in Paris?"}}));
+  EXPECT_EQ(r.messages[2]["role"], "assistant");
+  EXPECT_TRUE(r.messages[2]["content"].is_null());
+  EXPECT_EQ(r.messages[2]["reasoning_content"], "need the tool");
+  EXPECT_EQ(r.messages[2]["tool_calls"][0]["id"], "call_1");
+  EXPECT_EQ(r.messages[2]["tool_calls"][0]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(r.messages[3], json({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}));
+  EXPECT_EQ(r.messages[4], json({{"role", "assistant"}, {"content", "Sunny."}}));
+  EXPECT_EQ(r.messages[5], json({{"role", "user"}, {"content", "And tomorrow?"}}));
+  EXPECT_EQ(q.echo["metadata"], json({{"k", "v"}}));
+}
+
+TEST(Responses, TextFormatReasoningAndImages) {
+  Limits lim;
+  ResponsesRequest q = parse_responses_request(json::parse(R"({"input": "hi", "reasoning": {"effort": "none"},
+    "text": {"format": {"type": "json_schema", "name": "p", "strict": true, "schema": {"type": "object"}}}})"), lim);
+  EXPECT_FALSE(*q.chat.enable_thinking);
+  EXPECT_EQ(q.chat.response_format["type"], "json_schema");
+  EXPECT_EQ(q.chat.response_format["json_schema"]["schema"], json({{"type", "object"}}));
+  q = parse_responses_request(json::parse(R"({"input": "hi", "text": {"format": {"type": "text"}}})"), lim);
+  EXPECT_TRUE(q.chat.response_format.is_null());
+  EXPECT_FALSE(q.chat.enable_thinking.has_value());  // no `reasoning`: the template's default
+  // input_image → an image_url part in place (the engine's image path reads it).
+  q = parse_responses_request(json::parse(R"({"input": [{"role": "user", "content": [
+    {"type": "input_image", "detail": "auto", "image_url": "data:image/png;base64,AAAA"}, {"type": "input_text", "text": "What?"}]}]})"), lim);
+  EXPECT_EQ(q.chat.messages[0]["content"][0]["image_url"]["url"], "data:image/png;base64,AAAA");
+  EXPECT_EQ(q.chat.messages[0]["content"][1], json({{"type", "text"}, {"text", "What?"}}));
+}
+
+TEST(Responses, RefusesWhatItCannotHonour) {
+  Limits lim;
+  auto param_of = [&](const char* body) {
+    std::string p;
+    EXPECT_EQ(status_of([&] { parse_responses_request(json::parse(body), lim); }, &p), 400) << body;
+    return p;
+  };
+  EXPECT_EQ(param_of(R"({"input": 5})"), "input");
+  EXPECT_EQ(param_of(R"({"input": []})"), "input");
+  EXPECT_EQ(param_of(R"({"max_output_tokens": 5})"), "input");
+  EXPECT_EQ(param_of(R"({"input": "x", "previous_response_id": "resp_1"})"), "previous_response_id");
+  EXPECT_EQ(param_of(R"({"input": "x", "conversation": "conv_1"})"), "conversation");
+  EXPECT_EQ(param_of(R"({"input": "x", "background": true})"), "background");
+  EXPECT_EQ(param_of(R"({"input": "x", "truncation": "auto"})"), "truncation");
+  EXPECT_EQ(param_of(R"({"input": "x", "top_logprobs": 3})"), "top_logprobs");
+  EXPECT_EQ(param_of(R"({"input": "x", "include": ["message.output_text.logprobs"]})"), "include");
+  EXPECT_EQ(param_of(R"({"input": "x", "prompt": {"id": "p"}})"), "prompt");
+  EXPECT_EQ(param_of(R"({"input": "x", "logit_bias": {"1": 2}})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"input": "x", "max_output_tokens": 0})"), "max_output_tokens");
+  EXPECT_EQ(param_of(R"({"input": "x", "tools": [{"type": "web_search"}]})"), "tools[0].type");
+  EXPECT_EQ(param_of(R"({"input": "x", "tools": [{"type": "function"}]})"), "tools[0].name");
+  EXPECT_EQ(param_of(R"({"input": "x", "tool_choice": {"type": "file_search"}})"), "tool_choice");
+  EXPECT_EQ(param_of(R"({"input": "x", "text": {"format": {"type": "json_schema"}}})"), "text.format.schema");
+  EXPECT_EQ(param_of(R"({"input": "x", "text": {"verbosity": "low"}})"), "text.verbosity");
+  EXPECT_EQ(param_of(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": 5, "schema": {}}}})"), "text.format.name");
+  EXPECT_EQ(param_of(R"({"input": "x", "tool_choice": {"type": 5, "name": "f"}})"), "tool_choice");
+  EXPECT_EQ(param_of(R"({"input": "x", "text": {"format": 7}})"), "text.format.type");
+  EXPECT_EQ(param_of(R"({"input": "x", "reasoning": {"effort": 1}})"), "reasoning.effort");
+  EXPECT_EQ(param_of(R"({"input": [{"type": 3}]})"), "input[0].type");
+  EXPECT_EQ(param_of(R"({"input": [{"role": "user", "content": [7]}]})"), "input[0].content[0]");
+  EXPECT_EQ(param_of(R"({"input": [{"type": "reasoning", "content": [{"type": "summary_text", "text": "x"}]}]})"),
+            "input[0].content[0].type");
+  EXPECT_EQ(param_of(R"({"input": "x", "reasoning": {"effort": "max"}})"), "reasoning.effort");
+  EXPECT_EQ(param_of(R"({"input": [{"type": "item_reference", "id": "x"}]})"), "input[0].type");
+  EXPECT_EQ(param_of(R"({"input": [{"role": "tool", "content": "x"}]})"), "input[0].role");
+  EXPECT_EQ(param_of(R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})"),
+            "input[0].content[0].type");
+  EXPECT_EQ(param_of(R"({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]})"),
+            "input[0].content[0].file_id");
+  EXPECT_EQ(param_of(R"({"input": [{"role": "system", "content": [{"type": "input_image", "image_url": "x"}]}]})"),
+            "input[0].content[0].type");
+  EXPECT_EQ(param_of(R"({"input": [{"type": "function_call", "call_id": "c", "name": "f"}]})"), "input[0].arguments");
+  EXPECT_EQ(param_of(R"({"input": [{"type": "function_call_output", "call_id": "c"}]})"), "input[0].output");
+  // Harmless bookkeeping passes.
+  EXPECT_EQ(status_of([&] {
+              parse_responses_request(json::parse(R"({"input": "x", "store": true, "user": "u", "metadata": {},
+                "safety_identifier": "s", "prompt_cache_key": "k", "service_tier": "auto", "parallel_tool_calls": true,
+                "truncation": "disabled", "include": ["reasoning.encrypted_content"], "stream_options": {"include_obfuscation": false}})"), lim);
+            }),
+            0);
+}
+
 }  // namespace
 }  // namespace oxi::server

@@ -1,6 +1,7 @@
 // The client half of server_images.test.sh (which prepared the model, the images and
 // llama-mtmd-cli's answers in $OXI_IMG_WORK): asks `oxinfer serve --mmproj` with the real `openai`
-// client and the Anthropic / ollama request shapes, and compares with llama-mtmd-cli.
+// client (chat completions and responses) and the Anthropic / ollama request shapes, and compares
+// with llama-mtmd-cli.
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -94,6 +95,13 @@ await check("Anthropic /v1/messages image block (thinking off, its default): lla
   assert.equal(r.status, 200, await r.clone().text());
   const j = await r.json();
   assert.equal(norm(j.content.map((b) => b.thinking ?? b.text ?? "").join("")), reference("nothink"));
+});
+
+await check("OpenAI /v1/responses input_image (reasoning effort none): llama-mtmd-cli's answer", async () => {
+  const r = await client.responses.create({ model: "m", max_output_tokens: 24, temperature: 0, reasoning: { effort: "none" },
+    input: [{ role: "user", content: [{ type: "input_image", detail: "auto", image_url: dataUrl(square) },
+      { type: "input_text", text: "Describe this picture." }] }] });
+  assert.equal(norm(r.output_text), reference("nothink"));
 });
 
 await check("ollama /api/chat images: the same answer", async () => {
