@@ -1,10 +1,13 @@
 // oxinfer: command-line entry point. Dispatches to one subcommand; exit codes: 0 ok, 1 error,
 // 2 usage error or not implemented.
 #include <cstdio>
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 
 #include "commands.h"
+#include "core/progress.h"
 #include "oxinfer.h"
 
 namespace {
@@ -45,6 +48,15 @@ int main(int argc, char** argv) {
   using namespace oxi::cli;
   int sub_argc = argc - 1;
   char** sub_argv = argv + 1;
+  // Progress lines for long steps (model load with --quant, prefill…; core/progress.h): on when
+  // stderr is a terminal and always for serve (its log), --progress / --no-progress decide
+  // otherwise (commands that do not take them refuse them as unknown options).
+  bool progress = isatty(STDERR_FILENO) != 0 || cmd == "serve";
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--progress")) progress = true;
+    if (!std::strcmp(argv[i], "--no-progress")) progress = false;
+  }
+  oxi::set_progress_enabled(progress);
   if (cmd == "inspect") return cmd_inspect(sub_argc, sub_argv);
   if (cmd == "tokenize") return cmd_tokenize(sub_argc, sub_argv);
   if (cmd == "run") return cmd_run(sub_argc, sub_argv);

@@ -200,6 +200,13 @@ python3 -c "print(' '.join('word%d' % i for i in range(300)))" > "$WORK/long.txt
 OXI_PROGRESS_AFTER_S=0 "$OXINFER" chat -m "$M" -n 3 --temp 0 --no-think --progress < "$WORK/long.txt" > "$WORK/cpg.out" 2> "$WORK/cpg.err"
 check "chat --progress: prefill lines, the same answer" "grep -q '^prefill: 512/[0-9]* tokens' '$WORK/cpg.err' && [ -s '$WORK/cpg.out' ] && cmp -s '$WORK/cnp.out' '$WORK/cpg.out'"
 
+# 8d. Progress while quantising at load (--quant on the HF checkpoint): "N/M tensors" lines with
+#     --progress (delay 0), none when stderr is not a terminal and --progress is not given.
+OXI_PROGRESS_AFTER_S=0 run --quant q8_0 -p "Hi" -n 2 --temp 0 --progress > /dev/null 2> "$WORK/qp.err"
+check "--quant --progress: 'quantising at load' lines, tensors done / total" "grep -qE '^quantising at load \(--quant Q8_0\): [0-9]+/[0-9]+ tensors \([0-9]+%\), [0-9.]+ tensors/s' '$WORK/qp.err'" || cat "$WORK/qp.err"
+OXI_PROGRESS_AFTER_S=0 run --quant q8_0 -p "Hi" -n 2 --temp 0 > /dev/null 2> "$WORK/qnp.err"
+check "--quant without --progress (stderr not a terminal): no progress lines" "! grep -q '^quantising at load' '$WORK/qnp.err'"
+
 # 9. Gemma 4: BOS exactly once (spec B.9), with and without the template.
 # ---- --grammar / --grammar-file (llama.cpp's grammars/ from node-llama-cpp) ----
 GRAMMARS="$NLC_DIR/node_modules/node-llama-cpp/llama/grammars"

@@ -2,9 +2,8 @@
 
 #include <cstring>
 
-#include "kernels/thread_pool.h"
-
 #include "core/error.h"
+#include "kernels/thread_pool.h"
 
 namespace oxi::wt {
 
@@ -140,7 +139,20 @@ MatrixView LoadQuant::matrix(const TensorInfo& t, int64_t rows, int64_t cols, co
   MatrixView q = quantize_tensor(t, rows, cols, to, arena, row_perm, col_perm);
   source_bytes += t.nbytes;
   quant_bytes += q.row_bytes * static_cast<uint64_t>(rows);
+  if (meter) meter->update(static_cast<double>(++quantised), static_cast<double>(total));
   return q;
+}
+
+void LoadQuant::start_progress(const TensorIndex& idx) {
+  if (!rule || !progress_enabled()) return;
+  // An upper bound: the rule keeps some float matrices (the progress line ends before 100 % then).
+  total = 0;
+  for (const auto& [name, t] : idx.all()) {
+    const bool fl = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16;
+    if (fl && t.shape.size() >= 2 && t.shape.back() % 32 == 0) ++total;
+  }
+  meter = std::make_unique<ProgressMeter>("quantising at load (--quant " + std::string(dtype_name(rule->base)) + ")",
+                                          "tensors");
 }
 
 }  // namespace oxi::wt

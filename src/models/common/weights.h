@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "format/tensor_index.h"
 #include "kernels/matmul.h"
 #include "models/common/quant_rule.h"
@@ -65,6 +66,15 @@ struct LoadQuant {
   DType type_for(const TensorInfo& t, const std::string& gguf, int n_dims, int64_t cols) const;
   // ModelInfo::weight_bytes after quantising: file bytes − replaced + quantised.
   uint64_t resident(uint64_t file_bytes) const { return file_bytes - source_bytes + quant_bytes; }
+
+  // Progress of quantising at load (issue 31 item 6; core/progress.h), when a rule is set:
+  // matrices quantised of the float matrices in `idx` (F32/F16/BF16, two dims or more).
+  // Printed when progress_enabled(). Call before the first `matrix`, and
+  // end_progress (clears a line drawn in place) after the last.
+  void start_progress(const TensorIndex& idx);
+  void end_progress() { meter.reset(); }
+  std::unique_ptr<ProgressMeter> meter;
+  int64_t quantised = 0, total = 0;
 };
 
 }  // namespace oxi::wt

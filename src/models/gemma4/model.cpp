@@ -309,6 +309,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
                          !files_.hf->text_config.value("tie_word_embeddings", files_.hf->config.value("tie_word_embeddings", true));
   if (!opt.quant.empty())
     lq_.rule = QuantRule{parse_quant_type(opt.quant), cfg_.n_expert, untied_hf || (!is_hf_ && find("output.weight"))};
+  lq_.start_progress(files_.tensors());
   if (const char* e = std::getenv("OXI_GEMMA4_EXACT_GELU")) exact_gelu_ = (e[0] == '1');
   attn_mode_ = static_cast<int>(opt.attention);
   kv_f32_ = opt.kv_f32;
@@ -415,6 +416,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
     info_.n_params += static_cast<uint64_t>(t.n_elements());
     info_.weight_bytes += t.nbytes;
   }
+  lq_.end_progress();
   info_.weight_bytes = lq_.resident(info_.weight_bytes);
   if (opt.device)
     dev_ = std::make_unique<DeviceForward>(

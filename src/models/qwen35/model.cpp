@@ -245,6 +245,7 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f16_ = false;
   auto set_rule = [&] {
     if (!opt.quant.empty()) lq_.rule = QuantRule{parse_quant_type(opt.quant), c_.moe ? c_.n_expert : 0, !c_.tied};
+    lq_.start_progress(files.tensors());
   };
   if (files.gguf) {
     c_ = config_from_gguf(*files.gguf, files.path);
@@ -270,6 +271,7 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
     info_.n_params += static_cast<uint64_t>(t.n_elements());
     info_.weight_bytes += t.nbytes;
   }
+  lq_.end_progress();
   info_.weight_bytes = lq_.resident(info_.weight_bytes);
   int g = 0, a = 0;
   for (auto& L : layers_) L.cache = L.recurrent ? g++ : a++;
