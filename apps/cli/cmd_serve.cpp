@@ -14,6 +14,7 @@
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "kernels/thread_pool.h"
+#include "server/embeddings.h"
 #include "server/server.h"
 
 namespace oxi::cli {
@@ -53,6 +54,11 @@ const char* kHelp =
     "  --no-webui            no chat web UI at / (default: on, served without the API key; the\n"
     "                        page asks for the key for its API calls; --webui accepted)\n"
     "  --no-slots            GET /slots answers 501 (default: on; --slots accepted)\n"
+    "  --embeddings          serve POST /v1/embeddings and /embeddings (pooled final hidden states;\n"
+    "                        without it they answer 501); chat and completions stay available\n"
+    "  --pooling P           none|mean|cls|last: how /v1/embeddings pools a sequence's hidden states\n"
+    "                        (default: the GGUF's <arch>.pooling_type, else none, as llama.cpp; none\n"
+    "                        is refused by /v1/embeddings, /embeddings then gives per-token rows)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
@@ -76,7 +82,8 @@ std::string api_key_from(const Args& args) {
 
 int cmd_serve(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots", "--webui", "--no-webui"}));
+    Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots",
+                                                        "--webui", "--no-webui", "--embeddings", "--embedding"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -85,7 +92,7 @@ int cmd_serve(int argc, char** argv) {
                                       "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
                                       "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant",
-                                      "--mmproj", "--media-dir"};
+                                      "--mmproj", "--media-dir", "--pooling"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     args.check_known(known);
@@ -117,6 +124,15 @@ int cmd_serve(int argc, char** argv) {
     o.special_in_content = args.flag({"--special-in-content"});
     o.webui = !args.flag({"--no-webui"});  // --webui: the default, accepted as llama-server's
     o.slots_endpoint = !args.flag({"--no-slots"});  // --slots: the default, accepted as llama-server's
+    o.embeddings = args.flag({"--embeddings", "--embedding"});  // llama-server spells both
+    if (auto p = args.get({"--pooling"})) {
+      const auto pooling = server::pooling_from_name(*p);
+      if (!pooling) {
+        usage_error("invalid value for --pooling: '" + *p + "' (none, mean, cls or last" +
+                    (*p == "rank" ? "; rank (reranking) is not offered)" : ")"));
+      }
+      o.pooling = static_cast<int>(*pooling);
+    }
     o.shutdown_timeout_s = args.get_float({"--shutdown-timeout"}, o.shutdown_timeout_s);
     if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) usage_error("--shutdown-timeout must be 0..86400 seconds");
     const long long max_body = args.get_int({"--max-body-bytes"}, static_cast<long long>(o.max_body_bytes));

@@ -32,10 +32,28 @@ void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, flo
   r.pos3 = pos3;
   r.logits = logits;
   r.all = all_logits;
+  submit(std::span<Req>(&r, 1));
+}
+
+void Batcher::forward_hidden(std::span<const HiddenJob> jobs) {
+  std::vector<Req> reqs;
+  for (const HiddenJob& j : jobs) {
+    if (j.tokens.empty()) continue;
+    Req r;
+    r.state = j.state;
+    r.tokens = j.tokens;
+    r.hidden = j.hidden;
+    reqs.push_back(r);
+  }
+  if (!reqs.empty()) submit(reqs);
+}
+
+void Batcher::submit(std::span<Req> reqs) {
+  auto all_done = [&] { return std::all_of(reqs.begin(), reqs.end(), [](const Req& q) { return q.done; }); };
   std::unique_lock<std::mutex> lk(mu_);
-  pending_.push_back(&r);
+  for (Req& r : reqs) pending_.push_back(&r);
   cv_.notify_all();
-  while (!r.done) {
+  while (!all_done()) {
     if (running_) {
       cv_.wait(lk);
       continue;
@@ -59,7 +77,8 @@ void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, flo
     running_ = false;
     cv_.notify_all();
   }
-  if (r.error) std::rethrow_exception(r.error);
+  for (const Req& r : reqs)
+    if (r.error) std::rethrow_exception(r.error);
 }
 
 void Batcher::run(std::vector<Req*>& reqs) {
@@ -73,9 +92,9 @@ void Batcher::run(std::vector<Req*>& reqs) {
     for (size_t j = 0; j < n; ++j) {
       tok.push_back(reqs[i]->tokens[j]);
       seq.push_back(static_cast<int32_t>(i));
-      want.push_back(reqs[i]->all || j + 1 == n ? 1 : 0);
+      want.push_back(!reqs[i]->hidden && (reqs[i]->all || j + 1 == n) ? 1 : 0);
     }
-    n_out.push_back(reqs[i]->all ? n : 1);
+    n_out.push_back(reqs[i]->hidden ? 0 : reqs[i]->all ? n : 1);
   }
   // Image rows and explicit positions: when one submission has them, the pass carries them for
   // every entry (zero rows for tokens; cache positions for submissions without).
@@ -100,6 +119,9 @@ void Batcher::run(std::vector<Req*>& reqs) {
   size_t rows_out = 0;
   for (size_t n : n_out) rows_out += n;
   std::vector<float> out(rows_out * V);
+  // Hidden-state submissions: every entry's row of the pass (the model writes all or none).
+  const bool any_hidden = std::any_of(reqs.begin(), reqs.end(), [](const Req* q) { return q->hidden != nullptr; });
+  std::vector<float> hidden(any_hidden ? tok.size() * d : 0);
   Batch b;
   b.n = static_cast<int64_t>(tok.size());
   b.token = tok.data();
@@ -111,7 +133,7 @@ void Batcher::run(std::vector<Req*>& reqs) {
     b.pos3 = pos3.data();
   }
   try {
-    model_.forward_batch(states, b, BatchOutput{out.data(), nullptr});
+    model_.forward_batch(states, b, BatchOutput{rows_out ? out.data() : nullptr, nullptr, any_hidden ? hidden.data() : nullptr});
   } catch (const Error& e) {
     // A batch is refused whole, before any state changes, when one submission is bad (e.g. its
     // context overflows): run them one by one so that each gets its own outcome. Any other
@@ -129,10 +151,12 @@ void Batcher::run(std::vector<Req*>& reqs) {
     for (Req* q : reqs) q->error = std::current_exception();
     return;
   }
-  size_t at = 0;
+  size_t at = 0, entry = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    std::copy_n(out.data() + at * V, n_out[i] * V, reqs[i]->logits);
+    if (reqs[i]->hidden) std::copy_n(hidden.data() + entry * d, reqs[i]->tokens.size() * d, reqs[i]->hidden);
+    else std::copy_n(out.data() + at * V, n_out[i] * V, reqs[i]->logits);
     at += n_out[i];
+    entry += reqs[i]->tokens.size();
   }
 }
 

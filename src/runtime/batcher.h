@@ -50,6 +50,17 @@ class Batcher {
   void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits = false,
                const float* embd = nullptr, const int32_t* pos3 = nullptr);
 
+  // Hidden-state submissions (embeddings): each job feeds `tokens` to its `state` and gets every
+  // token's final normed hidden state in `hidden` ([tokens.size(), n_embd], BatchOutput::hidden_all),
+  // no logits (the output head is not run for them). The jobs of one call go into the same pass,
+  // with whatever else is pending; returns once all are done. Throws the first job's failure.
+  struct HiddenJob {
+    SequenceState* state = nullptr;
+    std::span<const int32_t> tokens;
+    float* hidden = nullptr;
+  };
+  void forward_hidden(std::span<const HiddenJob> jobs);
+
   // Passes run and sequences served, for tests and /metrics.
   uint64_t passes() const;
   uint64_t rows() const;
@@ -64,11 +75,14 @@ class Batcher {
     const float* embd = nullptr;
     const int32_t* pos3 = nullptr;
     float* logits = nullptr;
+    float* hidden = nullptr;  // hidden-state submission: [tokens.size(), n_embd], no logits
     bool all = false;
     bool done = false;
     std::exception_ptr error;
   };
   void join(int delta);
+  // Queues the requests and serves passes (as leader or not) until all of them are done.
+  void submit(std::span<Req> reqs);
   void run(std::vector<Req*>& reqs);
 
   const Model& model_;

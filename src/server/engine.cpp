@@ -106,6 +106,8 @@ class ServerEngine final : public Engine {
   bool ready() const override { return ready_.load(); }
   std::string model_id() const override { return model_id_; }
   int n_ctx() const override { return opt_.n_ctx; }
+  int n_embd() const override { return static_cast<int>(model_->info().n_embd); }
+  Pooling pooling() const override { return pooling_; }
   ChatFormat chat_format() const override { return format_; }
 
   std::vector<int32_t> tokenize(const std::string& text, bool add_special, bool parse_special) override {
@@ -327,6 +329,78 @@ class ServerEngine final : public Engine {
     return out;
   }
 
+  void embed(const std::vector<std::vector<int32_t>>& inputs, const EmbedSink& rows,
+             const std::function<bool()>& keep_going) override {
+    size_t total = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string param = inputs.size() > 1 ? "input[" + std::to_string(i) + "]" : "input";
+      if (inputs[i].empty()) throw RequestError(400, param, "Input content cannot be empty");
+      // The whole input is one sequence: it must fit the context a slot has (-c).
+      if (inputs[i].size() > static_cast<size_t>(opt_.n_ctx)) {
+        throw RequestError(400, param, "the input has " + std::to_string(inputs[i].size()) +
+                                           " tokens; the context holds " + std::to_string(opt_.n_ctx));
+      }
+      for (int32_t id : inputs[i]) {
+        if (id < 0 || id >= tok_->n_vocab()) {
+          throw RequestError(400, param, "token id " + std::to_string(id) + " is out of range");
+        }
+      }
+      total += inputs[i].size();
+    }
+    // A slot, for the FIFO order and the bound on concurrent work; its session is not used (an
+    // empty prompt makes acquire take the least recently used free slot).
+    Slot& slot = acquire({}, 0);
+    struct Release {
+      ServerEngine* e;
+      Slot* s;
+      ~Release() { e->release(*s); }
+    } release{this, &slot};
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      slot.n_prompt = static_cast<int>(std::min<size_t>(total, INT32_MAX));
+    }
+    Batcher::Participant participant(batcher_.get());
+    // Passes of at most kEmbedPassTokens entries from at most kEmbedPassSeqs inputs, each input in
+    // chunks of kPrefillChunk (as a prompt is pre-filled): a decode running beside waits at most
+    // one such pass, and only the inputs of the current pass hold a state (recurrent layers'
+    // states are large).
+    struct Live {
+      size_t input = 0, pos = 0;
+      std::unique_ptr<SequenceState> state;
+    };
+    const size_t d = static_cast<size_t>(model_->info().n_embd);
+    std::vector<Live> live;
+    std::vector<Batcher::HiddenJob> jobs;
+    std::vector<float> hidden;
+    size_t next = 0;
+    while (next < inputs.size() || !live.empty()) {
+      if (cancelled_.load()) throw RequestError(503, "", "the server is shutting down", "unavailable_error");
+      if (!keep_going()) throw RequestError(499, "", "the client closed the connection");
+      while (live.size() < kEmbedPassSeqs && next < inputs.size()) {
+        live.push_back(Live{next, 0, model_->new_state(static_cast<int64_t>(inputs[next].size()))});
+        ++next;
+      }
+      jobs.clear();
+      size_t budget = kEmbedPassTokens, used = 0;
+      for (const Live& l : live) {
+        const size_t n = std::min({static_cast<size_t>(kPrefillChunk), inputs[l.input].size() - l.pos, budget});
+        if (n == 0) break;
+        jobs.push_back({l.state.get(), std::span<const int32_t>(inputs[l.input].data() + l.pos, n), nullptr});
+        budget -= n;
+        used += n;
+      }
+      hidden.resize(used * d);
+      for (size_t j = 0, at = 0; j < jobs.size(); at += jobs[j].tokens.size(), ++j) jobs[j].hidden = hidden.data() + at * d;
+      batcher_->forward_hidden(jobs);
+      for (size_t j = 0, at = 0; j < jobs.size(); at += jobs[j].tokens.size(), ++j) {
+        Live& l = live[j];
+        rows(l.input, hidden.data() + at * d, jobs[j].tokens.size());
+        l.pos += jobs[j].tokens.size();
+      }
+      std::erase_if(live, [&](const Live& l) { return l.pos == inputs[l.input].size(); });
+    }
+  }
+
   void cancel_all() override {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -401,6 +475,8 @@ class ServerEngine final : public Engine {
  private:
   static constexpr size_t kCheckpointEvery = 1024;
   static constexpr int32_t kPrefillChunk = 256;
+  static constexpr size_t kEmbedPassTokens = 512;  // Model::kMaxUbatch: one internal pass
+  static constexpr size_t kEmbedPassSeqs = 16;
   static constexpr size_t kEncodeCacheBytes = 128u << 20;
 
   // The embedding rows of prompt entries [from, to) ([to − from, n_embd]; zero for text) for
@@ -455,6 +531,7 @@ class ServerEngine final : public Engine {
       format_ = loaded_->format;
       model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
       defaults_ = loaded_->defaults;
+      pooling_ = resolve_pooling();
       // The vision tower, once per server: --mmproj, else the HF checkpoint's own.
       tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
       if (tower_) {
@@ -473,11 +550,32 @@ class ServerEngine final : public Engine {
       ready_.store(true);
       std::fprintf(stderr, "oxinfer: model ready (%s, %d slots, ctx %d)\n", model_id_.c_str(),
                    static_cast<int>(slots_.size()), opt_.n_ctx);
+      if (opt_.embeddings) std::fprintf(stderr, "oxinfer: embeddings on (pooling %s)\n", pooling_name(pooling_));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       std::fflush(stderr);
       std::_Exit(1);  // a server that cannot load its model must not pretend to be up
     }
+  }
+
+  // --pooling, else llama.cpp's rule: the GGUF's <arch>.pooling_type, else none (chat models'
+  // GGUFs carry no such key; an HF checkpoint has no GGUF key at all).
+  Pooling resolve_pooling() const {
+    if (opt_.pooling >= 0) return static_cast<Pooling>(opt_.pooling);
+    const ModelFiles& f = loaded_->files;
+    if (!f.gguf) return Pooling::kNone;
+    int64_t v = -1;
+    try {
+      v = f.gguf->metadata.get_int(f.architecture() + ".pooling_type", 0);
+    } catch (const Error&) {
+      // not an integer: reported below as a type we do not pool with
+    }
+    if (auto p = pooling_from_gguf(v)) return *p;
+    if (opt_.embeddings) {
+      std::fprintf(stderr, "oxinfer: note: the model's pooling type %lld is not one oxinfer pools with (none|mean|cls|last): "
+                           "using none; choose one with --pooling\n", static_cast<long long>(v));
+    }
+    return Pooling::kNone;
   }
 
   SamplingParams sampling_for(const GenerationRequest& req) const {
@@ -626,6 +724,7 @@ class ServerEngine final : public Engine {
   ChatFormat format_ = ChatFormat::kPlain;
   std::string model_id_;
   SamplingParams defaults_;
+  Pooling pooling_ = Pooling::kNone;  // the embeddings endpoints' (resolve_pooling)
   std::unique_ptr<vision::Qwen3VLTower> tower_;  // nullptr: text only
   int32_t image_pad_ = -1;                       // the template's image placeholder token
 

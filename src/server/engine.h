@@ -13,6 +13,7 @@
 
 #include "chat/parser.h"
 #include "sampling/json_constraint.h"
+#include "server/embeddings.h"
 #include "server/request.h"
 
 namespace oxi::server {
@@ -40,6 +41,9 @@ struct GenerationResult {
 
 // Called per generated token; return false to stop (client gone, stop string matched).
 using TokenSink = std::function<bool(const TokenOut&)>;
+
+// Called with the next hidden rows of input `input`, in order: rows [n, n_embd].
+using EmbedSink = std::function<void(size_t input, const float* rows, size_t n)>;
 
 class Engine {
  public:
@@ -76,6 +80,20 @@ class Engine {
   virtual GenerationResult generate(const std::vector<int32_t>& prompt, size_t checkpoint_at,
                                     const GenerationRequest& req, std::shared_ptr<TextConstraint> constraint,
                                     const TokenSink& sink, const PromptMedia* media) = 0;
+  // Embeddings: every token's final normed hidden state (the output head's input) of each input,
+  // handed to `rows` in order, in chunks. Each input runs on a sequence state of its own, made for
+  // it and dropped after, so generating slots and the prompt cache are never touched; the request
+  // holds one slot meanwhile (first come, first served with the generations: -np bounds the work
+  // at once) and its passes go through the batcher with the running decodes. keep_going is asked
+  // between passes (false: RequestError 499, the client left). Throws RequestError 400 before any
+  // work for an empty input, a token id out of range or an input longer than the context, 503 when
+  // shutting down.
+  virtual void embed(const std::vector<std::vector<int32_t>>& inputs, const EmbedSink& rows,
+                     const std::function<bool()>& keep_going) = 0;
+  virtual int n_embd() const = 0;
+  // The pooling of the embeddings endpoints: --pooling, else the GGUF's <arch>.pooling_type, else
+  // none (llama.cpp's rule).
+  virtual Pooling pooling() const = 0;
   virtual nlohmann::json stats() const = 0;  // for /metrics
   // GET /slots: [{"id", "id_task", "n_ctx", "speculative", "is_processing", "n_prompt_tokens",
   // "n_prompt_tokens_cache", "next_token": {"has_next_token", "n_remain", "n_decoded"}}], one per

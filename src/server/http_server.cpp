@@ -414,6 +414,10 @@ void Routes::install(httplib::Server& svr) {
   post(svr, "/detokenize", &Routes::detokenize);
   // OpenAI Responses (responses.cpp)
   post(svr, "/v1/responses", &Routes::responses);
+  // Embeddings (embeddings.cpp): OpenAI's, and llama-server's own shape under both of its names.
+  post(svr, "/v1/embeddings", &Routes::embeddings_oai);
+  post(svr, "/embeddings", &Routes::embeddings_native);
+  post(svr, "/embedding", &Routes::embeddings_native);
   // Anthropic (anthropic.cpp)
   post(svr, "/v1/messages", &Routes::messages, ErrorStyle::kAnthropic);
   post(svr, "/v1/messages/count_tokens", &Routes::count_tokens, ErrorStyle::kAnthropic);
@@ -619,6 +623,7 @@ void Routes::metrics(httplib::Response& res) {
   line("tokens_predicted_total", "counter", "Tokens generated", double(metrics_.gen_tokens));
   line("draft_tokens_total", "counter", "Draft tokens verified (speculative decoding)", double(metrics_.drafted));
   line("draft_tokens_accepted_total", "counter", "Draft tokens accepted", double(metrics_.accepted));
+  line("embedding_inputs_total", "counter", "Inputs embedded (/v1/embeddings, /embeddings)", double(metrics_.embedding_inputs));
   line("requests_processing", "gauge", "Requests being processed", double(metrics_.in_flight));
   line("model_ready", "gauge", "1 once the model is loaded", eng_.ready() ? 1.0 : 0.0);
   json st = eng_.ready() ? eng_.stats() : json::object();

@@ -342,9 +342,11 @@ std::vector<int32_t> parse_detokenize_request(const json& body) {
   return ids;
 }
 
-void check_model(const GenerationRequest& req, const std::string& served) {
-  if (req.model.empty() || req.model == served) return;
-  throw RequestError(404, "model", "the model '" + req.model + "' does not exist (this server serves '" + served + "')");
+void check_model(const GenerationRequest& req, const std::string& served) { check_model(req.model, served); }
+
+void check_model(const std::string& model, const std::string& served) {
+  if (model.empty() || model == served) return;
+  throw RequestError(404, "model", "the model '" + model + "' does not exist (this server serves '" + served + "')");
 }
 
 void check_content_type(const std::string& header_value) {

@@ -104,6 +104,7 @@ std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body);
 // 404 (OpenAI's "model_not_found") when the request names a model other than `served`; a request
 // without "model" is served.
 void check_model(const GenerationRequest& req, const std::string& served);
+void check_model(const std::string& model, const std::string& served);
 // 415 unless the Content-Type header value is application/json (parameters such as charset
 // allowed): a text/plain POST is a CORS "simple" request any web page can send without preflight.
 void check_content_type(const std::string& header_value);

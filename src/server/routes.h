@@ -59,6 +59,7 @@ struct StreamWriter {
 struct Metrics {
   std::atomic<uint64_t> requests{0}, errors{0}, prompt_tokens{0}, cached_tokens{0}, gen_tokens{0};
   std::atomic<uint64_t> drafted{0}, accepted{0};
+  std::atomic<uint64_t> embedding_inputs{0};  // inputs embedded (each entry of an `input` array)
   std::atomic<int> in_flight{0};
 };
 
@@ -137,6 +138,11 @@ class Routes {
   void log_request(const httplib::Request& req, const httplib::Response& res);
   nlohmann::json chat_choice(const ChatJob& job, int i, GenerationResult& r, const std::atomic<bool>& gone);
   nlohmann::json completion_logprobs(const std::vector<TokenOut>& toks, int n_top);
+
+  // ---- embeddings (embeddings.cpp) ----
+  void embeddings_oai(const std::string& text, httplib::Response& res);     // /v1/embeddings
+  void embeddings_native(const std::string& text, httplib::Response& res);  // /embeddings, /embedding
+  void embeddings(const std::string& text, httplib::Response& res, bool oai);
 
   // ---- Anthropic (anthropic.cpp) ----
   void messages(const std::string& text, httplib::Response& res);

@@ -34,6 +34,11 @@ struct ServerOptions {
   int draft_min = 0;
   bool webui = true;                // --no-webui: no chat page at / (docs/server.md "Web UI")
   bool slots_endpoint = true;       // --no-slots: GET /slots answers 501 (llama-server's switch)
+  // --embeddings: POST /v1/embeddings, /embeddings answer (else 501, as llama-server); generation
+  // stays available. --pooling: -1 the model's (GGUF <arch>.pooling_type, else none), else a
+  // server::Pooling value (docs/server.md "Embeddings").
+  bool embeddings = false;
+  int pooling = -1;
   bool special_in_content = false;  // --special-in-content: user text may hold control tokens (unsafe)
   double shutdown_timeout_s = 10;
   // --cors-origin: origins allowed to call the API from a web page ("*": any); empty: no CORS

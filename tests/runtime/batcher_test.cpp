@@ -78,5 +78,62 @@ TEST(Batcher, OneBadSubmissionFailsAlone) {
   EXPECT_EQ(bad->n_past(), 0);
 }
 
+// FakeModel with 2-float hidden rows: (token, cache position) of every entry.
+class HiddenModel : public FakeModel {
+ public:
+  HiddenModel() : FakeModel(16, test::count_up) {
+    info2_ = FakeModel::info();
+    info2_.n_embd = 2;
+  }
+  const ModelInfo& info() const override { return info2_; }
+
+ protected:
+  void run(std::span<SequenceState* const> states, const Pass& p, const BatchOutput& out) const override {
+    FakeModel::run(states, p, out);
+    if (!out.hidden_all) return;
+    for (const Segment& g : p.segs)
+      for (int64_t i = 0; i < g.n; ++i) {
+        out.hidden_all[2 * (g.row0 + i)] = static_cast<float>(p.token_at(g.row0 + i));
+        out.hidden_all[2 * (g.row0 + i) + 1] = static_cast<float>(g.pos0 + i);
+      }
+  }
+
+ private:
+  ModelInfo info2_;
+};
+
+TEST(Batcher, HiddenJobsBesideADecodingSession) {
+  HiddenModel m;
+  FakeText t;
+  Batcher b(m);
+  b.gather_wait = std::chrono::milliseconds(50);
+  const std::vector<int32_t> prompt = {1};
+  std::vector<int32_t> got;
+  Batcher::Participant part(&b);
+  std::thread th([&] {
+    Session s(m, t, 64, &b);
+    GenerateOptions o;
+    o.max_tokens = 6;
+    o.ignore_eog = true;
+    got = s.generate(prompt, o, nullptr).generated;
+  });
+  const Model& base = m;
+  auto s1 = base.new_state(8), s2 = base.new_state(8);
+  const std::vector<int32_t> a = {5, 6, 7}, c = {9, 3};
+  std::vector<float> ha(6, -1.0f), hc(4, -1.0f), hc2(4, -1.0f);
+  // Two jobs in one call; then a second chunk of one of them continues its state.
+  const Batcher::HiddenJob jobs[] = {{s1.get(), a, ha.data()}, {s2.get(), c, hc.data()}};
+  b.forward_hidden(jobs);
+  const Batcher::HiddenJob more[] = {{s2.get(), c, hc2.data()}};
+  b.forward_hidden(more);
+  th.join();
+  EXPECT_EQ(ha, (std::vector<float>{5, 0, 6, 1, 7, 2}));
+  EXPECT_EQ(hc, (std::vector<float>{9, 0, 3, 1}));
+  EXPECT_EQ(hc2, (std::vector<float>{9, 2, 3, 3}));
+  EXPECT_EQ(s1->n_past(), 3);
+  EXPECT_EQ(s2->n_past(), 4);
+  EXPECT_EQ(got, run_alone(m, t, prompt, 6));  // the decoding sequence computed what it does alone
+}
+
 }  // namespace
 }  // namespace oxi
