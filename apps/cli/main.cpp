@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -50,8 +51,10 @@ int main(int argc, char** argv) {
   char** sub_argv = argv + 1;
   // Progress lines for long steps (model load with --quant, prefill…; core/progress.h): on when
   // stderr is a terminal and always for serve (its log), --progress / --no-progress decide
-  // otherwise (commands that do not take them refuse them as unknown options).
+  // otherwise (commands that do not take them refuse them as unknown options), after the
+  // environment's OXI_PROGRESS=0|1.
   bool progress = isatty(STDERR_FILENO) != 0 || cmd == "serve";
+  if (const char* e = std::getenv("OXI_PROGRESS"); e && *e) progress = std::strcmp(e, "0") != 0;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--progress")) progress = true;
     if (!std::strcmp(argv[i], "--no-progress")) progress = false;

@@ -1,7 +1,8 @@
 // Progress of long operations on stderr (issue 31 item 6: model load with --quant, convert,
 // quantize, prefill): silent for the first ~2 s, then "LABEL: done/total UNIT (P%), R UNIT/s, S s
 // left" — redrawn in place on a terminal, one plain line every ~2 s otherwise (logs, pipes).
-// Environment OXI_PROGRESS_AFTER_S sets another delay and interval; OXI_PROGRESS=0 silences it.
+// Environment OXI_PROGRESS_AFTER_S sets another delay and interval; OXI_PROGRESS=0 silences it
+// (and the CLI reads OXI_PROGRESS=1 as --progress).
 #pragma once
 
 #include <chrono>

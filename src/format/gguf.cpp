@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include "core/byte_source.h"
 #include "core/error.h"
+#include "core/progress.h"
 #include "format/util.h"
 
 namespace oxi {
@@ -919,9 +921,18 @@ std::vector<uint8_t> GgufWriter::write_to_memory() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
+  // Progress (core/progress.h): MiB written of the tensors' total; converting and quantising
+  // happen in the producers, so this is the progress of `convert` and `quantize` too.
+  double total = 0;
+  for (const auto& t : tensors_) total += static_cast<double>(t->nbytes);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  ProgressMeter meter("writing " + std::filesystem::path(path).filename().string(), "MiB");
+  double done = 0;
   write_file_atomic(path, [&](std::FILE* f) {
     emit([&](const uint8_t* p, uint64_t n) {
       if (std::fwrite(p, 1, n, f) != n) throw_error(ErrorCode::kIo, path + ": write failed");
+      done += static_cast<double>(n);
+      meter.update(std::min(done, total) / kMiB, total / kMiB);  // (the header is not counted)
     });
   });
 }

@@ -207,6 +207,9 @@ check "--quant --progress: 'quantising at load' lines, tensors done / total" "gr
 OXI_PROGRESS_AFTER_S=0 run --quant q8_0 -p "Hi" -n 2 --temp 0 > /dev/null 2> "$WORK/qnp.err"
 check "--quant without --progress (stderr not a terminal): no progress lines" "! grep -q '^quantising at load' '$WORK/qnp.err'"
 
+OXI_PROGRESS=1 OXI_PROGRESS_AFTER_S=0 "$OXINFER" convert "$M" -o "$WORK/pc.gguf" --type q8_0 > /dev/null 2> "$WORK/pc.err"
+check "convert with OXI_PROGRESS=1: 'writing pc.gguf: done/total MiB' lines" "grep -qE '^writing pc.gguf: [0-9]+/[0-9]+ MiB \([0-9]+%\)' '$WORK/pc.err' && [ -s '$WORK/pc.gguf' ]" || cat "$WORK/pc.err"
+
 # 9. Gemma 4: BOS exactly once (spec B.9), with and without the template.
 # ---- --grammar / --grammar-file (llama.cpp's grammars/ from node-llama-cpp) ----
 GRAMMARS="$NLC_DIR/node_modules/node-llama-cpp/llama/grammars"
