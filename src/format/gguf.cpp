@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 
 #include "core/byte_source.h"
@@ -926,7 +925,7 @@ void GgufWriter::write(const std::string& path) const {
   double total = 0;
   for (const auto& t : tensors_) total += static_cast<double>(t->nbytes);
   constexpr double kMiB = 1024.0 * 1024.0;
-  ProgressMeter meter("writing " + std::filesystem::path(path).filename().string(), "MiB");
+  ProgressMeter meter("writing " + path.substr(path.find_last_of('/') + 1), "MiB");
   double done = 0;
   write_file_atomic(path, [&](std::FILE* f) {
     emit([&](const uint8_t* p, uint64_t n) {
