@@ -6,6 +6,7 @@
 #include "chat/jinja_ast.h"
 #include "chat/jinja_eval.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 
 namespace oxi {
 
@@ -130,7 +131,11 @@ nlohmann::ordered_json normalize_tool_call_arguments(const nlohmann::ordered_jso
       if (!tc.is_object()) continue;
       auto* fn = tc.contains("function") && tc["function"].is_object() ? &tc["function"] : &tc;
       if (!fn->contains("arguments") || !(*fn)["arguments"].is_string()) continue;
-      auto parsed = nlohmann::ordered_json::parse((*fn)["arguments"].get<std::string>(), nullptr, false);
+      // Too deep to copy and render safely (a request's body passed the depth check with the
+      // nesting hidden in this string): left as the string.
+      const std::string& text = (*fn)["arguments"].get_ref<const std::string&>();
+      if (json_too_deep(text)) continue;
+      auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
       if (!parsed.is_discarded() && parsed.is_object()) (*fn)["arguments"] = std::move(parsed);
     }
   }

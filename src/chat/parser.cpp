@@ -3,7 +3,18 @@
 
 #include <algorithm>
 
+#include "core/json_limits.h"
+
 namespace oxi {
+
+namespace {
+// Model output parsed as JSON: a value nested deeper than kMaxJsonDepth (json_limits.h) is not
+// taken (its copies and dumps recurse; a long generation of "[[[[…" would overflow the stack).
+nlohmann::ordered_json parse_bounded(std::string_view text) {
+  if (json_too_deep(text)) return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+  return nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, false);
+}
+}  // namespace
 
 namespace {
 
@@ -82,7 +93,7 @@ nlohmann::ordered_json typed_value(const std::string& raw, const std::string& ty
     if (t == "False" || t == "false") return false;
   }
   if (!t.empty()) {
-    auto j = nlohmann::ordered_json::parse(t.begin(), t.end(), nullptr, false);
+    auto j = parse_bounded(t);
     if (!j.is_discarded() && !j.is_string()) {
       if (!j.is_null() || (!type.empty() && type != "string")) return j;
     }
@@ -97,13 +108,13 @@ bool parse_qwen35_tool_call(std::string_view body, const nlohmann::ordered_json&
   if (s.empty()) return false;
   if (s[0] == '{') {
     // Qwen3 / Hermes JSON form.
-    auto j = nlohmann::ordered_json::parse(s.begin(), s.end(), nullptr, false);
+    auto j = parse_bounded(s);
     if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     out.name = j["name"].get<std::string>();
     if (out.name.empty()) return false;
     nlohmann::ordered_json args = j.contains("arguments") ? j["arguments"] : nlohmann::ordered_json::object();
     if (args.is_string()) {
-      auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+      auto parsed = parse_bounded(args.get<std::string>());
       if (parsed.is_discarded() || !parsed.is_object()) return false;
       args = parsed;
     }
@@ -263,7 +274,7 @@ struct GemmaArgParser {
     else if (tok == "false") out = false;
     else if (tok == "null" || tok == "None") out = nullptr;
     else {
-      auto j = nlohmann::ordered_json::parse(tok.begin(), tok.end(), nullptr, false);
+      auto j = parse_bounded(tok);
       if (!j.is_discarded() && j.is_number()) out = j;
       else out = std::string(tok);
     }

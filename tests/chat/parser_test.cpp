@@ -270,3 +270,21 @@ TEST(ParserOptionsForPrompt, DetectsOpenThink) {
 
 }  // namespace
 }  // namespace oxi
+
+namespace oxi {
+namespace {
+
+// A tool call whose JSON arguments nest deeper than kMaxJsonDepth (a long generation of "[[[…")
+// is not taken as a call (copying or dumping it would recurse that deep), and nothing crashes.
+TEST(ParserHardening, DeepArgumentsAreNotACall) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ToolCall call;
+  EXPECT_FALSE(parse_qwen35_tool_call("{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "}}", nlohmann::ordered_json::array(), call));
+  nlohmann::ordered_json s = "{\"a\": " + deep + "}";
+  EXPECT_FALSE(parse_qwen35_tool_call("{\"name\": \"f\", \"arguments\": " + s.dump() + "}", nlohmann::ordered_json::array(), call));
+  const std::string shallow = std::string(100, '[') + std::string(100, ']');
+  EXPECT_TRUE(parse_qwen35_tool_call("{\"name\": \"f\", \"arguments\": {\"a\": " + shallow + "}}", nlohmann::ordered_json::array(), call));
+}
+
+}  // namespace
+}  // namespace oxi

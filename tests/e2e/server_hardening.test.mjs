@@ -88,6 +88,19 @@ try {
     await healthWithin(srv.base, 2000);
   });
 
+  await check("tool_calls arguments STRING nested 100,000 levels (body itself shallow) → answered, server up", async () => {
+    // The body passes the depth check; the nesting hides in the arguments string that the chat
+    // path parses for the template. Crashed the server (stack overflow) before it was bounded.
+    const deep = "[".repeat(100000) + "]".repeat(100000);
+    const body = JSON.stringify({ model: "x", max_tokens: 1, ...noThink, messages: [
+      { role: "user", content: "hi" },
+      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: `{"a":${deep}}` } }] },
+      { role: "tool", tool_call_id: "c1", content: "ok" }] });
+    const r = await fetch(chatUrl, { method: "POST", headers: JSON_CT, body });
+    assert.ok([200, 400].includes(r.status), `status ${r.status}`);
+    await healthWithin(srv.base, 2000);
+  });
+
   await check("deep but allowed nesting: served or a clean 400, never a crash", async () => {
     // 500 levels pass the body check; the chat template's own value limit (256) may refuse them
     // with a 400. 200 levels go all the way through rendering and the tool-call constraint.
