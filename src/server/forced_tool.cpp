@@ -128,6 +128,11 @@ class GemmaGrammar {
 
   // A GBNF expression matching the values `s` allows, in Gemma syntax.
   std::string value(const json& s, int depth) {
+    // A budget on the walk and the text: type unions and anyOf revisit subschemas, so a hostile
+    // schema could otherwise grow the grammar exponentially before parse_gbnf's own limits see it.
+    if (++calls_ > kMaxCalls || rules.size() > kMaxText) {
+      throw_error(ErrorCode::kInvalidArgument, "the tools' parameter schemas are too large to enforce as a forced call");
+    }
     if (!s.is_object() || depth > 24) return "gvalue";
     if (const auto e = s.find("enum"); e != s.end() && e->is_array() && !e->empty()) {
       std::string alts;
@@ -215,7 +220,10 @@ class GemmaGrammar {
   }
 
  private:
+  static constexpr int kMaxCalls = 20000;
+  static constexpr size_t kMaxText = 256 * 1024;
   int next_ = 0;
+  int calls_ = 0;
 
   static std::string string(const json& s) {
     const int lo = std::max(0, s.value("minLength", 0));
@@ -269,6 +277,8 @@ json closed(json s, int depth = 0) {
 
 }  // namespace
 
+constexpr size_t kMaxForcedTools = 128;
+
 std::shared_ptr<TextConstraint> forced_tool_constraint(const json& tools, const std::string& choice, ChatFormat format,
                                                        const std::string& prefix) {
   if (format == ChatFormat::kPlain) return nullptr;
@@ -277,6 +287,12 @@ std::shared_ptr<TextConstraint> forced_tool_constraint(const json& tools, const 
     if (choice == "required" || t["function"]["name"].get<std::string>() == choice) picked.push_back(t);
   }
   if (picked.empty()) throw_error(ErrorCode::kInvalidArgument, "tool_choice names a function that is not in 'tools'");
+  // Each candidate is checked on every sampled byte (Qwen: one automaton each): bounded as OpenAI
+  // bounds `tools`.
+  if (picked.size() > kMaxForcedTools) {
+    throw_error(ErrorCode::kInvalidArgument, "tool_choice 'required' with more than " + std::to_string(kMaxForcedTools) +
+                                                 " tools: name one function");
+  }
   if (format == ChatFormat::kGemma4) {
     return std::make_shared<GbnfConstraint>(parse_gbnf(gemma4_call_grammar(picked)), prefix);
   }

@@ -126,6 +126,21 @@ TEST(ForcedToolGemma, EveryAllowedCallParsesAndFitsItsSchema) {
   EXPECT_GT(finished, 100);
 }
 
+// Hostile schemas: a type union at every level (4^24 walks of a small schema) would grow the grammar exponentially;
+// the walk has a budget (a clean Error → 400), and so does the number of candidate tools.
+TEST(ForcedToolGemma, HostileSchemasAreRefusedQuickly) {
+  json s = {{"type", "string"}};
+  for (int i = 0; i < 24; ++i) {
+    s = {{"type", json::array({"object", "object", "object", "object"})}, {"properties", {{"a", s}}}, {"required", {"a"}}};
+  }
+  json t = json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", s}}}}});
+  EXPECT_THROW(forced_tool_constraint(t, "required", ChatFormat::kGemma4, ""), Error);
+  json many = json::array();
+  for (int i = 0; i < 200; ++i) many.push_back({{"type", "function"}, {"function", {{"name", "f" + std::to_string(i)}}}});
+  EXPECT_THROW(forced_tool_constraint(many, "required", ChatFormat::kQwen35, ""), Error);
+  EXPECT_NE(forced_tool_constraint(many, "f7", ChatFormat::kQwen35, ""), nullptr);
+}
+
 TEST(ForcedToolQwen, ArgumentsFollowTheChosenToolsSchema) {
   auto mk = [] { return forced_tool_constraint(tools(), "required", ChatFormat::kQwen35, ""); };
   EXPECT_TRUE(takes(*mk(), "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"days\": 2}}</tool_call>"));
