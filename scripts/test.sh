@@ -2,17 +2,19 @@
 # The test command: builds the release preset, runs every test (unit, end-to-end against llama.cpp
 # and the real tokenizers), then builds the wasm32 core and runs its unit tests under node, the
 # browser build in headless Chromium, then
-# cross-builds the kernels for aarch64 and runs their tests under qemu-user (every NEON set).
-# Usage: scripts/test.sh [--no-wasm] [--no-aarch64]
+# cross-builds the kernels for aarch64 and runs their tests under qemu-user (every NEON set), and
+# runs each libFuzzer target briefly (scripts/fuzz.sh: 30 s each; hours with --long, by hand).
+# Usage: scripts/test.sh [--no-wasm] [--no-aarch64] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS="$(nproc)"
-WASM=1 AARCH64=1
+WASM=1 AARCH64=1 FUZZ=1
 for a in "$@"; do
   case "$a" in
     --no-wasm) WASM=0 ;;
     --no-aarch64) AARCH64=0 ;;
-    *) echo "usage: scripts/test.sh [--no-wasm] [--no-aarch64]" >&2; exit 2 ;;
+    --no-fuzz) FUZZ=0 ;;
+    *) echo "usage: scripts/test.sh [--no-wasm] [--no-aarch64] [--no-fuzz]" >&2; exit 2 ;;
   esac
 done
 
@@ -35,4 +37,8 @@ fi
 
 if [ "$AARCH64" = 1 ]; then
   scripts/build_aarch64.sh
+fi
+
+if [ "$FUZZ" = 1 ]; then
+  scripts/fuzz.sh 30
 fi

@@ -98,6 +98,16 @@ for (const family of ["qwen35", "gemma4"]) {
         checkCall(got.calls[0], ["set_alarm"]);
       }
     });
+    await check(`${family}: the OpenAI agent-loop shape (assistant content null + tool_calls, then a tool message) is served`, async () => {
+      // Issue 31 bug 3: this was a 400 on the Qwen 3.5 template ("argument of type 'NoneType' is not iterable").
+      const r = await client.chat.completions.create({ ...base, temperature: 0, max_tokens: 8, tools, messages: [
+        { role: "user", content: "Weather in Paris?" },
+        { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function",
+          function: { name: "get_weather", arguments: JSON.stringify({ city: "Paris", unit: "c" }) } }] },
+        { role: "tool", tool_call_id: "call_1", content: "{\"temp\": 21}" }] });
+      assert.ok(r.choices[0].message, JSON.stringify(r));
+      assert.ok(r.usage.prompt_tokens > 20);
+    });
     await check(`${family}: tool_choice naming an unknown function is a 400`, async () => {
       await assert.rejects(client.chat.completions.create({ ...base, tools,
         tool_choice: { type: "function", function: { name: "nope" } } }), (e) => e.status === 400);
