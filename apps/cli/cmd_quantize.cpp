@@ -44,6 +44,7 @@ const char* kHelp =
     "                      quantised again; without it such an input is refused)\n"
     "  --pure              no mixed recipe: every quantisable tensor gets TYPE's base type\n"
     "  -t, --threads N     threads (default: all cores)\n"
+    "  --quiet             no per-tensor progress lines\n"
     "  Progress ([i/n] tensor, types) goes to stderr. OUT is written to a temp file beside it and\n"
     "  renamed on success; on failure nothing is left behind.\n";
 

@@ -396,47 +396,64 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
 
 }  // namespace
 
+namespace {
+
+// The part Q4_K and Q5_K share (ggml's quantize_row_q4_K_ref / _q5_K_ref): per 32 values a
+// weighted (scale, min) fit to levels 0..nmax (fit_scale_min with weights rms + |x|), the 8 scales
+// and 8 mins quantised to 6 bits against their maxima (packed into `scales` as get_scale_min_k4
+// reads them; d = max scale/63, dmin = max min/63 as f16), then every value re-rounded to 0..nmax
+// against its quantised scale and min. L receives the 256 levels.
+void fit_k_block(const float* x, int nmax, float rmin, float rdelta, int nstep, uint16_t* d_out, uint16_t* dmin_out,
+                 uint8_t* scales_out, uint8_t* L) {
+  float w[32], scales[8], mins[8];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(x[32 * j + l]);
+    scales[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], rmin, rdelta, nstep);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  std::memset(scales_out, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+    const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+    if (j < 4) {
+      scales_out[j] = ls;
+      scales_out[j + 4] = lm;
+    } else {
+      scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      scales_out[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      scales_out[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  *d_out = f32_to_f16(max_scale / 63.0f);
+  *dmin_out = f32_to_f16(max_min / 63.0f);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    get_scale_min_k4(j, scales_out, &sc, &m);
+    const float d = f16_to_f32(*d_out) * sc;
+    if (d == 0.0f) continue;
+    const float dm = f16_to_f32(*dmin_out) * m;
+    for (int l = 0; l < 32; ++l)
+      L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + l] + dm) / d))));
+  }
+}
+
+}  // namespace
+
 void ref_quantize_q4_K(const float* x, BlockQ4_K* y, int64_t n) {
   uint8_t L[256];
-  float w[32], scales[8], mins[8];
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(x[32 * j + l]);
-      scales[j] = fit_scale_min(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
     BlockQ4_K& b = y[i];
-    std::memset(b.scales, 0, sizeof b.scales);
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        b.scales[j] = ls;
-        b.scales[j + 4] = lm;
-      } else {
-        b.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        b.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        b.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    b.d = f32_to_f16(max_scale / 63.0f);
-    b.dmin = f32_to_f16(max_min / 63.0f);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      get_scale_min_k4(j, b.scales, &sc, &m);
-      const float d = f16_to_f32(b.d) * sc;
-      if (d == 0.0f) continue;
-      const float dm = f16_to_f32(b.dmin) * m;
-      for (int l = 0; l < 32; ++l)
-        L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + l] + dm) / d))));
-    }
+    uint16_t d, dmin;  // not &b.d: packed members may be unaligned
+    fit_k_block(x, 15, -1.0f, 0.1f, 20, &d, &dmin, b.scales, L);
+    b.d = d;
+    b.dmin = dmin;
     for (int k = 0; k < 4; ++k)
       for (int l = 0; l < 32; ++l)
         b.qs[32 * k + l] = static_cast<uint8_t>(L[64 * k + l] | (L[64 * k + 32 + l] << 4));
@@ -472,20 +489,26 @@ void ref_quantize_q5_0(const float* x, uint8_t* y, int64_t n) {
 
 namespace {
 
+// The value of largest magnitude among v[0..n) with its sign (the first such; 0 for none above
+// zero) — ggml's "max" that the symmetric K-quant and IQ4 scales start from.
+float signed_absmax(const float* v, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(v[i]) > amax) {
+      amax = std::fabs(v[i]);
+      max = v[i];
+    }
+  }
+  return max;
+}
+
 // Symmetric fit of 16 values to levels −32..31 weighted by x² (ggml's make_qx_quants with
 // nmax 32, rmse_type 1, no importance): start from −32/max, then try 18 nearby inverse scales and
 // keep the one with the largest (Σw·x·l)²/Σw·l². L receives l + 32. Returns the scale.
 float fit_scale_sym16(const float* x, uint8_t* L) {
   constexpr int n = 16, nmax = 32;
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
   }
@@ -529,16 +552,10 @@ void ref_quantize_q6_K(const float* x, BlockQ6_K* y, int64_t n) {
   uint8_t L[256];
   float scales[16];
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
-    float max_scale = 0.0f, max_abs = 0.0f;
-    for (int ib = 0; ib < 16; ++ib) {
-      scales[ib] = fit_scale_sym16(x + 16 * ib, L + 16 * ib);
-      if (std::fabs(scales[ib]) > max_abs) {
-        max_abs = std::fabs(scales[ib]);
-        max_scale = scales[ib];
-      }
-    }
+    for (int ib = 0; ib < 16; ++ib) scales[ib] = fit_scale_sym16(x + 16 * ib, L + 16 * ib);
+    const float max_scale = signed_absmax(scales, 16);
     BlockQ6_K& b = y[i];
-    if (max_abs < 1e-15f) {
+    if (std::fabs(max_scale) < 1e-15f) {
       std::memset(&b, 0, sizeof b);
       continue;
     }
@@ -618,45 +635,12 @@ void ref_quantize_q5_1(const float* x, uint8_t* y, int64_t n) {
 // scales from −0.5 in 16 steps of 0.1), the fifth bits in qh as BlockQ5_K documents.
 void ref_quantize_q5_K(const float* x, BlockQ5_K* y, int64_t n) {
   uint8_t L[256];
-  float w[32], scales[8], mins[8];
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(x[32 * j + l]);
-      scales[j] = fit_scale_min(32, 31, x + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
     BlockQ5_K& b = y[i];
-    std::memset(b.scales, 0, sizeof b.scales);
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        b.scales[j] = ls;
-        b.scales[j + 4] = lm;
-      } else {
-        b.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        b.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        b.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    b.d = f32_to_f16(max_scale / 63.0f);
-    b.dmin = f32_to_f16(max_min / 63.0f);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      get_scale_min_k4(j, b.scales, &sc, &m);
-      const float d = f16_to_f32(b.d) * sc;
-      if (d == 0.0f) continue;
-      const float dm = f16_to_f32(b.dmin) * m;
-      for (int l = 0; l < 32; ++l)
-        L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(31, nearest_int((x[32 * j + l] + dm) / d))));
-    }
+    uint16_t d, dmin;  // not &b.d: packed members may be unaligned
+    fit_k_block(x, 31, -0.5f, 0.1f, 15, &d, &dmin, b.scales, L);
+    b.d = d;
+    b.dmin = dmin;
     std::memset(b.qh, 0, sizeof b.qh);
     for (int k = 0; k < 4; ++k) {  // 64 elements per k: low nibbles first 32, high nibbles next 32
       for (int l = 0; l < 32; ++l) {
@@ -676,15 +660,8 @@ namespace {
 // (w = x²). L receives l + 4. Returns the scale Σw·x·l / Σw·l².
 float fit_scale_q3(const float* x, int8_t* L) {
   constexpr int n = 16, nmax = 4;
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
   }
@@ -741,15 +718,8 @@ int nearest_grid(const int8_t* grid, float v) {
 // d = −max/grid[0], refit d = Σw·q·x / Σw·q², then try the 15 inverse scales (t + grid[0])/max,
 // t = −7..7, keeping the one of largest (Σw·q·x)²/Σw·q². Writes the grid indices to L.
 float fit_iq4_block(const float* x, uint8_t* L) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_absmax(x, 32);
+  if (std::fabs(max) < 1e-15f) {
     for (int j = 0; j < 32; ++j) L[j] = 0;
     return 0.0f;
   }
@@ -791,14 +761,8 @@ void ref_quantize_q3_K(const float* x, BlockQ3_K* y, int64_t n) {
   int8_t L[256];
   float scales[16];
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
-    float max_scale = 0.0f, amax = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_scale_q3(x + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > amax) {
-        amax = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    for (int j = 0; j < 16; ++j) scales[j] = fit_scale_q3(x + 16 * j, L + 16 * j);
+    const float max_scale = signed_absmax(scales, 16);
     BlockQ3_K& b = y[i];
     std::memset(b.scales, 0, sizeof b.scales);
     if (max_scale != 0.0f) {
@@ -844,14 +808,8 @@ void ref_quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n) {
   float scales[8];
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
     BlockIQ4_XS& b = y[i];
-    float max_scale = 0.0f, amax = 0.0f;
-    for (int ib = 0; ib < 8; ++ib) {
-      scales[ib] = fit_iq4_block(x + 32 * ib, L + 32 * ib);
-      if (std::fabs(scales[ib]) > amax) {
-        amax = std::fabs(scales[ib]);
-        max_scale = scales[ib];
-      }
-    }
+    for (int ib = 0; ib < 8; ++ib) scales[ib] = fit_iq4_block(x + 32 * ib, L + 32 * ib);
+    const float max_scale = signed_absmax(scales, 8);
     b.scales_h = 0;
     std::memset(b.scales_l, 0, sizeof b.scales_l);
     const float d = -max_scale / 32;
