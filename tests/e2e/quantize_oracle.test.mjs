@@ -1,12 +1,14 @@
 // `oxinfer quantize` vs llama.cpp's own quantizer (libllama llama_model_quantize through
 // shared/oracle/quantize_llama.py) on the same bf16 GGUF: for each of the nine recipes the issue
 // names (Q4_K_M Q4_K_S Q5_K_M Q5_K_S Q6_K Q8_0 Q4_0 Q3_K_M IQ4_XS) on a Qwen 3.5 0.8B-shaped model
-// (hybrid: 3 Gated-DeltaNet blocks per attention block, tied embeddings, MTP block) and a Gemma 4
-// E2B-shaped one (per-layer embeddings of 64 columns, KV sharing, sliding/global), plus Q4_K_M on a
-// Qwen 3.5 MoE (8 experts: the Q8_0 attention rule, ffn_down layers read from names):
+// (24 layers, hybrid: 3 Gated-DeltaNet blocks per attention block, tied embeddings, MTP block) and a
+// Gemma 4 E2B-shaped one (35 layers, 4 sliding : 1 global, the last 20 sharing KV, per-layer
+// embeddings of 35 × 8 = 280 columns: no block fits, F16), plus Q4_K_M on a Qwen 3.5 MoE (8
+// experts: the Q8_0 attention rule, ffn_down layers read from names). The layer counts are the real
+// models' (the recipes' "more bits" layers depend on them); widths are small:
 //   * every tensor has the type llama.cpp gave it, and the same bytes;
 //   * general.file_type is llama.cpp's.
-// Small shapes (hidden 256, 8 layers, ffn 352 so ffn_down rows take the 32-block fallbacks) keep it
+// Small widths (hidden 256; Qwen ffn 352 so ffn_down rows take the 32-block fallbacks) keep it
 // bounded; the two quantisers run side by side, one thread each.
 // Also: `--allow-requantize` (Q8_0 → Q4_K_M) equals llama.cpp's requantisation of the same file;
 // without the flag it is refused (exit 1, names the flag) and leaves nothing behind; an unknown
@@ -35,10 +37,10 @@ const FTYPE = { Q4_0: 2, Q8_0: 7, Q3_K_M: 12, Q4_K_S: 14, Q4_K_M: 15, Q5_K_S: 16
 const only = process.env.QUANTIZE_RECIPES ? new Set(process.env.QUANTIZE_RECIPES.split(",")) : null;
 
 const cases = [
-  { name: "qwen08", family: "qwen35", recipes: RECIPES, args: ["--hidden", "256", "--layers", "8", "--heads", "8", "--kv-heads", "2",
+  { name: "qwen08", family: "qwen35", recipes: RECIPES, args: ["--hidden", "256", "--layers", "24", "--heads", "8", "--kv-heads", "2",
     "--head-dim", "64", "--hk", "2", "--hv", "4", "--dk", "64", "--dv", "64", "--ffn", "352", "--tied", "--mtp"] },
-  { name: "gemma_e2b", family: "gemma4", recipes: RECIPES, args: ["--shape", "e2b", "--hidden", "256", "--layers", "8", "--kv-shared", "4",
-    "--ple", "8", "--ffn", "256", "--full-every", "4", "--window", "16"] },
+  { name: "gemma_e2b", family: "gemma4", recipes: RECIPES, args: ["--shape", "e2b", "--hidden", "256", "--layers", "35", "--kv-shared", "20",
+    "--ple", "8", "--ffn", "256", "--full-every", "5", "--window", "16"] },
   { name: "qwen_moe", family: "qwen35", recipes: ["Q4_K_M"], args: ["--moe", "--experts", "8", "--top-k", "2", "--hidden", "256",
     "--layers", "4", "--heads", "4", "--kv-heads", "2", "--head-dim", "64", "--hk", "2", "--hv", "4", "--dk", "64", "--dv", "64",
     "--expert-ffn", "128", "--shared-ffn", "256", "--untied"] },
