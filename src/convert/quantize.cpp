@@ -1,4 +1,5 @@
 // `oxinfer quantize`: GGUF → GGUF with one of llama-quantize's recipes (quant_recipe.h).
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -18,6 +19,61 @@ int64_t meta_int0(const GgufMetadata& md, const std::string& key, int64_t def) {
   if (!v) return def;
   if (v->is_array()) return v->array_size() ? v->element(0).as_int() : def;
   return v->as_int();
+}
+
+bool f16_finite(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return (h & 0x7C00) != 0x7C00;
+}
+
+// ggml_validate_row_data's check, which llama-quantize runs on every tensor it converts: the f16
+// scales (and mins) of each block — or every value of a float type — must be finite. Values
+// beyond the f16 range (e.g. |x| ≳ 65504·15 for Q4_1's d) fail it. Returns false on the first bad one.
+bool quantized_finite(DType t, const uint8_t* p, uint64_t nbytes) {
+  switch (t) {
+    case DType::F32:
+      for (uint64_t i = 0; i + 4 <= nbytes; i += 4) {
+        float v;
+        std::memcpy(&v, p + i, 4);
+        if (!std::isfinite(v)) return false;
+      }
+      return true;
+    case DType::F16:
+      for (uint64_t i = 0; i + 2 <= nbytes; i += 2)
+        if (!f16_finite(p + i)) return false;
+      return true;
+    case DType::BF16:
+      for (uint64_t i = 0; i + 2 <= nbytes; i += 2) {
+        uint16_t h;
+        std::memcpy(&h, p + i, 2);
+        if ((h & 0x7F80) == 0x7F80) return false;
+      }
+      return true;
+    default: break;
+  }
+  // (block bytes, offsets of its f16 scale fields)
+  struct Fields { uint32_t block; int a, b; };
+  Fields f{0, -1, -1};
+  switch (t) {
+    case DType::Q4_0: f = {18, 0, -1}; break;
+    case DType::Q4_1: f = {20, 0, 2}; break;
+    case DType::Q5_0: f = {22, 0, -1}; break;
+    case DType::Q5_1: f = {24, 0, 2}; break;
+    case DType::Q8_0: f = {34, 0, -1}; break;
+    case DType::IQ4_NL: f = {18, 0, -1}; break;
+    case DType::Q3_K: f = {110, 108, -1}; break;
+    case DType::Q4_K: f = {144, 0, 2}; break;
+    case DType::Q5_K: f = {176, 0, 2}; break;
+    case DType::Q6_K: f = {210, 208, -1}; break;
+    case DType::IQ4_XS: f = {136, 0, -1}; break;
+    default: return true;
+  }
+  for (uint64_t o = 0; o + f.block <= nbytes; o += f.block) {
+    if (!f16_finite(p + o + f.a)) return false;
+    if (f.b >= 0 && !f16_finite(p + o + f.b)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -96,6 +152,10 @@ void quantize_gguf(const std::string& in_path, const std::string& out_path, cons
       if (!src_rb) throw_error(ErrorCode::kFormat, t->name + ": rows do not fit " + dtype_name(t->dtype) + " blocks");
       const MatrixView m{t->dtype, rows, cols, t->data(), *src_rb};
       quantize_rows(to, rows, cols, dst, [&m](int64_t r, float* row, float*) { dequantize_row(m, r, row); });
+      if (!quantized_finite(to, dst, nb))
+        throw_error(ErrorCode::kInvalidArgument, "quantize: tensor " + t->name + ": quantized data validation failed (a " +
+                                                     dtype_name(to) + " scale is not finite: values beyond the f16 range "
+                                                     "or non-finite input), as llama-quantize refuses it");
     });
   }
   w.write(out_path);

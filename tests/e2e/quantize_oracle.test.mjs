@@ -14,7 +14,7 @@
 // without the flag it is refused (exit 1, names the flag) and leaves nothing behind; an unknown
 // TYPE exits 1 naming the accepted ones; an HF folder as IN converts first (same bytes as the
 // GGUF route); llama.cpp (node-llama-cpp) loads our Q4_K_M file and generates.
-// QUANTIZE_RECIPES=a,b runs a subset of the recipes.
+// QUANTIZE_RECIPES=a,b runs a subset of the recipes ("edge": the hard-rows case).
 import { run, must } from "./proc.mjs";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -69,7 +69,35 @@ function spawnP(cmd, args, env = process.env) {
 }
 const llamaEnv = { ...process.env, NLC_DIR: nlc };
 const ours = (inp, out, t, extra = []) => spawnP(oxinfer, ["quantize", inp, out, t, "-t", "1", "--quiet", ...extra]);
-const theirs = (inp, out, t) => spawnP("/usr/bin/python3", [quantizeLlama, inp, out, t, "--threads", "1"], llamaEnv);
+const theirs = (inp, out, t, extra = []) => spawnP("/usr/bin/python3", [quantizeLlama, inp, out, t, "--threads", "1", ...extra], llamaEnv);
+
+// Copy of a bf16 GGUF whose first rows of three matrices are hard cases for the quantisers' scale
+// searches: zeros, constants, 1e-20 noise, ±7 spikes over zeros or 1e-3, one-signed rows, integers,
+// heavy tails, half-zero rows, ±1e-8 — and row 4 gaussian with σ = `big` (3e4 overflows Q4_1's f16 d).
+function edgeRows(src, dst, big) {
+  const buf = fs.readFileSync(src);
+  const g = ggufTensors(src);
+  fs.closeSync(g.fd);
+  let seed = 5;
+  const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  const gauss = (s) => s * Math.sqrt(-2 * Math.log(rnd() + 1e-12)) * Math.cos(2 * Math.PI * rnd());
+  const f = new Float32Array(1), u = new Uint32Array(f.buffer);
+  for (const name of ["blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.1.ffn_gate.weight"]) {
+    const t = g.map.get(name);
+    if (t.type !== 30) throw new Error(`${name} is not bf16`);
+    const cols = t.ne[0];
+    const rows = [(i) => 0, (i) => 0.37, (i) => -2.5, (i) => gauss(1e-20), (i) => gauss(big), (i) => (i % 64 === 5 ? 7 : 0),
+      (i) => (i % 64 === 5 ? -7 : 1e-3), (i) => Math.abs(gauss(1)), (i) => -Math.abs(gauss(1)), (i) => Math.round(gauss(2)),
+      (i) => 0.01 * Math.tan(Math.PI * (rnd() - 0.5)), (i) => (i < cols / 2 ? 0 : gauss(1)), (i) => 1e-8 * ((i % 3) - 1)];
+    rows.forEach((fn, r) => {
+      for (let i = 0; i < cols; i++) {
+        f[0] = fn(i);
+        buf.writeUInt16LE(u[0] >>> 16, t.off + 2 * (r * cols + i));
+      }
+    });
+  }
+  fs.writeFileSync(dst, buf);
+}
 
 // llama.cpp's requantisation (allow_requantize = true): the oracle's parameter struct and library
 // loading, with that one field set.
@@ -118,6 +146,27 @@ for (const c of cases) {
 
 // Requantisation, refusals, HF input and llama.cpp loading our file, on the 0.8B-shaped model.
 const f = (s) => path.join(work, `qwen08.${s}`);
+if (!only || only.has("edge")) {
+  // Hard rows, every quantiser on its own (--pure): same bytes as llama.cpp's.
+  edgeRows(f("bf16.gguf"), f("edge.gguf"), 3e3);
+  for (const t of ["Q3_K_S", "Q4_K_S", "Q5_K_S", "Q6_K", "IQ4_XS", "IQ4_NL", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]) {
+    await Promise.all([ours(f("edge.gguf"), f("edge.ours.gguf"), t, ["--pure"]), theirs(f("edge.gguf"), f("edge.llama.gguf"), t, ["--pure"])]);
+    const r = compareTensors(`hard rows ${t} --pure`, f("edge.ours.gguf"), f("edge.llama.gguf"));
+    failures.push(...r.problems);
+    report.push({ case: "qwen08 hard rows", recipe: `${t} --pure`, types: r.types, type_diffs: r.typeDiffs, byte_diffs: r.byteDiffs });
+  }
+  // A scale beyond f16: llama.cpp refuses ("quantized data validation failed"); so do we, leaving nothing.
+  edgeRows(f("bf16.gguf"), f("edge.gguf"), 3e4);
+  const dir = path.join(work, "overflow");
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir);
+  const r = run(oxinfer, ["quantize", f("edge.gguf"), path.join(dir, "x.gguf"), "Q4_1", "--pure"]);
+  const l = run("/usr/bin/python3", [quantizeLlama, f("edge.gguf"), path.join(work, "overflow.llama.gguf"), "Q4_1", "--pure"], { env: llamaEnv });
+  if (l.status === 0) failures.push("llama.cpp accepted the Q4_1 overflow case (the test's premise is wrong)");
+  if (r.status !== 1 || !r.stderr.includes("validation failed")) failures.push(`Q4_1 overflow: exit ${r.status}, stderr ${r.stderr.trim()}`);
+  if (fs.readdirSync(dir).length) failures.push(`Q4_1 overflow left ${fs.readdirSync(dir).join(", ")} behind`);
+  for (const x of ["edge.gguf", "edge.ours.gguf", "edge.llama.gguf"]) fs.rmSync(f(x), { force: true });
+}
 if (fs.existsSync(f("llama.Q8_0.gguf"))) {
   // without --allow-requantize: refused, clear message, no output and no temp file beside it
   const outDir = path.join(work, "refused");
