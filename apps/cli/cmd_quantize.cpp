@@ -44,7 +44,7 @@ const char* kHelp =
     "                      quantised again; without it such an input is refused)\n"
     "  --pure              no mixed recipe: every quantisable tensor gets TYPE's base type\n"
     "  -t, --threads N     threads (default: all cores)\n"
-    "  --quiet             no per-tensor progress lines\n"
+    "  --quiet, --no-progress  no per-tensor progress lines\n"
     "  Progress ([i/n] tensor, types) goes to stderr. OUT is written to a temp file beside it and\n"
     "  renamed on success; on failure nothing is left behind.\n";
 
@@ -59,7 +59,7 @@ struct Unlinker {
 
 int cmd_quantize(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, {"-h", "--help", "--allow-requantize", "--pure", "--quiet"});
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--allow-requantize", "--pure", "--quiet", "--progress", "--no-progress"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -77,7 +77,9 @@ int cmd_quantize(int argc, char** argv) {
     QuantizeOptions opt;
     opt.allow_requantize = args.flag({"--allow-requantize"});
     opt.pure = args.flag({"--pure"});
-    opt.progress = !args.flag({"--quiet"});
+    // --progress / --no-progress: the progress switch the other commands take; --no-progress also
+    // drops the per-tensor lines, as --quiet does.
+    opt.progress = !args.flag({"--quiet"}) && !args.flag({"--no-progress"});
 
     std::error_code ec;
     if (!std::filesystem::exists(in, ec)) throw_error(ErrorCode::kIo, in + ": no such file or directory");
