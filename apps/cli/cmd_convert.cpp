@@ -54,14 +54,7 @@ int cmd_convert(int argc, char** argv) {
       }
       opt.out_type = *dt;
     } else {
-      // Keep the checkpoint's float width: the type of the first 2-D tensor.
-      opt.out_type = DType::F32;
-      for (const auto& [name, t] : hf.tensors.all()) {
-        if (t.shape.size() == 2 && (t.dtype == DType::BF16 || t.dtype == DType::F16)) {
-          opt.out_type = t.dtype;
-          break;
-        }
-      }
+      opt.out_type = checkpoint_float_type(hf);  // keep the checkpoint's float width
     }
     convert_hf_to_gguf(hf, *out, opt);
     std::fprintf(stderr, "wrote %s (%s)\n", out->c_str(), dtype_name(opt.out_type).c_str());

@@ -10,6 +10,7 @@ int cmd_chat(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 int cmd_pull(int argc, char** argv);
 int cmd_list(int argc, char** argv);  // cmd_models.cpp
 int cmd_rm(int argc, char** argv);    // cmd_models.cpp

@@ -23,6 +23,7 @@ const char* kUsage =
     "  serve     OpenAI-compatible HTTP server\n"
     "  bench     llama-bench style speed test (pp512, tg128)\n"
     "  convert   Hugging Face checkpoint -> GGUF\n"
+    "  quantize  GGUF or HF checkpoint -> quantised GGUF (llama-quantize recipes)\n"
     "  inspect   show a model file's architecture, tensors and metadata\n"
     "  tokenize  text -> token ids (or --decode ids -> text)\n"
     "  pull      download a model into the Hugging Face cache\n"
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve") return cmd_serve(sub_argc, sub_argv);
   if (cmd == "bench") return cmd_bench(sub_argc, sub_argv);
   if (cmd == "convert") return cmd_convert(sub_argc, sub_argv);
+  if (cmd == "quantize") return cmd_quantize(sub_argc, sub_argv);
   if (cmd == "pull") return cmd_pull(sub_argc, sub_argv);
   if (cmd == "list" || cmd == "ls") return cmd_list(sub_argc, sub_argv);
   if (cmd == "rm") return cmd_rm(sub_argc, sub_argv);

@@ -12,6 +12,12 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
 // Implemented in convert/qwen35_mmproj.cpp.
 void convert_qwen35_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
 
+DType checkpoint_float_type(const HfCheckpoint& hf) {
+  for (const auto& [name, t] : hf.tensors.all())
+    if (t.shape.size() == 2 && (t.dtype == DType::BF16 || t.dtype == DType::F16)) return t.dtype;
+  return DType::F32;
+}
+
 void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& options) {
   const std::string arch = hf.config.value("model_type", std::string());
   const std::string family = model_family(arch);

@@ -14,6 +14,10 @@ struct ConvertOptions {
   DType out_type = DType::F32;  // F32 | F16 | BF16 | Q8_0
 };
 
+// The float width the checkpoint's matrices are stored in: the type of the first 2-D BF16/F16
+// tensor, else F32 (what `convert` writes when no --type is given).
+DType checkpoint_float_type(const HfCheckpoint& hf);
+
 // Writes via temp file + rename. Throws oxi::Error naming the offending file/tensor.
 void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path,
                         const ConvertOptions& options);

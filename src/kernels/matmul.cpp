@@ -601,7 +601,8 @@ void dequantize(DType t, const void* src, float* dst, int64_t n) {
 
 bool quantize_supports(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
-         t == DType::Q4_K || t == DType::Q5_0 || t == DType::Q6_K;
+         t == DType::Q4_K || t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q5_K || t == DType::Q3_K ||
+         t == DType::IQ4_XS || t == DType::Q4_1 || t == DType::Q5_1 || t == DType::IQ4_NL;
 }
 
 void quantize_rows(DType t, int64_t rows, int64_t cols, void* dst,
@@ -647,6 +648,12 @@ void quantize_row(DType t, const float* x, int64_t n, void* dst) {
     case DType::Q4_K: return kern::ref_quantize_q4_K(x, static_cast<kern::BlockQ4_K*>(dst), n);
     case DType::Q5_0: return kern::ref_quantize_q5_0(x, static_cast<uint8_t*>(dst), n);
     case DType::Q6_K: return kern::ref_quantize_q6_K(x, static_cast<kern::BlockQ6_K*>(dst), n);
+    case DType::Q5_K: return kern::ref_quantize_q5_K(x, static_cast<kern::BlockQ5_K*>(dst), n);
+    case DType::Q3_K: return kern::ref_quantize_q3_K(x, static_cast<kern::BlockQ3_K*>(dst), n);
+    case DType::IQ4_XS: return kern::ref_quantize_iq4_xs(x, static_cast<kern::BlockIQ4_XS*>(dst), n);
+    case DType::Q4_1: return kern::ref_quantize_q4_1(x, static_cast<uint8_t*>(dst), n);
+    case DType::Q5_1: return kern::ref_quantize_q5_1(x, static_cast<uint8_t*>(dst), n);
+    case DType::IQ4_NL: return kern::ref_quantize_iq4_nl(x, static_cast<uint8_t*>(dst), n);
     default: unsupported(t, "no quantiser");
   }
 }

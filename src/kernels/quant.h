@@ -116,6 +116,14 @@ void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n);
 // fallback and output types of llama.cpp's 4-bit recipes (models/common/quant_rule.h).
 void ref_quantize_q5_0(const float* x, uint8_t* y, int64_t n);
 void ref_quantize_q6_K(const float* x, BlockQ6_K* y, int64_t n);
+// The rest of llama-quantize's no-imatrix quantisers (ggml's reference path, same bytes): Q5_K,
+// Q3_K and IQ4_XS (256-blocks), and the 32-block fallbacks Q4_1 (20 B), Q5_1 (24 B), IQ4_NL (18 B).
+void ref_quantize_q5_K(const float* x, BlockQ5_K* y, int64_t n);
+void ref_quantize_q3_K(const float* x, BlockQ3_K* y, int64_t n);
+void ref_quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n);
+void ref_quantize_q4_1(const float* x, uint8_t* y, int64_t n);
+void ref_quantize_q5_1(const float* x, uint8_t* y, int64_t n);
+void ref_quantize_iq4_nl(const float* x, uint8_t* y, int64_t n);
 
 // Dot products of one weight row with one prepared activation row (n elements).
 float ref_dot_f32(const float* w, const float* x, int64_t n);

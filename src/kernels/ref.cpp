@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -395,47 +396,64 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
 
 }  // namespace
 
+namespace {
+
+// The part Q4_K and Q5_K share (ggml's quantize_row_q4_K_ref / _q5_K_ref): per 32 values a
+// weighted (scale, min) fit to levels 0..nmax (fit_scale_min with weights rms + |x|), the 8 scales
+// and 8 mins quantised to 6 bits against their maxima (packed into `scales` as get_scale_min_k4
+// reads them; d = max scale/63, dmin = max min/63 as f16), then every value re-rounded to 0..nmax
+// against its quantised scale and min. L receives the 256 levels.
+void fit_k_block(const float* x, int nmax, float rmin, float rdelta, int nstep, uint16_t* d_out, uint16_t* dmin_out,
+                 uint8_t* scales_out, uint8_t* L) {
+  float w[32], scales[8], mins[8];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(x[32 * j + l]);
+    scales[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], rmin, rdelta, nstep);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  std::memset(scales_out, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+    const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+    if (j < 4) {
+      scales_out[j] = ls;
+      scales_out[j + 4] = lm;
+    } else {
+      scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      scales_out[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      scales_out[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  *d_out = f32_to_f16(max_scale / 63.0f);
+  *dmin_out = f32_to_f16(max_min / 63.0f);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    get_scale_min_k4(j, scales_out, &sc, &m);
+    const float d = f16_to_f32(*d_out) * sc;
+    if (d == 0.0f) continue;
+    const float dm = f16_to_f32(*dmin_out) * m;
+    for (int l = 0; l < 32; ++l)
+      L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(nmax, nearest_int((x[32 * j + l] + dm) / d))));
+  }
+}
+
+}  // namespace
+
 void ref_quantize_q4_K(const float* x, BlockQ4_K* y, int64_t n) {
   uint8_t L[256];
-  float w[32], scales[8], mins[8];
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(x[32 * j + l]);
-      scales[j] = fit_scale_min(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
-    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
     BlockQ4_K& b = y[i];
-    std::memset(b.scales, 0, sizeof b.scales);
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        b.scales[j] = ls;
-        b.scales[j + 4] = lm;
-      } else {
-        b.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        b.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        b.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    b.d = f32_to_f16(max_scale / 63.0f);
-    b.dmin = f32_to_f16(max_min / 63.0f);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      get_scale_min_k4(j, b.scales, &sc, &m);
-      const float d = f16_to_f32(b.d) * sc;
-      if (d == 0.0f) continue;
-      const float dm = f16_to_f32(b.dmin) * m;
-      for (int l = 0; l < 32; ++l)
-        L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(15, nearest_int((x[32 * j + l] + dm) / d))));
-    }
+    uint16_t d, dmin;  // not &b.d: packed members may be unaligned
+    fit_k_block(x, 15, -1.0f, 0.1f, 20, &d, &dmin, b.scales, L);
+    b.d = d;
+    b.dmin = dmin;
     for (int k = 0; k < 4; ++k)
       for (int l = 0; l < 32; ++l)
         b.qs[32 * k + l] = static_cast<uint8_t>(L[64 * k + l] | (L[64 * k + 32 + l] << 4));
@@ -471,20 +489,26 @@ void ref_quantize_q5_0(const float* x, uint8_t* y, int64_t n) {
 
 namespace {
 
+// The value of largest magnitude among v[0..n) with its sign (the first such; 0 for none above
+// zero) — ggml's "max" that the symmetric K-quant and IQ4 scales start from.
+float signed_absmax(const float* v, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(v[i]) > amax) {
+      amax = std::fabs(v[i]);
+      max = v[i];
+    }
+  }
+  return max;
+}
+
 // Symmetric fit of 16 values to levels −32..31 weighted by x² (ggml's make_qx_quants with
 // nmax 32, rmse_type 1, no importance): start from −32/max, then try 18 nearby inverse scales and
 // keep the one with the largest (Σw·x·l)²/Σw·l². L receives l + 32. Returns the scale.
 float fit_scale_sym16(const float* x, uint8_t* L) {
   constexpr int n = 16, nmax = 32;
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.0f;
   }
@@ -528,16 +552,10 @@ void ref_quantize_q6_K(const float* x, BlockQ6_K* y, int64_t n) {
   uint8_t L[256];
   float scales[16];
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
-    float max_scale = 0.0f, max_abs = 0.0f;
-    for (int ib = 0; ib < 16; ++ib) {
-      scales[ib] = fit_scale_sym16(x + 16 * ib, L + 16 * ib);
-      if (std::fabs(scales[ib]) > max_abs) {
-        max_abs = std::fabs(scales[ib]);
-        max_scale = scales[ib];
-      }
-    }
+    for (int ib = 0; ib < 16; ++ib) scales[ib] = fit_scale_sym16(x + 16 * ib, L + 16 * ib);
+    const float max_scale = signed_absmax(scales, 16);
     BlockQ6_K& b = y[i];
-    if (max_abs < 1e-15f) {
+    if (std::fabs(max_scale) < 1e-15f) {
       std::memset(&b, 0, sizeof b);
       continue;
     }
@@ -562,6 +580,267 @@ void ref_quantize_q6_K(const float* x, BlockQ6_K* y, int64_t n) {
         qh[l] = static_cast<uint8_t>((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
       }
     }
+  }
+}
+
+// Q4_1 / Q5_1 as ggml's reference: per 32 values d = (max − min)/(2^bits − 1) and m = min (both
+// f16), q = trunc((x − min)/d + 0.5) (Q4_1 capped at 15). Q4_1: 20-byte blocks (d, m, 16 bytes of
+// nibbles: element j low, j + 16 high); Q5_1: 24 bytes (d, m, qh: bit j = fifth bit of element j,
+// then 16 bytes of low nibbles as Q4_1).
+void ref_quantize_q4_1(const float* x, uint8_t* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i, x += 32, y += 20) {
+    float lo = std::numeric_limits<float>::max(), hi = -std::numeric_limits<float>::max();
+    for (int j = 0; j < 32; ++j) {
+      lo = std::min(lo, x[j]);
+      hi = std::max(hi, x[j]);
+    }
+    const float d = (hi - lo) / 15.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = f32_to_f16(d), mh = f32_to_f16(lo);
+    std::memcpy(y, &dh, 2);
+    std::memcpy(y + 2, &mh, 2);
+    for (int j = 0; j < 16; ++j) {
+      const int a = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - lo) * id + 0.5f)));
+      const int b = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + 16] - lo) * id + 0.5f)));
+      y[4 + j] = static_cast<uint8_t>(a | (b << 4));
+    }
+  }
+}
+
+void ref_quantize_q5_1(const float* x, uint8_t* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i, x += 32, y += 24) {
+    float lo = std::numeric_limits<float>::max(), hi = -std::numeric_limits<float>::max();
+    for (int j = 0; j < 32; ++j) {
+      lo = std::min(lo, x[j]);
+      hi = std::max(hi, x[j]);
+    }
+    const float d = (hi - lo) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t dh = f32_to_f16(d), mh = f32_to_f16(lo);
+    std::memcpy(y, &dh, 2);
+    std::memcpy(y + 2, &mh, 2);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      const unsigned a = static_cast<uint8_t>((x[j] - lo) * id + 0.5f);
+      const unsigned b = static_cast<uint8_t>((x[j + 16] - lo) * id + 0.5f);
+      y[8 + j] = static_cast<uint8_t>((a & 0xF) | ((b & 0xF) << 4));
+      qh |= ((a >> 4) & 1u) << j;
+      qh |= ((b >> 4) & 1u) << (j + 16);
+    }
+    std::memcpy(y + 4, &qh, 4);
+  }
+}
+
+// Q5_K as ggml's quantize_row_q5_K_ref: Q4_K's scheme with 5-bit levels (0..31; candidate inverse
+// scales from −0.5 in 16 steps of 0.1), the fifth bits in qh as BlockQ5_K documents.
+void ref_quantize_q5_K(const float* x, BlockQ5_K* y, int64_t n) {
+  uint8_t L[256];
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    BlockQ5_K& b = y[i];
+    uint16_t d, dmin;  // not &b.d: packed members may be unaligned
+    fit_k_block(x, 31, -0.5f, 0.1f, 15, &d, &dmin, b.scales, L);
+    b.d = d;
+    b.dmin = dmin;
+    std::memset(b.qh, 0, sizeof b.qh);
+    for (int k = 0; k < 4; ++k) {  // 64 elements per k: low nibbles first 32, high nibbles next 32
+      for (int l = 0; l < 32; ++l) {
+        const int a = L[64 * k + l], c = L[64 * k + 32 + l];
+        if (a > 15) b.qh[l] |= static_cast<uint8_t>(1u << (2 * k));
+        if (c > 15) b.qh[l] |= static_cast<uint8_t>(2u << (2 * k));
+        b.qs[32 * k + l] = static_cast<uint8_t>((a & 0xF) | ((c & 0xF) << 4));
+      }
+    }
+  }
+}
+
+namespace {
+
+// Symmetric fit of 16 values to levels −4..3 (ggml's make_q3_quants with rmse): start from
+// −4/max, then up to 5 passes that move single levels to where they raise (Σw·x·l)²/Σw·l²
+// (w = x²). L receives l + 4. Returns the scale Σw·x·l / Σw·l².
+float fit_scale_q3(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 4;
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.0f;
+  }
+  const float iscale = -nmax / max;
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::max(-nmax, std::min(nmax - 1, nearest_int(iscale * x[i])));
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      float slx = sumlx - w * x[i] * L[i];
+      if (slx > 0) {
+        float sl2 = suml2 - w * L[i] * L[i];
+        const int nl = std::max(-nmax, std::min(nmax - 1, nearest_int(x[i] * sl2 / slx)));
+        if (nl != L[i]) {
+          slx += w * x[i] * nl;
+          sl2 += w * nl * nl;
+          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<int8_t>(nl);
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return sumlx / suml2;
+}
+
+// Index of the grid value nearest to v in the ascending 16-entry grid (ties → the upper one
+// only when strictly nearer, as ggml's best_index_int8).
+int nearest_grid(const int8_t* grid, float v) {
+  if (v <= grid[0]) return 0;
+  if (v >= grid[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < grid[mid]) hi = mid;
+    else lo = mid;
+  }
+  return v - grid[hi - 1] < grid[hi] - v ? hi - 1 : hi;
+}
+
+// Scale for 32 values on the IQ4_NL grid (weights x², no importance matrix): start from
+// d = −max/grid[0], refit d = Σw·q·x / Σw·q², then try the 15 inverse scales (t + grid[0])/max,
+// t = −7..7, keeping the one of largest (Σw·q·x)²/Σw·q². Writes the grid indices to L.
+float fit_iq4_block(const float* x, uint8_t* L) {
+  const float max = signed_absmax(x, 32);
+  if (std::fabs(max) < 1e-15f) {
+    for (int j = 0; j < 32; ++j) L[j] = 0;
+    return 0.0f;
+  }
+  float d = -max / kIQ4NL[0];
+  float id = 1 / d;
+  float sumqx = 0, sumq2 = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int l = nearest_grid(kIQ4NL, id * x[j]);
+    L[j] = static_cast<uint8_t>(l);
+    const float q = kIQ4NL[l], w = x[j] * x[j];
+    sumqx += w * q * x[j];
+    sumq2 += w * q * q;
+  }
+  d = sumqx / sumq2;
+  float best = d * sumqx;
+  for (int t = -7; t <= 7; ++t) {
+    id = (t + kIQ4NL[0]) / max;
+    sumqx = sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int l = nearest_grid(kIQ4NL, id * x[j]);
+      const float q = kIQ4NL[l], w = x[j] * x[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+// Q3_K as ggml's quantize_row_q3_K_ref: a scale per 16 values (fit_scale_q3), the 16 scales
+// quantised to 6 bits against the one of largest magnitude (d = max/−32), every value re-rounded
+// to −4..3 against its quantised scale; layout as BlockQ3_K documents.
+void ref_quantize_q3_K(const float* x, BlockQ3_K* y, int64_t n) {
+  int8_t L[256];
+  float scales[16];
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    for (int j = 0; j < 16; ++j) scales[j] = fit_scale_q3(x + 16 * j, L + 16 * j);
+    const float max_scale = signed_absmax(scales, 16);
+    BlockQ3_K& b = y[i];
+    std::memset(b.scales, 0, sizeof b.scales);
+    if (max_scale != 0.0f) {
+      const float iscale = -32.0f / max_scale;
+      for (int j = 0; j < 16; ++j) {
+        int l = std::max(-32, std::min(31, static_cast<int>(static_cast<int8_t>(nearest_int(iscale * scales[j]))))) + 32;
+        if (j < 8) b.scales[j] = static_cast<uint8_t>(l & 0xF);
+        else b.scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+        l >>= 4;
+        b.scales[j % 4 + 8] |= static_cast<uint8_t>(l << (2 * (j / 4)));
+      }
+      b.d = f32_to_f16(1 / iscale);
+    } else {
+      b.d = 0;
+    }
+    for (int j = 0; j < 16; ++j) {
+      const float d = f16_to_f32(b.d) * static_cast<float>(q3k_scale(b, j));
+      if (d == 0.0f) continue;
+      for (int k = 0; k < 16; ++k)
+        L[16 * j + k] = static_cast<int8_t>(std::max(-4, std::min(3, nearest_int(x[16 * j + k] / d))) + 4);
+    }
+    std::memset(b.hmask, 0, sizeof b.hmask);
+    for (int j = 0; j < 256; ++j) {  // element j: hmask byte j % 32, bit j / 32
+      if (L[j] > 3) {
+        b.hmask[j % 32] |= static_cast<uint8_t>(1u << (j / 32));
+        L[j] = static_cast<int8_t>(L[j] - 4);
+      }
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; ++l) {
+        const int8_t* Lh = L + 128 * h;
+        b.qs[32 * h + l] = static_cast<uint8_t>(Lh[l] | (Lh[l + 32] << 2) | (Lh[l + 64] << 4) | (Lh[l + 96] << 6));
+      }
+  }
+}
+
+// IQ4_XS as ggml's quantize_iq4_xs without importance matrix: a scale per 32 values
+// (fit_iq4_block), quantised to 6 bits against the one of largest magnitude (d = −max/32, the
+// float d, not its f16, used for the re-rounding), then every value re-mapped to the grid
+// against its quantised scale.
+void ref_quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n) {
+  uint8_t L[256];
+  float scales[8];
+  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
+    BlockIQ4_XS& b = y[i];
+    for (int ib = 0; ib < 8; ++ib) scales[ib] = fit_iq4_block(x + 32 * ib, L + 32 * ib);
+    const float max_scale = signed_absmax(scales, 8);
+    b.scales_h = 0;
+    std::memset(b.scales_l, 0, sizeof b.scales_l);
+    const float d = -max_scale / 32;
+    b.d = f32_to_f16(d);
+    const float id = d != 0.0f ? 1 / d : 0.0f;
+    for (int ib = 0; ib < 8; ++ib) {
+      int l = std::max(-32, std::min(31, nearest_int(id * scales[ib])));
+      const float dl = d * l;
+      const float idl = dl != 0.0f ? 1 / dl : 0.0f;
+      for (int j = 0; j < 32; ++j) L[32 * ib + j] = static_cast<uint8_t>(nearest_grid(kIQ4NL, idl * x[32 * ib + j]));
+      l += 32;
+      if (ib % 2 == 0) b.scales_l[ib / 2] = static_cast<uint8_t>(l & 0xF);
+      else b.scales_l[ib / 2] |= static_cast<uint8_t>((l & 0xF) << 4);
+      b.scales_h |= static_cast<uint16_t>((l >> 4) << (2 * ib));
+    }
+    for (int ib = 0; ib < 8; ++ib)
+      for (int j = 0; j < 16; ++j) b.qs[16 * ib + j] = static_cast<uint8_t>(L[32 * ib + j] | (L[32 * ib + 16 + j] << 4));
+  }
+}
+
+// IQ4_NL (18-byte blocks: f16 d, 16 bytes of grid indices, element j low, j + 16 high): one
+// fit_iq4_block per 32 values, d stored as f16, indices re-mapped against the float d.
+void ref_quantize_iq4_nl(const float* x, uint8_t* y, int64_t n) {
+  uint8_t L[32];
+  for (int64_t i = 0; i < n / 32; ++i, x += 32, y += 18) {
+    const float d = fit_iq4_block(x, L);
+    const uint16_t dh = f32_to_f16(d);
+    std::memcpy(y, &dh, 2);
+    const float id = d != 0.0f ? 1 / d : 0.0f;
+    for (int j = 0; j < 32; ++j) L[j] = static_cast<uint8_t>(nearest_grid(kIQ4NL, id * x[j]));
+    for (int j = 0; j < 16; ++j) y[2 + j] = static_cast<uint8_t>(L[j] | (L[16 + j] << 4));
   }
 }
 

@@ -33,6 +33,7 @@
 // --fast-lse (ranks and gaps exact, logprobs ~4e-4 high) keeps each llama.cpp run short.
 // QUANT_CASES=a,b runs a subset. Numbers land in docs/kernels.md ("Quantised files vs llama.cpp").
 import { run, must } from "./proc.mjs";
+import { compareTensors } from "./lib/gguf_tensors.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -59,69 +60,6 @@ function promptTokens(family, n, seed) {
     out.push(family === "gemma4" ? 7000 + (s % 250000) : s % 151643);
   }
   return out;
-}
-
-// ---- GGUF tensor table (enough to compare two files' tensors byte for byte)
-const BLOCK = { 0: [1, 4], 1: [1, 2], 2: [32, 18], 6: [32, 22], 8: [32, 34], 12: [256, 144], 13: [256, 176], 14: [256, 210], 30: [1, 2] };
-const TYPE_NAME = { 0: "F32", 1: "F16", 2: "Q4_0", 6: "Q5_0", 8: "Q8_0", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 30: "BF16" };
-function ggufTensors(file) {
-  const fd = fs.openSync(file, "r");
-  const head = Buffer.alloc(Math.min(fs.fstatSync(fd).size, 64 << 20));
-  fs.readSync(fd, head, 0, head.length, 0);
-  let o = 0;
-  const u32 = () => { const v = head.readUInt32LE(o); o += 4; return v; };
-  const u64 = () => { const v = Number(head.readBigUInt64LE(o)); o += 8; return v; };
-  const str = () => { const n = u64(); const s = head.toString("utf8", o, o + n); o += n; return s; };
-  const SIZES = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
-  const skipValue = (t) => {
-    if (t === 8) { str(); return; }
-    if (t === 9) { const et = u32(), n = u64(); for (let i = 0; i < n; i++) skipValue(et); return; }
-    o += SIZES[t];
-  };
-  if (head.toString("latin1", 0, 4) !== "GGUF") throw new Error(`${file}: not a GGUF`);
-  o = 8;
-  const nT = u64(), nKV = u64();
-  let align = 32;
-  for (let i = 0; i < nKV; i++) {
-    const k = str(), t = u32();
-    if (k === "general.alignment" && t === 4) { align = head.readUInt32LE(o); o += 4; } else skipValue(t);
-  }
-  const tensors = [];
-  for (let i = 0; i < nT; i++) {
-    const name = str(), nd = u32();
-    const ne = [];
-    for (let j = 0; j < nd; j++) ne.push(u64());
-    const type = u32(), off = u64();
-    if (!BLOCK[type]) throw new Error(`${file}: tensor ${name} has type ${type} (not in this test's table)`);
-    const n = ne.reduce((a, b) => a * b, 1);
-    tensors.push({ name, ne, type, off, nbytes: (n / BLOCK[type][0]) * BLOCK[type][1] });
-  }
-  const base = Math.ceil(o / align) * align;
-  const map = new Map();
-  for (const t of tensors) map.set(t.name, { ...t, off: base + t.off });
-  return { fd, map };
-}
-function compareTensors(label, oursFile, refFile) {
-  const a = ggufTensors(oursFile), b = ggufTensors(refFile);
-  const problems = [];
-  const types = {};
-  try {
-    for (const [name, tb] of b.map) {
-      const ta = a.map.get(name);
-      if (!ta) { problems.push(`${label}: ${name} missing in our file`); continue; }
-      types[TYPE_NAME[tb.type]] = (types[TYPE_NAME[tb.type]] ?? 0) + 1;
-      if (ta.type !== tb.type) { problems.push(`${label}: ${name} is ${TYPE_NAME[ta.type]} in ours, ${TYPE_NAME[tb.type]} in llama-quantize's`); continue; }
-      const ba = Buffer.alloc(ta.nbytes), bb = Buffer.alloc(tb.nbytes);
-      fs.readSync(a.fd, ba, 0, ba.length, ta.off);
-      fs.readSync(b.fd, bb, 0, bb.length, tb.off);
-      if (!ba.equals(bb)) problems.push(`${label}: ${name} (${TYPE_NAME[tb.type]}) bytes differ`);
-    }
-    for (const name of a.map.keys()) if (!b.map.has(name)) problems.push(`${label}: ${name} only in our file`);
-  } finally {
-    fs.closeSync(a.fd);
-    fs.closeSync(b.fd);
-  }
-  return { problems, types };
 }
 
 // ---- runners

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
@@ -247,6 +248,43 @@ TEST(Quantize, Q4_0ErrorBound) {
   quantize_row(DType::Q4_0, z.data(), 32, q.data());
   dequantize(DType::Q4_0, q.data(), back.data(), 32);
   for (int i = 0; i < 32; ++i) EXPECT_EQ(back[i], 0.0f);
+}
+
+// llama-quantize's other no-imatrix quantisers (their bytes equal ggml's: GgmlVectors). Here:
+// quantise → dequantise error on Gaussian rows with outliers, relative RMSE under a per-type bound
+// (about 1.3× what they measure), ordered by bits; all-zero rows stay zero; NaN-free.
+TEST(Quantize, RecipeTypesErrorBounds) {
+  constexpr int64_t n = 256 * 32;
+  auto x = randn(n, 7);
+  for (int64_t i = 0; i < n; i += 97) x[static_cast<size_t>(i)] *= 6.0f;  // outliers
+  double ss = 0;
+  for (float v : x) ss += double{v} * v;
+  struct Case { DType t; double bound; };
+  std::map<DType, double> rel;
+  for (const Case c : {Case{DType::Q3_K, 0.24}, Case{DType::Q4_K, 0.115}, Case{DType::Q5_K, 0.057}, Case{DType::Q6_K, 0.031},
+                       Case{DType::IQ4_XS, 0.13}, Case{DType::IQ4_NL, 0.13}, Case{DType::Q4_1, 0.121}, Case{DType::Q5_1, 0.059}}) {
+    std::vector<uint8_t> q(*dtype_row_bytes(c.t, n));
+    quantize_row(c.t, x.data(), n, q.data());
+    std::vector<float> back(n);
+    dequantize(c.t, q.data(), back.data(), n);
+    double se = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(back[static_cast<size_t>(i)])) << dtype_name(c.t);
+      const double d = double{back[static_cast<size_t>(i)]} - x[static_cast<size_t>(i)];
+      se += d * d;
+    }
+    rel[c.t] = std::sqrt(se / ss);
+    EXPECT_LT(rel[c.t], c.bound) << dtype_name(c.t);
+    std::vector<float> z(n, 0.0f);
+    quantize_row(c.t, z.data(), n, q.data());
+    dequantize(c.t, q.data(), back.data(), n);
+    for (float v : back) ASSERT_EQ(v, 0.0f) << dtype_name(c.t);
+  }
+  EXPECT_GT(rel[DType::Q3_K], rel[DType::Q4_K]);
+  EXPECT_GT(rel[DType::Q4_K], rel[DType::Q5_K]);
+  EXPECT_GT(rel[DType::Q5_K], rel[DType::Q6_K]);
+  EXPECT_GT(rel[DType::Q4_1], rel[DType::Q5_1]);
+  for (const auto& [t, r] : rel) std::printf("  %-6s relative RMSE %.4f\n", dtype_name(t).c_str(), r);
 }
 
 TEST(Matmul, UnsupportedTypeThrows) {

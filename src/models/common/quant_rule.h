@@ -28,6 +28,14 @@ namespace oxi {
 // naming the accepted values.
 DType parse_quant_type(const std::string& name);
 
+// llama.cpp's tensor_allows_quantization (default parameters): may the tensor with GGUF name
+// `name` and `n_dims` dimensions (ggml's count: trailing 1s dropped) be quantised at all?
+bool quant_allowed(const std::string& name, int n_dims);
+// llama.cpp's tensor_type_fallback: `t` when rows of `cols` values fit its block, else the
+// smaller-block substitute (IQ4_XS → IQ4_NL, Q3_K → Q4_0, Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0),
+// and F16 when that does not fit either.
+DType quant_fallback(DType t, int64_t cols);
+
 struct QuantRule {
   DType base = DType::Q8_0;  // Q8_0 | Q4_0 | Q4_K
   int64_t n_expert = 0;      // experts per MoE layer (0: dense)
