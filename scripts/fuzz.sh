@@ -6,8 +6,9 @@
 # build/fuzz/artifacts/, per-target logs in build/fuzz/fuzz_<target>.log.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 30)] [TARGET...]
 #        scripts/fuzz.sh --long [HOURS_PER_TARGET (default 2)] [TARGET...]
-#   --long keeps its working corpus in build/fuzz/corpus-long/ between runs (new inputs found are
-#   kept there; copy the interesting ones into tests/fuzz/corpus/ by hand).
+#   --long keeps its working corpus in build/fuzz/corpus-long/ between runs, starts from the corpus
+#   kept in the repo (tests/fuzz/corpus-long/TARGET) and at the end merges into it the inputs that
+#   add coverage (libFuzzer -merge=1: a minimised set; commit it).
 # Targets: gguf safetensors hf_config jinja request tokenizer chat_parser (default: all).
 # Not part of scripts/test.sh: about 4 minutes in the short mode (docs/design.md "Fuzzing").
 set -euo pipefail
@@ -47,6 +48,9 @@ done
 { printf '{"model_type":"m","text_config":{"hidden_size":4}}\0{"chat_template":"x"}\0\0'
   cat tests/data/good/independent.safetensors; } >"$C/hf_config/good"
 for t in jinja request tokenizer chat_parser; do seed "$C/$t" tests/fuzz/corpus/"$t"/*; done
+if [ "$LONG" = 1 ]; then
+  for t in $TARGETS; do seed "$C/$t" tests/fuzz/corpus-long/"$t"/*; done
+fi
 # The real chat templates (with the default conversation) as Jinja seeds, when ../shared is there.
 for f in "$SHARED"/templates/*.jinja; do [ -f "$f" ] && cp "$f" "$C/jinja/" || true; done
 
@@ -59,6 +63,12 @@ for t in $TARGETS; do
     echo "FAIL: fuzz_$t found a problem (log: $B/fuzz_$t.log)"; tail -40 "$B/fuzz_$t.log"; status=1
   else
     grep -E "^stat::number_of_executed_units|^Done" "$B/fuzz_$t.log" | head -2 || true
+  fi
+  if [ "$LONG" = 1 ]; then  # the repo's long-run corpus gains what adds coverage
+    mkdir -p tests/fuzz/corpus-long/"$t"
+    "$B/tests/fuzz/oxi_fuzz_$t" -merge=1 -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      tests/fuzz/corpus-long/"$t" "$C/$t" 2>>"$B/fuzz_$t.log" || true
+    echo "   corpus kept in tests/fuzz/corpus-long/$t: $(ls tests/fuzz/corpus-long/"$t" | wc -l) inputs"
   fi
 done
 exit "$status"
