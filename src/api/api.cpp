@@ -500,7 +500,7 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     oxi::TokenCallback cb;
     if (on_token || constraint) {
       cb = [&](const oxi::TokenEvent& e) {
-        if (constraint && !e.eog) constraint->advance(lm.text->piece(e.id));
+        if (constraint && !e.eog) constraint->advance_token(e.id, lm.text->piece(e.id), !lm.text->is_control(e.id));
         if (!on_token) return true;
         top_ids.clear();
         top_lps.clear();

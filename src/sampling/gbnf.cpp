@@ -81,6 +81,7 @@ bool GbnfConstraint::can_match(const State& s, uint32_t lo, uint32_t hi) const {
   for (const Stack& st : s.stacks) {
     if (st.empty()) continue;
     const GbnfGrammar::Elem& e = g_->elems[st.back()];
+    if (GbnfGrammar::is_token(e.kind)) continue;  // waits for a whole token, not a character
     if (e.kind == Kind::kChar ? (lo <= e.arg && e.arg <= hi) : g_->classes[e.arg].matches_any(lo, hi)) return true;
   }
   return false;
@@ -92,6 +93,7 @@ bool GbnfConstraint::advance_char(State& s, uint32_t cp) const {
   for (const Stack& st : s.stacks) {
     if (st.empty()) continue;
     const GbnfGrammar::Elem& e = g_->elems[st.back()];
+    if (GbnfGrammar::is_token(e.kind)) continue;
     if (e.kind == Kind::kChar ? e.arg != cp : !g_->classes[e.arg].matches(cp)) continue;
     Stack moved = st;
     moved.back() += 1;  // the next element (kEnd is popped by expand)
@@ -169,6 +171,64 @@ bool GbnfConstraint::advance(std::string_view bytes) {
   for (char c : bytes) {
     if (!step(copy, static_cast<unsigned char>(c))) return false;
   }
+  state_ = std::move(copy);
+  return true;
+}
+
+bool GbnfConstraint::run_token(State& s, int32_t id, std::string_view piece, bool text) const {
+  auto as_text = [&](State& st) {
+    for (char c : piece) {
+      if (!step(st, static_cast<unsigned char>(c))) return false;
+    }
+    return true;
+  };
+  // Inside the forced prefix, or in the middle of a character, only text can go on.
+  if (s.prefix_pos < prefix_.size() || s.need != 0) return text && !piece.empty() && as_text(s);
+  std::vector<Stack> next;
+  size_t work = 0;
+  for (const Stack& st : s.stacks) {
+    if (st.empty()) continue;
+    const GbnfGrammar::Elem& e = g_->elems[st.back()];
+    bool match = false;
+    switch (e.kind) {
+      case Kind::kToken: match = id == static_cast<int32_t>(e.arg); break;
+      case Kind::kTokenNot: match = id != static_cast<int32_t>(e.arg); break;
+      case Kind::kTokenText: match = piece == g_->token_texts[e.arg]; break;
+      case Kind::kTokenTextNot: match = piece != g_->token_texts[e.arg]; break;
+      default: continue;
+    }
+    if (!match) continue;
+    Stack moved = st;
+    moved.back() += 1;
+    if (!expand(std::move(moved), next, work)) return false;
+  }
+  if (text && !piece.empty()) {
+    State t = s;
+    if (as_text(t)) {
+      // A token that ends inside a character keeps only that reading (the state holds one
+      // partial character); otherwise both readings stay alive.
+      if (next.empty() || t.need != 0) {
+        s = std::move(t);
+        return true;
+      }
+      next.insert(next.end(), t.stacks.begin(), t.stacks.end());
+    }
+  }
+  if (next.empty() || next.size() > kMaxStacks) return false;
+  std::sort(next.begin(), next.end());
+  next.erase(std::unique(next.begin(), next.end()), next.end());
+  s.stacks = std::move(next);
+  return true;
+}
+
+bool GbnfConstraint::accepts_token(int32_t id, std::string_view piece, bool text) const {
+  State copy = state_;
+  return run_token(copy, id, piece, text);
+}
+
+bool GbnfConstraint::advance_token(int32_t id, std::string_view piece, bool text) {
+  State copy = state_;
+  if (!run_token(copy, id, piece, text)) return false;
   state_ = std::move(copy);
   return true;
 }

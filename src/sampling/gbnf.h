@@ -6,7 +6,9 @@
 // Syntax: `name ::= body` rules, `root` is the start; in bodies `|`, `( )`, "literals" with
 // escapes \n \r \t \\ \" \[ \] \xHH \uHHHH \UHHHHHHHH, classes [a-z_] and [^"\\], `.` (any
 // character), repetition * + ? {m} {m,} {m,n}, `#` comments to the end of the line. A rule ends at
-// the end of its line unless inside parentheses or after `|` / `::=`.
+// the end of its line unless inside parentheses or after `|` / `::=`. Token references match one
+// whole token: `<[123]>` the token with id 123, `<think>` the token whose text is "<think>",
+// `!<[123]>` / `!<think>` any one token but that one (llama.cpp's syntax and meaning).
 #pragma once
 
 #include <cstdint>
@@ -24,11 +26,14 @@ namespace oxi {
 // alternative ending with kEnd. Groups and repetitions became generated rules; a literal is one
 // kChar per code point. Immutable once built, shared by the constraints made from it.
 struct GbnfGrammar {
-  enum class Kind : uint8_t { kEnd, kChar, kClass, kRef };
+  enum class Kind : uint8_t { kEnd, kChar, kClass, kRef, kToken, kTokenNot, kTokenText, kTokenTextNot };
   struct Elem {
     Kind kind;
-    uint32_t arg;  // kChar: the code point; kClass: index into classes; kRef: rule id
+    // kChar: the code point; kClass: index into classes; kRef: rule id; kToken(Not): token id;
+    // kTokenText(Not): index into token_texts
+    uint32_t arg;
   };
+  static bool is_token(Kind k) { return k >= Kind::kToken; }
   struct CharClass {
     std::vector<std::pair<uint32_t, uint32_t>> ranges;  // sorted, merged, inclusive
     bool negated = false;
@@ -39,6 +44,7 @@ struct GbnfGrammar {
   std::vector<CharClass> classes;
   std::vector<std::vector<uint32_t>> alts;  // per rule: where each alternative starts in elems
   std::vector<std::string> rule_names;      // generated rules: "<rule>-<n>"
+  std::vector<std::string> token_texts;     // the texts of <text> token references
   uint32_t root = 0;
 };
 
@@ -65,6 +71,10 @@ class GbnfConstraint final : public TextConstraint {
 
   bool accepts(std::string_view bytes) const override;
   bool advance(std::string_view bytes) override;  // false (state unchanged) if rejected
+  // A whole token: stacks waiting for a token reference match it by id (or text); the others take
+  // its bytes as characters when `text` (a control token has none). Both ways may stay alive.
+  bool accepts_token(int32_t id, std::string_view piece, bool text) const override;
+  bool advance_token(int32_t id, std::string_view piece, bool text) override;
   bool complete() const override;                  // the text so far is in the language
   bool finished() const override;                  // ... and nothing may follow it
 
@@ -90,6 +100,7 @@ class GbnfConstraint final : public TextConstraint {
   bool step(State& s, unsigned char c) const;
   bool advance_char(State& s, uint32_t cp) const;
   bool can_match(const State& s, uint32_t lo, uint32_t hi) const;
+  bool run_token(State& s, int32_t id, std::string_view piece, bool text) const;
   // Rewrites a stack until its top is a character element (or it is empty), into `out`.
   bool expand(Stack stack, std::vector<Stack>& out, size_t& work) const;
 

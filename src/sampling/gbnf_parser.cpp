@@ -123,6 +123,37 @@ class Parser {
     return p;
   }
 
+  // `<[id]>`, `<text>`, and both negated with a leading '!': one whole token.
+  size_t token_ref(size_t p, Seq& seq) {
+    const size_t here = p;
+    const bool neg = at(p) == '!';
+    if (neg) ++p;
+    ++p;  // '<'
+    if (at(p) == '[') {
+      uint64_t id = 0;
+      size_t q = p + 1;
+      while (at(q) >= '0' && at(q) <= '9') {
+        id = id * 10 + static_cast<uint64_t>(at(q) - '0');
+        if (id > 0x7fffffff) fail(here, "token id out of range");
+        ++q;
+      }
+      if (q == p + 1 || at(q) != ']' || at(q + 1) != '>') fail(here, "expected a token reference <[ID]>");
+      seq.push_back({neg ? Kind::kTokenNot : Kind::kToken, static_cast<uint32_t>(id)});
+      return q + 2;
+    }
+    const size_t end = t_.find('>', p);
+    const size_t nl = t_.find('\n', p);
+    if (end == std::string_view::npos || end == p || (nl != std::string_view::npos && nl < end) || end - p > 256) {
+      fail(here, "expected a token reference <TEXT> (one line, at most 256 bytes)");
+    }
+    // The text includes its angle brackets: it is the token's text, e.g. <think>.
+    std::string text(t_.substr(p - 1, end - p + 2));
+    auto it = std::find(token_texts_.begin(), token_texts_.end(), text);
+    if (it == token_texts_.end()) it = token_texts_.insert(token_texts_.end(), std::move(text));
+    seq.push_back({neg ? Kind::kTokenTextNot : Kind::kTokenText, static_cast<uint32_t>(it - token_texts_.begin())});
+    return end + 1;
+  }
+
   size_t alternatives(size_t p, bool nested, int depth, std::vector<Seq>& alts) {
     alts.emplace_back();
     p = sequence(p, nested, depth, alts.back());
@@ -151,6 +182,9 @@ class Parser {
       } else if (c == '[') {
         item = seq.size();
         p = char_class(p, seq);
+      } else if (c == '<' || (c == '!' && at(p + 1) == '<')) {
+        item = seq.size();
+        p = token_ref(p, seq);
       } else if (c == '.') {
         item = seq.size();
         seq.push_back({Kind::kClass, add_class({{0, 0x10ffff}}, false)});
@@ -433,6 +467,7 @@ class Parser {
     auto g = std::make_shared<GbnfGrammar>();
     g->root = root;
     g->classes = std::move(classes_);
+    g->token_texts = std::move(token_texts_);
     g->elems.reserve(n_elems_);
     for (Rule& r : rules_) {
       g->rule_names.push_back(r.name);
@@ -452,6 +487,7 @@ class Parser {
   std::vector<Rule> rules_;
   std::map<std::string, uint32_t> ids_;
   std::vector<GbnfGrammar::CharClass> classes_;
+  std::vector<std::string> token_texts_;
   uint32_t owner_ = 0;  // the rule being defined
   size_t n_elems_ = 0;
   size_t copies_ = 0;

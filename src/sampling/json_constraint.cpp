@@ -589,9 +589,8 @@ void mask_rejected_tokens(const TextConstraint& c, const ConstraintVocab& vocab,
   const size_t n = std::min<size_t>(logits.size(), static_cast<size_t>(std::max<int64_t>(0, vocab.size())));
   auto valid = [&](int32_t id) {
     if (vocab.is_eog(id)) return may_end;
-    if (done || vocab.is_control(id)) return false;
-    const std::string& piece = vocab.piece(id);
-    return !piece.empty() && c.accepts(piece);
+    if (done) return false;
+    return c.accepts_token(id, vocab.piece(id), !vocab.is_control(id));  // control: token references only
   };
   std::vector<int32_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);

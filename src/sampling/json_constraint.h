@@ -29,6 +29,16 @@ class TextConstraint {
   virtual bool advance(std::string_view bytes) = 0;
   virtual bool complete() const = 0;
   virtual bool finished() const { return complete(); }
+  // A whole sampled token: its id, its bytes, and whether those bytes are text (false for control
+  // tokens). Byte-level constraints see only text; a GBNF grammar's token references see the id.
+  virtual bool accepts_token(int32_t id, std::string_view piece, bool text) const {
+    (void)id;
+    return text && !piece.empty() && accepts(piece);
+  }
+  virtual bool advance_token(int32_t id, std::string_view piece, bool text) {
+    (void)id;
+    return text && advance(piece);
+  }
 };
 
 class JsonConstraint final : public TextConstraint {
@@ -105,11 +115,11 @@ class ConstraintVocab {
   virtual ~ConstraintVocab() = default;
   virtual int64_t size() const = 0;                       // ids [0, size) may be sampled
   virtual bool is_eog(int32_t id) const = 0;              // end of generation
-  virtual bool is_control(int32_t id) const = 0;          // control tokens never match text
+  virtual bool is_control(int32_t id) const = 0;          // control tokens never match text (only token references)
   virtual const std::string& piece(int32_t id) const = 0;  // the token's bytes
 };
 
-// Masks (sets to -inf) the logits of tokens whose bytes the constraint rejects; end-of-generation
+// Masks (sets to -inf) the logits of tokens the constraint rejects (accepts_token); end-of-generation
 // tokens are allowed only once the document is complete, other tokens only until it is finished. Only the best candidates are tested
 // (most of a 150k–260k vocabulary is never sampled): the top 1024 by logit, best first, until 64
 // are accepted; everything else is masked. If none of those is valid the whole vocabulary is

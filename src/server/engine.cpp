@@ -305,7 +305,7 @@ class ServerEngine final : public Engine {
                             [&](const TokenEvent& ev) {
                               if (ev.eog) return false;
                               slot.n_decoded->fetch_add(1, std::memory_order_relaxed);
-                              if (constraint) constraint->advance(tok_->token_to_piece(ev.id));
+                              if (constraint) constraint->advance_token(ev.id, tok_->token_to_piece(ev.id), !tok_->is_control(ev.id));
                               TokenOut t;
                               t.id = ev.id;
                               t.text = std::string(ev.text);

@@ -200,6 +200,15 @@ python3 -c "print(' '.join('word%d' % i for i in range(300)))" > "$WORK/long.txt
 OXI_PROGRESS_AFTER_S=0 "$OXINFER" chat -m "$M" -n 3 --temp 0 --no-think --progress < "$WORK/long.txt" > "$WORK/cpg.out" 2> "$WORK/cpg.err"
 check "chat --progress: prefill lines, the same answer" "grep -q '^prefill: 512/[0-9]* tokens' '$WORK/cpg.err' && [ -s '$WORK/cpg.out' ] && cmp -s '$WORK/cnp.out' '$WORK/cpg.out'"
 
+# 8e. llama.cpp flags that carry over (issue 31 item 5): accepted, and the greedy tokens are those
+#     of the plain run (--no-mmap reads the file into memory, --mlock locks it or warns, -b / -ub
+#     are prefill chunk sizes, -fa on|off picks the attention path).
+run -p "The capital" -n 6 --json --temp 0 > "$WORK/fl0.out" 2>/dev/null
+run -p "The capital" -n 6 --json --temp 0 --no-mmap --mlock -b 64 -ub 32 -fa on --jinja > "$WORK/fl1.out" 2> "$WORK/fl1.err"
+run -p "The capital" -n 6 --json --temp 0 -fa off > "$WORK/fl2.out" 2>/dev/null
+check "--no-mmap --mlock -b -ub -fa on --jinja: the same greedy tokens" "cmp -s <(head -n 6 '$WORK/fl0.out') <(head -n 6 '$WORK/fl1.out')" || cat "$WORK/fl1.err"
+check "-fa off: the same greedy tokens" "cmp -s <(head -n 6 '$WORK/fl0.out') <(head -n 6 '$WORK/fl2.out')"
+
 # 8d. Progress while quantising at load (--quant on the HF checkpoint): "N/M tensors" lines with
 #     --progress (delay 0), none when stderr is not a terminal and --progress is not given.
 OXI_PROGRESS_AFTER_S=0 run --quant q8_0 -p "Hi" -n 2 --temp 0 --progress > /dev/null 2> "$WORK/qp.err"

@@ -443,3 +443,43 @@ TEST(GbnfLlamaCpp, QwenVocabularyJsonGrammarGivesJson) {
 
 }  // namespace
 }  // namespace oxi
+
+namespace oxi {
+namespace {
+
+// Token references through mask_rejected_tokens over the real Qwen vocabulary: <|im_start|> is a
+// control token (never matched as text) that only the reference <|im_start|> admits; <[13708]>
+// admits exactly that id; after the control token only text tokens of [a-z] remain.
+TEST(GbnfTokenRefs, MaskAdmitsReferencedTokensOnly) {
+  const test::QwenVocab vocab;
+  auto g = parse_gbnf("root ::= <|im_start|> [a-z]+ | <[13708]> \"x\"");
+  GbnfConstraint c(g);
+  const auto n = static_cast<size_t>(vocab.size());
+  auto allowed = [&](const GbnfConstraint& cc) {
+    std::vector<float> logits(n, 0.0f);
+    mask_rejected_tokens(cc, vocab, logits);
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < n; ++i)
+      if (logits[i] != -INFINITY) ids.push_back(static_cast<int32_t>(i));
+    return ids;
+  };
+  EXPECT_EQ(allowed(c), (std::vector<int32_t>{13708, 151644}));
+  ASSERT_TRUE(vocab.is_control(151644));
+  EXPECT_TRUE(c.advance_token(151644, vocab.piece(151644), false));
+  const auto after = allowed(c);
+  ASSERT_FALSE(after.empty());
+  for (int32_t id : after) {
+    const std::string& p = vocab.piece(id);
+    EXPECT_FALSE(vocab.is_control(id));
+    EXPECT_TRUE(std::all_of(p.begin(), p.end(), [](char ch) { return ch >= 'a' && ch <= 'z'; })) << p;
+  }
+  // The same bytes typed as text are not the token.
+  GbnfConstraint t(g);
+  EXPECT_FALSE(t.advance("<|im_start|>"));
+  EXPECT_THROW(parse_gbnf("root ::= <[99999999999]>"), Error);
+  EXPECT_THROW(parse_gbnf("root ::= <[12"), Error);
+  EXPECT_THROW(parse_gbnf("root ::= <unclosed"), Error);
+}
+
+}  // namespace
+}  // namespace oxi
