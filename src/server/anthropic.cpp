@@ -62,7 +62,7 @@ void translate_message(const json& m, size_t index, json& out) {
       if (!b.contains("tool_use_id") || !b["tool_use_id"].is_string()) bad(w + ".tool_use_id", "a tool_result needs a string 'tool_use_id'");
       std::string result = b.contains("content") && !b["content"].is_null() ? text_of_blocks(b["content"], w + ".content") : "";
       if (b.contains("is_error") && !b["is_error"].is_null() && !b["is_error"].is_boolean()) bad(w + ".is_error", "'is_error' must be a boolean");
-      if (b.value("is_error", false)) result = "Error: " + result;
+      if (b.contains("is_error") && b["is_error"] == true) result = "Error: " + result;
       out.push_back({{"role", "tool"}, {"tool_call_id", b["tool_use_id"]}, {"content", result}});
     } else if (t == "tool_use" && role == "assistant") {
       if (!b.contains("id") || !b["id"].is_string()) bad(w + ".id", "a tool_use block needs a string 'id'");

@@ -362,7 +362,10 @@ std::shared_ptr<TextConstraint> make_constraint(const ChatRequest& req, ChatForm
   if (rf.is_object()) {
     const std::string t = rf.value("type", "");
     if (t == "json_object") return framed_json(pre, nullptr, "");
-    if (t == "json_schema") return framed_json(pre, rf["json_schema"].value("schema", json::object()), "");
+    if (t == "json_schema") {
+      const json& js = rf["json_schema"];  // an object (parse_chat_request)
+      return framed_json(pre, js.contains("schema") && !js["schema"].is_null() ? js["schema"] : json::object(), "");
+    }
   }
   return nullptr;
 }

@@ -258,7 +258,7 @@ ChatRequest parse_chat_request(const json& body, const Limits& limits) {
   if (const json* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "'tools' must be an array");
     for (const auto& t : *tools) {
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function" || !t.contains("function") ||
           !t["function"].is_object() || !t["function"].contains("name") || !t["function"]["name"].is_string()) {
         bad("tools", "each tool must be {\"type\":\"function\",\"function\":{\"name\":…}}");
       }

@@ -91,6 +91,10 @@ TEST(Anthropic, DefaultsAndRefusals) {
   EXPECT_EQ(status_of([&] { parse(R"({"max_tokens": 5, "tools": [{"type": "web_search_20250305", "name": "web_search"}], "messages": [{"role": "user", "content": "hi"}]})"); }, &param), 400);
   EXPECT_EQ(param, "tools[0].type");
   // count_tokens needs no max_tokens
+  // A tool_result with "is_error": null is as if absent (was nlohmann's type_error: a 500).
+  EXPECT_NO_THROW(parse_anthropic_request(json::parse(R"({"max_tokens": 5, "messages": [
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": null}]}]})"), lim));
   EXPECT_NO_THROW(parse_anthropic_request(json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"), lim, true));
 }
 

@@ -33,6 +33,9 @@ TEST(Request, ValidatesTypesAndRanges) {
   EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": "hi"})"), lim), RequestError);
   EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "temperature": "hot"})"), lim), RequestError);
   EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"wizard","content":"x"}]})"), lim), RequestError);
+  // A tool whose "type" is not a string: a 400, not nlohmann's type_error (a 500; found by fuzz_request).
+  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}],
+      "tools": [{"type": {"name": "f"}, "function": {"name": "f"}}]})"), lim), RequestError);
   EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "max_tokens": 100000000})"), lim), RequestError);
   auto r = parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "max_tokens": 5,
       "stop": "END", "seed": 7, "stream": true, "stream_options": {"include_usage": true}})"), lim);
