@@ -158,7 +158,7 @@ void quantize_gguf(const std::string& in_path, const std::string& out_path, cons
                                                      "or non-finite input), as llama-quantize refuses it");
     });
   }
-  w.write(out_path);
+  w.write(out_path, /*meter=*/!options.progress);  // the per-tensor lines are its progress
 }
 
 }  // namespace oxi

@@ -919,13 +919,13 @@ std::vector<uint8_t> GgufWriter::write_to_memory() const {
   return out;
 }
 
-void GgufWriter::write(const std::string& path) const {
+void GgufWriter::write(const std::string& path, bool with_meter) const {
   // Progress (core/progress.h): MiB written of the tensors' total; converting and quantising
   // happen in the producers, so this is the progress of `convert` and `quantize` too.
   double total = 0;
   for (const auto& t : tensors_) total += static_cast<double>(t->nbytes);
   constexpr double kMiB = 1024.0 * 1024.0;
-  ProgressMeter meter("writing " + path.substr(path.find_last_of('/') + 1), "MiB");
+  ProgressMeter meter("writing " + path.substr(path.find_last_of('/') + 1), "MiB", "", with_meter);
   double done = 0;
   write_file_atomic(path, [&](std::FILE* f) {
     emit([&](const uint8_t* p, uint64_t n) {

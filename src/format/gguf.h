@@ -161,7 +161,9 @@ class GgufWriter {
   void add_tensor(const std::string& name, DType dtype, std::vector<int64_t> shape, uint64_t nbytes,
                   Producer produce);
 
-  void write(const std::string& path) const;       // temp file + rename
+  // Temp file + rename. meter: a "writing FILE: MiB done/total" progress line (core/progress.h)
+  // when progress is on; false for callers that print their own per-tensor lines.
+  void write(const std::string& path, bool meter = true) const;
   std::vector<uint8_t> write_to_memory() const;    // for tests
 
  private:
