@@ -29,6 +29,7 @@ bool GbnfGrammar::CharClass::matches_any(uint32_t lo, uint32_t hi) const {
 
 GbnfConstraint::GbnfConstraint(std::shared_ptr<const GbnfGrammar> grammar, std::string prefix)
     : g_(std::move(grammar)), prefix_(std::move(prefix)) {
+  has_tokens_ = std::any_of(g_->elems.begin(), g_->elems.end(), [](const auto& e) { return GbnfGrammar::is_token(e.kind); });
   size_t work = 0;
   // The start: one stack per alternative of root.
   for (uint32_t start : g_->alts[g_->root]) {
@@ -222,11 +223,15 @@ bool GbnfConstraint::run_token(State& s, int32_t id, std::string_view piece, boo
 }
 
 bool GbnfConstraint::accepts_token(int32_t id, std::string_view piece, bool text) const {
+  // Without token references a token is its text: accepts() rejects most candidates on their
+  // first character before copying the state (the masking step tries up to 1024 per token).
+  if (!has_tokens_) return text && !piece.empty() && accepts(piece);
   State copy = state_;
   return run_token(copy, id, piece, text);
 }
 
 bool GbnfConstraint::advance_token(int32_t id, std::string_view piece, bool text) {
+  if (!has_tokens_) return text && advance(piece);
   State copy = state_;
   if (!run_token(copy, id, piece, text)) return false;
   state_ = std::move(copy);

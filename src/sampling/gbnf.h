@@ -105,6 +105,7 @@ class GbnfConstraint final : public TextConstraint {
   bool expand(Stack stack, std::vector<Stack>& out, size_t& work) const;
 
   std::shared_ptr<const GbnfGrammar> g_;
+  bool has_tokens_ = false;  // any token reference: else a token is just its text (the fast path)
   std::string prefix_;
   State state_;
 };

@@ -19,15 +19,16 @@ bool UnionConstraint::accepts(std::string_view bytes) const {
 }
 
 bool UnionConstraint::advance(std::string_view bytes) {
+  // An alternative that rejects the bytes is left unchanged by advance; it is dropped unless none
+  // took them (then the union is unchanged too).
   std::vector<bool> ok(alts_.size());
   bool any = false;
-  for (size_t i = 0; i < alts_.size(); ++i) any |= (ok[i] = alts_[i]->accepts(bytes));
-  if (!any) return false;  // state unchanged
-  std::vector<std::unique_ptr<TextConstraint>> live;
-  for (size_t i = 0; i < alts_.size(); ++i) {
-    if (ok[i] && alts_[i]->advance(bytes)) live.push_back(std::move(alts_[i]));
-  }
-  alts_ = std::move(live);
+  for (size_t i = 0; i < alts_.size(); ++i) any |= (ok[i] = alts_[i]->advance(bytes));
+  if (!any) return false;
+  size_t k = 0;
+  for (size_t i = 0; i < alts_.size(); ++i)
+    if (ok[i]) alts_[k++] = std::move(alts_[i]);
+  alts_.resize(k);
   return true;
 }
 
