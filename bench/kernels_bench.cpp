@@ -112,20 +112,22 @@ void BM_gemv_n(benchmark::State& st, DType t, int64_t rows, int64_t cols, int64_
 
 // The same GEMV on one copy small enough to stay in L2 (Q8_0 512×1024: 544 KiB): the kernel's
 // compute ceiling, to tell a kernel that cannot keep up with DRAM from one that waits on it.
-void BM_gemv_hot(benchmark::State& st, DType t, int64_t rows, int64_t cols) {
+// ntok > 1: that many tokens per call (batched decode's compute ceiling; "tok GB/s" as BM_gemv_n).
+void BM_gemv_hot(benchmark::State& st, DType t, int64_t rows, int64_t cols, int64_t ntok) {
   setup_env();
   Weights w = make_weights(t, rows, cols, 0);
-  std::vector<float> x(cols), y(rows);
+  std::vector<float> x(cols * ntok), y(rows * ntok);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   for (auto& v : x) v = nd(rng);
-  matmul(w.copies[0], x.data(), 1, y.data());
+  matmul(w.copies[0], x.data(), ntok, y.data());
   for (auto _ : st) {
-    matmul(w.copies[0], x.data(), 1, y.data());
+    matmul(w.copies[0], x.data(), ntok, y.data());
     benchmark::ClobberMemory();
   }
   const double bytes = static_cast<double>(w.copies[0].row_bytes) * rows;
   st.counters["GB/s"] = benchmark::Counter(bytes * st.iterations() / 1e9, benchmark::Counter::kIsRate);
+  st.counters["tok GB/s"] = benchmark::Counter(bytes * ntok * st.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 void BM_gemm(benchmark::State& st, DType t, int64_t rows, int64_t cols, int64_t ntok) {
@@ -249,8 +251,12 @@ struct Reg {
             benchmark::RegisterBenchmark((g + "/248320x1024").c_str(), BM_gemv_n, t, 248320, 1024, nt)->UseRealTime();
         }
       }
-      benchmark::RegisterBenchmark(("gemv_hot/" + n + "/512x1024").c_str(), BM_gemv_hot, t, 512, 1024)->UseRealTime();
-      benchmark::RegisterBenchmark(("gemv_hot/" + n + "/128x1024").c_str(), BM_gemv_hot, t, 128, 1024)->UseRealTime();
+      benchmark::RegisterBenchmark(("gemv_hot/" + n + "/512x1024").c_str(), BM_gemv_hot, t, 512, 1024, 1)->UseRealTime();
+      benchmark::RegisterBenchmark(("gemv_hot/" + n + "/128x1024").c_str(), BM_gemv_hot, t, 128, 1024, 1)->UseRealTime();
+      if (t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K)
+        for (int64_t nt : {4, 8, 16})
+          benchmark::RegisterBenchmark(("gemv_hot" + std::to_string(nt) + "/" + n + "/512x1024").c_str(), BM_gemv_hot, t,
+                                       512, 1024, nt)->UseRealTime();
       benchmark::RegisterBenchmark(("gemm/" + n + "/3584x1024x512").c_str(), BM_gemm, t, 3584, 1024, 512)->UseRealTime();
       benchmark::RegisterBenchmark(("gemm/" + n + "/1024x3584x512").c_str(), BM_gemm, t, 1024, 3584, 512)->UseRealTime();
       // Gemma-4-E2B-shaped: the double-wide FFN of its KV-sharing layers (long rows in down)

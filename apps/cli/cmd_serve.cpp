@@ -34,8 +34,8 @@ const char* kHelp =
     "                        prefer --api-key-file or env OXI_API_KEY)\n"
     "  --api-key-file F      the API key is the first line of file F\n"
     "  --cache-ram MiB       prompt-cache budget (default 2048; 0 disables checkpoints)\n"
-    "  --spec MODE           speculative decoding: auto (default), none, ngram (see run --help; mtp\n"
-    "                        works in run/chat, not in the server yet);\n"
+    "  --spec MODE           speculative decoding: auto (default: prompt lookup while it pays), none,\n"
+    "                        ngram, mtp (the model's MTP head; Qwen 3.5/3.6 files that carry one);\n"
     "                        --draft-max N (0..16) / --draft-min N; requests may lower them with\n"
     "                        speculative.n_max / speculative.n_min\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
@@ -116,8 +116,6 @@ int cmd_serve(int argc, char** argv) {
     o.media_dir = args.get_or({"--media-dir"}, "");
     if (!o.media_dir.empty() && !std::filesystem::is_directory(o.media_dir)) usage_error("--media-dir: '" + o.media_dir + "' is not a directory");
     const SpecArgs spec = spec_from_args(args);
-    // The MTP head drafts from hidden states the continuous batcher does not keep yet.
-    if (spec.mode == 3) usage_error("--spec mtp is not available in the server yet (continuous batching); use auto or ngram");
     o.spec_mode = spec.mode;
     o.draft_max = spec.draft_max;
     o.draft_min = spec.draft_min;

@@ -23,7 +23,7 @@ uint64_t Batcher::rows() const {
 }
 
 void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits,
-                      const float* embd, const int32_t* pos3) {
+                      const float* embd, const int32_t* pos3, float* hidden_all) {
   if (tokens.empty()) return;
   Req r;
   r.state = &state;
@@ -31,6 +31,7 @@ void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, flo
   r.embd = embd;
   r.pos3 = pos3;
   r.logits = logits;
+  r.hidden_all = hidden_all;
   r.all = all_logits;
   submit(std::span<Req>(&r, 1));
 }
@@ -119,8 +120,10 @@ void Batcher::run(std::vector<Req*>& reqs) {
   size_t rows_out = 0;
   for (size_t n : n_out) rows_out += n;
   std::vector<float> out(rows_out * V);
-  // Hidden-state submissions: every entry's row of the pass (the model writes all or none).
-  const bool any_hidden = std::any_of(reqs.begin(), reqs.end(), [](const Req* q) { return q->hidden != nullptr; });
+  // Hidden-state submissions and submissions that keep hidden rows (MTP): every entry's row of the
+  // pass (the model writes all or none; the rows are the final norm's output, computed anyway).
+  const bool any_hidden =
+      std::any_of(reqs.begin(), reqs.end(), [](const Req* q) { return q->hidden != nullptr || q->hidden_all != nullptr; });
   std::vector<float> hidden(any_hidden ? tok.size() * d : 0);
   Batch b;
   b.n = static_cast<int64_t>(tok.size());
@@ -155,6 +158,7 @@ void Batcher::run(std::vector<Req*>& reqs) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i]->hidden) std::copy_n(hidden.data() + entry * d, reqs[i]->tokens.size() * d, reqs[i]->hidden);
     else std::copy_n(out.data() + at * V, n_out[i] * V, reqs[i]->logits);
+    if (reqs[i]->hidden_all) std::copy_n(hidden.data() + entry * d, reqs[i]->tokens.size() * d, reqs[i]->hidden_all);
     at += n_out[i];
     entry += reqs[i]->tokens.size();
   }

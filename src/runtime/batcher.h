@@ -46,9 +46,10 @@ class Batcher {
   // (a speculative verify step). Throws what the model throws for this submission's batch.
   // Entries that are not plain tokens (images): embd [tokens.size(), n_embd] holds the rows of
   // the entries whose id is negative; pos3 [tokens.size(), 3] explicit mRoPE positions (nullptr:
-  // the cache positions), as Batch (models/model.h) takes them.
+  // the cache positions), as Batch (models/model.h) takes them. hidden_all (optional,
+  // [tokens.size(), n_embd]): every token's final normed hidden state as well (MTP drafting).
   void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits = false,
-               const float* embd = nullptr, const int32_t* pos3 = nullptr);
+               const float* embd = nullptr, const int32_t* pos3 = nullptr, float* hidden_all = nullptr);
 
   // Hidden-state submissions (embeddings): each job feeds `tokens` to its `state` and gets every
   // token's final normed hidden state in `hidden` ([tokens.size(), n_embd], BatchOutput::hidden_all),
@@ -76,6 +77,7 @@ class Batcher {
     const int32_t* pos3 = nullptr;
     float* logits = nullptr;
     float* hidden = nullptr;  // hidden-state submission: [tokens.size(), n_embd], no logits
+    float* hidden_all = nullptr;  // a logits submission that also wants every token's hidden row
     bool all = false;
     bool done = false;
     std::exception_ptr error;

@@ -81,7 +81,7 @@ Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batch
   state_ = model_.new_state(n_ctx, max_draft_ > 0 ? max_draft_ + 1 : 0);
   if (!state_) throw_error(ErrorCode::kInternal, "the model returned no sequence state");
   logits_.resize(static_cast<size_t>(model_.info().n_vocab));
-  if (model_.has_mtp() && !batcher_ && max_draft_ > 0) mtp_ = std::make_unique<MtpDrafter>(model_, n_ctx);
+  if (model_.has_mtp() && max_draft_ > 0) mtp_ = std::make_unique<MtpDrafter>(model_, n_ctx);
 }
 
 Session::~Session() = default;
@@ -99,11 +99,15 @@ void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool
     pos3 = shifted.data();
   }
   if (rows.pos3 && n > 0) pos_offset_ = rows.pos3[3 * (n - 1)] + 1 - (p0 + n);
+  // Hidden rows only for MTP drafting, and only contiguous ones from plain token sequences.
+  const bool keep = mtp_ && hid_n_ == p0 && !rows.embd && !pos3;
+  if (keep) hid_.resize(static_cast<size_t>((p0 + n) * d));
   if (batcher_) {
-    batcher_->forward(*state_, tokens, logits, all, rows.embd, pos3);
+    batcher_->forward(*state_, tokens, logits, all, rows.embd, pos3, keep ? hid_.data() + p0 * d : nullptr);
+    if (keep) hid_n_ = p0 + n;
     return;
   }
-  if (rows.embd || pos3) {  // no hidden rows kept: MTP drafts from plain token sequences only
+  if (rows.embd || pos3) {  // no hidden rows kept (above)
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) pos[static_cast<size_t>(j)] = pos3[3 * j];
     const std::vector<uint8_t> every(all ? static_cast<size_t>(n) : 0, 1);
@@ -118,8 +122,6 @@ void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool
     model_.forward_batch(st, b, BatchOutput{logits, nullptr});
     return;
   }
-  const bool keep = mtp_ && hid_n_ == p0;  // rows only for MTP drafting, and only contiguous ones
-  if (keep) hid_.resize(static_cast<size_t>((p0 + n) * d));
   model_.forward(*state_, tokens, logits, all, keep ? hid_.data() + p0 * d : nullptr);
   if (keep) hid_n_ = p0 + n;
 }
@@ -313,8 +315,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   } else if (spec.mode == SpecMode::kMtp && mtp_) {
     use_mtp = spec.draft_max > 0;
   } else if (spec.mode == SpecMode::kMtp && model_.has_mtp()) {
-    throw_error(ErrorCode::kUnsupported, batcher_ ? "speculation mode 'mtp' is not available with continuous batching yet (use ngram)"
-                                                  : "speculation mode 'mtp' needs a session that may speculate (max_draft > 0)");
+    throw_error(ErrorCode::kUnsupported, "speculation mode 'mtp' needs a session that may speculate (max_draft > 0)");
   } else if (spec.mode == SpecMode::kMtp || spec.mode == SpecMode::kDraft) {
     throw_error(ErrorCode::kUnsupported, std::string("speculation mode '") + spec_mode_name(spec.mode) +
                                              "' is not available for this model (use auto, ngram or none)");

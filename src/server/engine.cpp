@@ -540,6 +540,8 @@ class ServerEngine final : public Engine {
         image_pad_ = pad[0];
         std::fprintf(stderr, "oxinfer: vision tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
       }
+      if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && !model_->has_mtp())
+        throw_error(ErrorCode::kUnsupported, "--spec mtp: the model has no MTP head (use auto, ngram or none)");
       batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;

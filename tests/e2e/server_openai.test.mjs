@@ -6,7 +6,8 @@
 //   reuses the first turn's state (cached_tokens > 0) and equals a cold server's answer;
 //   8 concurrent streams share model passes (continuous batching) and equal the request alone;
 //   32 concurrent streaming requests with 0 errors, identical to the request alone, RSS flat;
-//   speculative decoding keeps the greedy text and reports llama-server's timings;
+//   speculative decoding keeps the greedy text and reports llama-server's timings, also with
+//   `--spec mtp` (the MTP head) for 4 concurrent requests under continuous batching;
 //   client disconnect cancels; malformed JSON, wrong types, oversized bodies, bad API key → 4xx
 //   with OpenAI error JSON, and the server stays up; n > 1 (each choice as the single request
 //   with seed + i, streamed by choice index), logit_bias (object and llama-server array forms:
@@ -423,6 +424,34 @@ if (turn2) {
   } finally {
     cold.proc.kill("SIGTERM");
   }
+}
+
+// --spec mtp: the model's MTP head drafts for every slot while the continuous batcher serves them
+// together; each of 4 concurrent greedy requests keeps the text of the same request without
+// drafting (speculative.n_max 0), and drafts were made and verified.
+{
+  const mtpModel = makeQwenModel(WORK + "-mtp", ["--mtp"]);
+  const ms = await startOxinfer(OXINFER, mtpModel, ["-np", "4", "--spec", "mtp", "--alias", "x"]);
+  try {
+    const c = new OpenAI({ baseURL: `${ms.base}/v1`, apiKey: "none", maxRetries: 0, timeout: 120000 });
+    await check("--spec mtp under continuous batching: 4 concurrent greedy requests equal plain, drafts verified", async () => {
+      const reqs = [0, 1, 2, 3].map((i) => ({ model: "x", prompt: `story ${i}: one two three four one two three`, max_tokens: 24,
+        temperature: 0 }));
+      const plain = await Promise.all(reqs.map((r) => c.completions.create({ ...r, "speculative.n_max": 0 })));
+      const spec = await Promise.all(reqs.map((r) => c.completions.create({ ...r, "speculative.n_min": 1 })));
+      for (let i = 0; i < 4; ++i) {
+        assert.equal(spec[i].choices[0].text, plain[i].choices[0].text, `request ${i}`);
+        assert.equal(plain[i].timings.draft_n, 0);
+        assert.ok(spec[i].timings.draft_n > 0, JSON.stringify(spec[i].timings));
+      }
+      console.log(`     mtp timings: ${JSON.stringify(spec.map((r) => [r.timings.draft_n, r.timings.draft_n_accepted]))}`);
+    });
+  } finally {
+    ms.proc.kill("SIGTERM");
+  }
+  await check("--spec mtp on a model without an MTP head: the server refuses to start", async () => {
+    await assert.rejects(startOxinfer(OXINFER, model, ["--spec", "mtp"]), /no MTP head/);
+  });
 }
 
 console.log(`${passed} passed, ${failed} failed`);

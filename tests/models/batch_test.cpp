@@ -5,11 +5,14 @@
 // changes. Gemma 4's are in gemma4_test.cpp.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "batch_check.h"
 #include "core/error.h"
 #include "format/model_files.h"
 #include "kernels/isa.h"
 #include "qwen35_test_util.h"
+#include "runtime/batcher.h"
 #include "spec_check.h"
 
 namespace {
@@ -207,6 +210,60 @@ TEST_P(Qwen35Batch, SpeculativeGreedyEqualsPlain) {
       prompt.insert(prompt.end(), prompt.begin() + 10, prompt.begin() + 20);  // something to look up
       EXPECT_EQ(spectest::spec_vs_plain(*l.model, prompt, 24), "") << isa << " " << quant;
     }
+  }
+}
+
+// The MTP head under continuous batching (the server's configuration): sessions on their own
+// threads share a Batcher, which hands each its hidden rows with its logits; every session drafts
+// with its own head and keeps the plain greedy tokens of running alone.
+TEST_P(Qwen35Batch, MtpUnderTheBatcherEqualsPlain) {
+  IsaReset reset;
+  q35test::Shape s;
+  s.moe = GetParam();
+  s.mtp = true;
+  const std::string dir = q35test::tmp_dir(s.moe ? "mtp_batcher_moe" : "mtp_batcher_dense");
+  q35test::write_model(dir, s);
+  for (const std::string quant : {"", "q4_k"}) {
+    Loaded l = load(dir, quant);
+    const int64_t V = l.model->info().n_vocab;
+    constexpr int kSeqs = 3, kTokens = 20;
+    std::vector<std::vector<int32_t>> prompts, got(kSeqs);
+    std::vector<oxi::GenerateResult> res(kSeqs);
+    for (int i = 0; i < kSeqs; ++i) {
+      std::vector<int32_t> p = batchtest::ids(30 + 7 * i, V, 40 + i);
+      p.insert(p.end(), p.begin() + 3, p.begin() + 12);  // something the trunk may repeat
+      prompts.push_back(p);
+    }
+    oxi::Batcher b(*l.model);
+    b.gather_wait = std::chrono::milliseconds(20);
+    spectest::IdsOnly text(V);
+    std::vector<std::unique_ptr<oxi::Session>> ses;
+    for (int i = 0; i < kSeqs; ++i) ses.push_back(std::make_unique<oxi::Session>(*l.model, text, 256, &b, 16));
+    {
+      std::vector<std::unique_ptr<oxi::Batcher::Participant>> parts;
+      for (int i = 0; i < kSeqs; ++i) parts.push_back(std::make_unique<oxi::Batcher::Participant>(&b));
+      std::vector<std::thread> th;
+      for (int i = 0; i < kSeqs; ++i)
+        th.emplace_back([&, i] {
+          oxi::GenerateOptions o;
+          o.max_tokens = kTokens;
+          o.spec.mode = oxi::SpecMode::kMtp;
+          o.spec.adaptive = false;  // verify every draft the head makes
+          o.spec.draft_max = 1 + i;
+          res[static_cast<size_t>(i)] = ses[static_cast<size_t>(i)]->generate(prompts[static_cast<size_t>(i)], o, nullptr);
+          parts[static_cast<size_t>(i)].reset();
+        });
+      for (auto& x : th) x.join();
+    }
+    for (int i = 0; i < kSeqs; ++i) {
+      const auto& r = res[static_cast<size_t>(i)];
+      EXPECT_EQ(r.generated, spectest::greedy(*l.model, prompts[static_cast<size_t>(i)], kTokens, {}).generated)
+          << quant << " seq " << i;
+      if (l.model->exact_batch_tokens() > 1) {
+        EXPECT_GT(r.n_drafted, 0) << quant << " seq " << i;
+      }
+    }
+    EXPECT_LT(b.passes(), b.rows()) << "no shared passes";
   }
 }
 

@@ -45,8 +45,9 @@ export async function startServer(oxinfer, model, extra = [], { port, timeoutMs 
 }
 
 // The synthetic Qwen 3.5 model the server tests share (oxi-gen seed 7, hidden 64, 4 layers, the
-// Qwen3.5-4B chat template), made afresh in `work` (emptied first). Returns the model directory.
-export function makeQwenModel(work) {
+// Qwen3.5-4B chat template), made afresh in `work` (emptied first); `extra`: more oxi-gen flags
+// (e.g. --mtp). Returns the model directory.
+export function makeQwenModel(work, extra = []) {
   const { NLC_DIR, OXI_GEN, OXI_SHARED_DIR } = process.env;
   fs.rmSync(work, { recursive: true, force: true });
   fs.mkdirSync(work, { recursive: true });
@@ -54,7 +55,7 @@ export function makeQwenModel(work) {
   const model = path.join(work, "qwen35");
   execFileSync("node", ["tools/gen/extract_tokenizer.mjs", tokDir], { env: { ...process.env, NLC_DIR }, stdio: "inherit" });
   execFileSync(OXI_GEN, ["qwen35", "--out", model, "--seed", "7", "--hidden", "64", "--layers", "4", "--tokenizer-dir", tokDir,
-    "--chat-template", path.join(OXI_SHARED_DIR, "testdata/templates/Qwen3.5-4B.jinja")], { stdio: "inherit" });
+    "--chat-template", path.join(OXI_SHARED_DIR, "testdata/templates/Qwen3.5-4B.jinja"), ...extra], { stdio: "inherit" });
   return model;
 }
 
