@@ -11,6 +11,8 @@ MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx) : m_(m), st_(m.new_mtp_sta
   h_.resize(static_cast<size_t>(m.info().n_embd));
 }
 
+int64_t MtpDrafter::pending(int64_t n) const { return n - st_->n_past(); }
+
 void MtpDrafter::truncate(int64_t n) {
   if (n < st_->n_past()) st_->truncate(std::max<int64_t>(n, 0));
 }

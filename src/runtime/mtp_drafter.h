@@ -31,6 +31,9 @@ class MtpDrafter {
   // head product). Returns false when it could not run (hidden rows missing: the session lost
   // them in a restore, or they were never kept).
   bool propose(std::span<const int32_t> history, const float* hidden, int64_t hidden_rows, int32_t k, std::vector<int32_t>& out);
+  // Pairs not fed to the head yet when the trunk holds n positions (propose feeds them all in one
+  // pass: a session that skips drafting for a while calls propose only when it drafts again).
+  int64_t pending(int64_t n) const;
   // The trunk went back to n tokens (or was emptied: n = 0).
   void truncate(int64_t n);
 

@@ -312,7 +312,8 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   bool use_mtp = false;
   if (spec.mode != SpecMode::kNone && spec.drafter) {
     drafter = spec.drafter;
-  } else if (spec.mode == SpecMode::kMtp && mtp_) {
+  } else if ((spec.mode == SpecMode::kMtp || spec.mode == SpecMode::kAuto) && mtp_) {
+    // auto on a model with an MTP head drafts with the head (docs/speculative.md, "auto").
     use_mtp = spec.draft_max > 0;
   } else if (spec.mode == SpecMode::kMtp && model_.has_mtp()) {
     throw_error(ErrorCode::kUnsupported, "speculation mode 'mtp' needs a session that may speculate (max_draft > 0)");
@@ -352,12 +353,21 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
       if (opt.max_tokens >= 0) cap = std::min<int64_t>(cap, opt.max_tokens - res.n_generated);
       if (cap > 0) {
         // Each MTP draft costs a pass of the head (its output product above all): the tuner
-        // decides how many first; with none the head still takes in the new position.
+        // decides how many first, charging each its measured cost. With none the head is not
+        // run: the positions it has not seen wait for the next drafting step, which feeds them in
+        // one pass (so drafting switched off costs next to nothing).
         const int32_t want = tuner_.choose(static_cast<int32_t>(cap));
-        tokens_.push_back(id);
-        const bool ok = mtp_->propose(tokens_, hid_.data(), hid_n_, want, draft);
-        tokens_.pop_back();
-        k = ok ? std::min<int32_t>(want, static_cast<int32_t>(draft.size())) : 0;
+        if (want > 0) {
+          // A draft's cost as measured: the head's pass over the few new pairs (1 + the drafts just
+          // accepted) and the chained drafts; not a catch-up after drafting was off (an outlier).
+          const bool steady = mtp_->pending(n_past()) <= 8;
+          const Clock::time_point t0 = Clock::now();
+          tokens_.push_back(id);
+          const bool ok = mtp_->propose(tokens_, hid_.data(), hid_n_, want, draft);
+          tokens_.pop_back();
+          k = ok ? std::min<int32_t>(want, static_cast<int32_t>(draft.size())) : 0;
+          if (steady && k > 0) tuner_.record_draft(k, seconds_since(t0));
+        }
       }
     } else if (drafter) {
       int64_t cap = std::min<int64_t>(spec.draft_max, n_ctx() - n_past() - 1);

@@ -85,10 +85,12 @@ int32_t DraftTuner::choose(int32_t proposed) {
   double best = -1.0;  // tokens per t(1); plain decoding makes 1
   int32_t best_k = 0;
   double e = 1.0, ak = 1.0;
+  // A draft's own cost in decode steps (t(1) unmeasured: the first verify passes measure it).
+  const double draft_ratio = t_.size() > 1 && t_[1] > 0.0 ? draft_s_ / t_[1] : 0.0;
   for (int32_t k = 1; k <= kmax; ++k) {
     ak *= a;
     e += ak;  // E(k) = 1 + a + … + a^k
-    const double rate = e / cost_ratio(k + 1);
+    const double rate = e / (cost_ratio(k + 1) + k * draft_ratio);
     if (k >= lo && rate > best) {
       best = rate;
       best_k = k;
@@ -112,6 +114,12 @@ void DraftTuner::record_pass(int32_t n_tokens, double seconds) {
   if (n_tokens <= 0 || static_cast<size_t>(n_tokens) >= t_.size() || !(seconds > 0.0)) return;
   double& t = t_[static_cast<size_t>(n_tokens)];
   t = t > 0.0 ? 0.8 * t + 0.2 * seconds : seconds;
+}
+
+void DraftTuner::record_draft(int32_t k, double seconds) {
+  if (k <= 0 || !(seconds > 0.0)) return;
+  const double per = seconds / k;
+  draft_s_ = draft_s_ > 0.0 ? 0.8 * draft_s_ + 0.2 * per : per;
 }
 
 void DraftTuner::record_verify(int32_t drafted, int32_t accepted) {

@@ -82,7 +82,8 @@ class ReplayDrafter : public Drafter {
 // this request: the wall time of a forward call of m tokens (m = 1 is a plain decode step) and the
 // per-draft acceptance rate a. With independent acceptance, k drafts yield on average
 // E(k) = 1 + a + … + a^k tokens per step, so it picks the k ≥ 1 that maximises E(k) / t(k + 1)
-// and drafts only if that beats 1 / t(1). While drafting is off it still verifies one draft now
+// (plus k · d with d the measured cost of one draft, for drafters that run the model: MTP) and
+// drafts only if that beats 1 / t(1). While drafting is off it still verifies one draft now
 // and then so that a change in acceptance is noticed: after kProbeEvery proposals, doubling after
 // each probe that found nothing up to kProbeEvery · 2^kProbeBackoff (cost at acceptance 0: a
 // fraction (t(2) − t(1)) / t(1) / 256 of decode time, well under 1 %).
@@ -96,6 +97,9 @@ class DraftTuner {
   // Drafts to verify this step, given `proposed` tokens on offer.
   int32_t choose(int32_t proposed);
   void record_pass(int32_t n_tokens, double seconds);
+  // A drafter whose drafts cost forward passes (the MTP head): `seconds` spent making k drafts.
+  // choose() then charges k drafts k times the smoothed cost of one on top of the verify pass.
+  void record_draft(int32_t k, double seconds);
   void record_verify(int32_t drafted, int32_t accepted);
   double acceptance() const;
   // t(m) / t(1): measured where possible, else a prior (1 + 0.3 (m − 1), a CPU-like guess that the
@@ -105,6 +109,7 @@ class DraftTuner {
  private:
   SpecOptions opt_;
   std::vector<double> t_;     // t_[m]: smoothed seconds of an m-token forward call (0: unmeasured)
+  double draft_s_ = 0.0;      // smoothed seconds per draft (0: free or unmeasured)
   double acc_ = 1.0, rej_ = 1.0;  // decayed counts of accepted drafts and of rejections (prior 1/1)
   int since_probe_ = 0;
   int failed_probes_ = 0;   // probes in a row that accepted nothing

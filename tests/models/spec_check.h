@@ -77,6 +77,15 @@ inline std::string spec_vs_plain(const oxi::Model& m, const std::vector<int32_t>
       if (r.generated != plain.generated) return "mtp k " + std::to_string(k);
       if (m.exact_batch_tokens() > 1 && r.n_drafted == 0) return "mtp k " + std::to_string(k) + ": nothing drafted";
     }
+    // auto on a model with a head drafts with it (draft_min 1: whenever the tuner allows any),
+    // the head catching up on the positions it skipped while drafting was off.
+    oxi::SpecOptions au;
+    au.mode = oxi::SpecMode::kAuto;
+    au.draft_max = 4;
+    au.draft_min = 1;
+    const oxi::GenerateResult r = greedy(m, prompt, n, au);
+    if (r.generated != plain.generated) return "auto (mtp)";
+    if (m.exact_batch_tokens() > 1 && r.n_drafted == 0) return "auto (mtp): nothing drafted";
   }
   return "";
 }

@@ -95,6 +95,28 @@ TEST(DraftTuner, DraftsWhenItPaysAndStopsWhenItDoesNot) {
   EXPECT_EQ(t.choose(1), 0);
 }
 
+// Drafts that cost forward passes (the MTP head) are charged their measured cost: at acceptance
+// ≈ 0.87 on a machine where a verify of m tokens costs 1 + 0.1 (m − 1) decode steps, free drafts
+// pay at a long length, drafts costing 0.35 of a step each at a shorter one, and drafts costing
+// 2 steps each do not pay at all.
+TEST(DraftTuner, ChargesTheDraftersOwnCost) {
+  SpecOptions o;
+  o.draft_max = 8;
+  auto tuned = [&](double draft_steps) {
+    DraftTuner t;
+    t.start(o);
+    for (int m = 1; m <= 9; ++m) t.record_pass(m, 0.01 * (1.0 + 0.1 * (m - 1)));
+    for (int i = 0; i < 200; ++i) t.record_verify(10, i % 10 < 7 ? 7 : 6);  // ≈ 0.7 accepted
+    if (draft_steps > 0) t.record_draft(4, 4 * 0.01 * draft_steps);
+    return t.choose(8);
+  };
+  const int free_k = tuned(0.0), k = tuned(0.35);
+  EXPECT_GE(free_k, 6);
+  EXPECT_GE(k, 1);
+  EXPECT_LT(k, free_k);
+  EXPECT_EQ(tuned(2.0), 0);
+}
+
 TEST(SamplerVerify, OutputHasTheSamplersDistribution) {
   // Six tokens with unequal probabilities; temperature 1, no truncation.
   const std::vector<float> logits = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f, -1.5f};
