@@ -62,8 +62,9 @@ const char* kUsage =
     "                          then the prompt per sequence (one value, default 32)\n"
     "  --verify K[,K..]        speculative verify-step cost tests vK: steps of K positions (all\n"
     "                          logits, then truncate to one), -n steps each; v1 is a decode step\n"
-    "  --spec MODE[,MODE..]    tgN through the runtime with speculation none|ngram|replay (replay:\n"
-    "                          drafts the known greedy continuation, the 100 %-acceptance ceiling);\n"
+    "  --spec MODE[,MODE..]    tgN through the runtime with speculation none|ngram|mtp|auto|replay\n"
+    "                          (replay: drafts the known greedy continuation, the 100 %-acceptance\n"
+    "                          ceiling; mtp: the model's MTP head);\n"
     "                          acceptance in the test column and JSON; --draft-max N (1..32, 16)\n"
     "  -t, --threads N         threads (default 0: all hardware threads)\n"
     "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
@@ -286,7 +287,8 @@ int cmd_bench(int argc, char** argv) {
       for (size_t i = 0; i <= sm->size();) {
         const size_t j = std::min(sm->find(',', i), sm->size());
         const std::string m = sm->substr(i, j - i);
-        if (m != "none" && m != "ngram" && m != "replay" && m != "auto") usage_error("invalid value for --spec: '" + m + "' (none, ngram, replay, auto)");
+        if (m != "none" && m != "ngram" && m != "replay" && m != "auto" && m != "mtp")
+          usage_error("invalid value for --spec: '" + m + "' (none, ngram, mtp, auto, replay)");
         spec_modes.push_back(m);
         i = j + 1;
       }

@@ -12,21 +12,23 @@ MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx) : m_(m), st_(m.new_mtp_sta
 }
 
 int64_t MtpDrafter::pending(int64_t n) const { return n - st_->n_past(); }
+int64_t MtpDrafter::fed() const { return st_->n_past(); }
 
 void MtpDrafter::truncate(int64_t n) {
   if (n < st_->n_past()) st_->truncate(std::max<int64_t>(n, 0));
 }
 
-bool MtpDrafter::propose(std::span<const int32_t> history, const float* hidden, int64_t hidden_rows, int32_t k,
-                         std::vector<int32_t>& out) {
+bool MtpDrafter::propose(std::span<const int32_t> history, const float* hidden, int64_t first, int64_t hidden_rows,
+                         int32_t k, std::vector<int32_t>& out) {
   out.clear();
   const int64_t n = static_cast<int64_t>(history.size()) - 1, d = m_.info().n_embd;
-  if (n < 1 || hidden_rows < n || st_->n_past() > n) return false;
+  if (n < 1 || hidden_rows < n || st_->n_past() > n || first > st_->n_past()) return false;
   // Pending pairs: positions [m, n), each with the token that followed it.
   const int64_t m = st_->n_past(), np = n - m;
   if (np == 0) return false;  // nothing new since the last call: cannot happen in a session
   const bool want = k > 0 && n + k < st_->n_ctx();
-  m_.mtp_forward(*st_, hidden + m * d, history.data() + m + 1, np, want ? logits_.data() : nullptr, want ? h_.data() : nullptr);
+  m_.mtp_forward(*st_, hidden + (m - first) * d, history.data() + m + 1, np, want ? logits_.data() : nullptr,
+                 want ? h_.data() : nullptr);
   if (!want) return true;
   for (int32_t j = 0; j < k; ++j) {
     const int32_t draft = argmax(logits_);

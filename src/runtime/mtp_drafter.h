@@ -26,11 +26,15 @@ class MtpDrafter {
   MtpDrafter(const Model& m, int64_t n_ctx);
 
   // history: the consumed tokens then `id` (history.size() − 1 = the trunk's n_past = n); hidden:
-  // the trunk's rows of positions [0, hidden_rows) — drafting needs hidden_rows == n. Appends at
-  // most k drafts to out (cleared first); with k = 0 it only feeds the pending pairs (no output
-  // head product). Returns false when it could not run (hidden rows missing: the session lost
-  // them in a restore, or they were never kept).
-  bool propose(std::span<const int32_t> history, const float* hidden, int64_t hidden_rows, int32_t k, std::vector<int32_t>& out);
+  // the trunk's rows of positions [first, hidden_rows) (first ≤ fed(): rows the head has taken in
+  // need not be kept) — drafting needs hidden_rows ≥ n. Appends at most k drafts to out (cleared
+  // first); with k = 0 it only feeds the pending pairs (no output head product). Returns false
+  // when it could not run (hidden rows missing: the session lost them in a restore, or they were
+  // never kept).
+  bool propose(std::span<const int32_t> history, const float* hidden, int64_t first, int64_t hidden_rows, int32_t k,
+               std::vector<int32_t>& out);
+  // Positions whose pair the head has taken in: [0, fed()).
+  int64_t fed() const;
   // Pairs not fed to the head yet when the trunk holds n positions (propose feeds them all in one
   // pass: a session that skips drafting for a while calls propose only when it drafts again).
   int64_t pending(int64_t n) const;

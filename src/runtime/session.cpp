@@ -99,11 +99,20 @@ void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool
     pos3 = shifted.data();
   }
   if (rows.pos3 && n > 0) pos_offset_ = rows.pos3[3 * (n - 1)] + 1 - (p0 + n);
-  // Hidden rows only for MTP drafting, and only contiguous ones from plain token sequences.
+  // Hidden rows only for MTP drafting, and only contiguous ones from plain token sequences; the
+  // rows the head has taken in go first.
   const bool keep = mtp_ && hid_n_ == p0 && !rows.embd && !pos3;
-  if (keep) hid_.resize(static_cast<size_t>((p0 + n) * d));
+  if (keep) {
+    const int64_t drop = std::min(mtp_->fed(), hid_n_) - hid_base_;
+    if (drop > 0) {
+      hid_.erase(hid_.begin(), hid_.begin() + drop * d);
+      hid_base_ += drop;
+    }
+    hid_.resize(static_cast<size_t>((p0 + n - hid_base_) * d));
+  }
+  float* keep_at = keep ? hid_.data() + (p0 - hid_base_) * d : nullptr;
   if (batcher_) {
-    batcher_->forward(*state_, tokens, logits, all, rows.embd, pos3, keep ? hid_.data() + p0 * d : nullptr);
+    batcher_->forward(*state_, tokens, logits, all, rows.embd, pos3, keep_at);
     if (keep) hid_n_ = p0 + n;
     return;
   }
@@ -122,13 +131,29 @@ void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool
     model_.forward_batch(st, b, BatchOutput{logits, nullptr});
     return;
   }
-  model_.forward(*state_, tokens, logits, all, keep ? hid_.data() + p0 * d : nullptr);
+  model_.forward(*state_, tokens, logits, all, keep_at);
   if (keep) hid_n_ = p0 + n;
 }
 
 void Session::drop_hidden(int64_t n) {
   hid_n_ = std::min(hid_n_, n);
+  if (hid_n_ <= hid_base_) {  // back to (or below) the first kept row: start the window there
+    hid_.clear();
+    hid_base_ = hid_n_;
+  } else {
+    hid_.resize(static_cast<size_t>((hid_n_ - hid_base_) * model_.info().n_embd));
+  }
   if (mtp_) mtp_->truncate(n);
+}
+
+// A long prompt's rows would pile up until the first draft: past max_hidden_bytes_ the head takes in
+// every pair whose next token is known (all but the last position) now, so the rows can go.
+void Session::feed_head_if_full() {
+  if (!mtp_ || hid_n_ != n_past() || hid_n_ <= hid_base_) return;
+  const int64_t bytes = (hid_n_ - hid_base_) * model_.info().n_embd * static_cast<int64_t>(sizeof(float));
+  if (bytes <= max_hidden_bytes_ || static_cast<int64_t>(tokens_.size()) != hid_n_) return;
+  std::vector<int32_t> none;
+  mtp_->propose(tokens_, hid_.data(), hid_base_, hid_n_, 0, none);
 }
 
 int64_t Session::n_ctx() const { return state_->n_ctx(); }
@@ -170,6 +195,7 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk, co
                                 rows.pos3 ? rows.pos3 + 3 * i : nullptr};
       model_forward(part, logits_.data(), false, part_rows);
       tokens_.insert(tokens_.end(), part.begin(), part.end());
+      feed_head_if_full();
     }
   } catch (...) {
     // A failed forward may leave the state half-updated: start over rather than go on from it.
@@ -363,7 +389,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
           const bool steady = mtp_->pending(n_past()) <= 8;
           const Clock::time_point t0 = Clock::now();
           tokens_.push_back(id);
-          const bool ok = mtp_->propose(tokens_, hid_.data(), hid_n_, want, draft);
+          const bool ok = mtp_->propose(tokens_, hid_.data(), hid_base_, hid_n_, want, draft);
           tokens_.pop_back();
           k = ok ? std::min<int32_t>(want, static_cast<int32_t>(draft.size())) : 0;
           if (steady && k > 0) tuner_.record_draft(k, seconds_since(t0));

@@ -138,6 +138,10 @@ class Session {
 
   // Forgets everything (state emptied, checkpoint dropped).
   void reset();
+  // MTP models: the most bytes of trunk hidden rows kept for the head before a long prompt is fed
+  // to it chunk by chunk (default 64 MiB; tests lower it). Hidden rows held now, in bytes.
+  void set_max_hidden_bytes(int64_t bytes) { max_hidden_bytes_ = bytes; }
+  int64_t hidden_bytes() const { return static_cast<int64_t>(hid_.size() * sizeof(float)); }
 
   // Feeds tokens (chunked) without sampling; throws kInvalidArgument when they do not fit.
   // rows: image rows and positions for these entries (see EntryRows).
@@ -180,12 +184,16 @@ class Session {
   DraftTuner tuner_;                 // measured verify costs persist across requests
   std::vector<float> verify_logits_;  // [k + 1, n_vocab] of the last verify step
   std::vector<float> pending_row_;    // raw logits of a rejected draft's position (logprobs)
-  // MTP drafting (models with an MTP head, sessions without a batcher that may speculate): the
-  // trunk's final normed hidden rows of positions [0, hid_n_) — kept while hid_n_ == n_past(); a
-  // restore loses them (hid_n_ = 0) until the next reset.
+  // MTP drafting (models with an MTP head, sessions that may speculate): the trunk's final normed
+  // hidden rows of positions [hid_base_, hid_n_) — kept while hid_n_ == n_past(); rows the head
+  // has taken in are dropped (hid_base_ follows it), and a prompt whose rows would outgrow
+  // max_hidden_bytes_ is fed to the head chunk by chunk. A restore loses them (hid_n_ = 0) until
+  // the next reset.
+  int64_t max_hidden_bytes_ = 64ll << 20;
   std::unique_ptr<MtpDrafter> mtp_;
   std::vector<float> hid_;
-  int64_t hid_n_ = 0;
+  int64_t hid_base_ = 0, hid_n_ = 0;
+  void feed_head_if_full();
 
   void forward_chunked(std::span<const int32_t> tokens, int32_t chunk, const EntryRows& rows = {});
   // One model call (through the batcher when there is one), keeping hidden rows for MTP (plain

@@ -267,6 +267,41 @@ TEST_P(Qwen35Batch, MtpUnderTheBatcherEqualsPlain) {
   }
 }
 
+// The session keeps trunk hidden rows for the MTP head only until the head has taken them in, and
+// feeds a prompt whose rows outgrow the budget to the head straight away: the rows held stay
+// small, and the drafts (and the greedy tokens) are those of keeping everything.
+TEST_P(Qwen35Batch, MtpHiddenRowsStayBounded) {
+  q35test::Shape s;
+  s.moe = GetParam();
+  s.mtp = true;
+  const std::string dir = q35test::tmp_dir(s.moe ? "mtp_rows_moe" : "mtp_rows_dense");
+  q35test::write_model(dir, s);
+  Loaded l = load(dir);
+  const int64_t V = l.model->info().n_vocab, row = l.model->info().n_embd * 4;
+  const std::vector<int32_t> prompt = batchtest::ids(200, V, 77);
+  spectest::IdsOnly text(V);
+  auto run = [&](int64_t budget, int64_t* held) {
+    oxi::Session ses(*l.model, text, 512, nullptr, 16);
+    if (budget > 0) ses.set_max_hidden_bytes(budget);
+    oxi::GenerateOptions o;
+    o.max_tokens = 30;
+    o.spec.mode = oxi::SpecMode::kMtp;
+    o.spec.adaptive = false;
+    o.spec.draft_max = 2;
+    oxi::GenerateResult r = ses.generate(prompt, o, nullptr);
+    *held = ses.hidden_bytes();
+    return r;
+  };
+  int64_t held_all = 0, held_small = 0;
+  const oxi::GenerateResult all = run(0, &held_all), small = run(16 * row, &held_small);
+  EXPECT_EQ(small.generated, spectest::greedy(*l.model, prompt, 30, {}).generated);
+  EXPECT_EQ(small.generated, all.generated);
+  EXPECT_GT(small.n_drafted, 0);
+  EXPECT_EQ(small.n_accepted, all.n_accepted);  // the same drafts
+  EXPECT_LE(held_all, 8 * row) << "rows the head took in were kept";
+  EXPECT_LE(held_small, 8 * row);
+}
+
 INSTANTIATE_TEST_SUITE_P(DenseAndMoe, Qwen35Batch, ::testing::Values(false, true));
 
 }  // namespace
