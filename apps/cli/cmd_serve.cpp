@@ -58,7 +58,9 @@ const char* kHelp =
     "                        without it they answer 501); chat and completions stay available\n"
     "  --pooling P           none|mean|cls|last: how /v1/embeddings pools a sequence's hidden states\n"
     "                        (default: the GGUF's <arch>.pooling_type, else none, as llama.cpp; none\n"
-    "                        is refused by /v1/embeddings, /embeddings then gives per-token rows)\n"
+    "                        is refused by /v1/embeddings, /embeddings then gives per-token rows;\n"
+    "                        ollama's /api/embed, /api/embeddings, served without --embeddings,\n"
+    "                        take the last token's row then)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
