@@ -17,6 +17,7 @@
 
 #include "chat/jinja.h"
 #include "core/error.h"
+#include "format/hf.h"
 #include "loader/loaded_model.h"
 #include "models/model.h"
 #include "runtime/batcher.h"
@@ -559,10 +560,19 @@ class ServerEngine final : public Engine {
   }
 
   // --pooling, else llama.cpp's rule: the GGUF's <arch>.pooling_type, else none (chat models'
-  // GGUFs carry no such key; an HF checkpoint has no GGUF key at all).
+  // GGUFs carry no such key). An HF directory: its sentence-transformers pooling config, which is
+  // where llama.cpp's converter takes that key from (a broken one is ignored with a warning).
   Pooling resolve_pooling() const {
     if (opt_.pooling >= 0) return static_cast<Pooling>(opt_.pooling);
     const ModelFiles& f = loaded_->files;
+    if (f.hf) {
+      const StPooling st = read_st_pooling(f.hf->dir);
+      if (!st.warning.empty()) {
+        std::fprintf(stderr, "oxinfer: warning: ignoring the sentence-transformers pooling config (%s); pooling none, "
+                             "choose one with --pooling\n", st.warning.c_str());
+      }
+      return st.type ? static_cast<Pooling>(*st.type) : Pooling::kNone;
+    }
     if (!f.gguf) return Pooling::kNone;
     int64_t v = -1;
     try {

@@ -21,6 +21,10 @@
 //     ollama's runner falls back; also without --embeddings), L2 on embed and raw on the legacy
 //     route, dimensions, truncate and options.num_ctx, and the malformed requests → 400/404/401
 //     in ollama's {"error": "…"} shape;
+//   - an HF directory with a sentence-transformers pooling config (modules.json + 1_Pooling):
+//     its mode is the default pooling (cls here, = llama.cpp's cls vectors), and `oxinfer convert`
+//     writes it as qwen35.pooling_type, which llama.cpp then pools with; a config whose module
+//     path leaves the directory is ignored with a warning (pooling none);
 //   - opt-in (OXI_EMBED_GEMMA=1, ~25 s more): a synthetic Gemma 4 E2B-shaped GGUF, mean pooling,
 //     against llama.cpp likewise.
 import { createRequire } from "node:module";
@@ -113,11 +117,34 @@ for (const [name, code] of [["mean", 1], ["cls", 2], ["last", 3]]) {
   ggufWithU32(gguf, withPooling[name], "qwen35.pooling_type", code);
 }
 
+// The same checkpoint as a sentence-transformers directory (its files linked, plus modules.json
+// and 1_Pooling/config.json saying cls), one whose pooling config is broken, and the GGUF
+// `oxinfer convert` makes of the first (it must carry qwen35.pooling_type for llama.cpp to read).
+function stDir(name, modules, poolingConfig) {
+  const dir = path.join(WORK, name);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(path.join(dir, "1_Pooling"), { recursive: true });
+  for (const f of fs.readdirSync(hf)) fs.symlinkSync(path.join(hf, f), path.join(dir, f));
+  fs.writeFileSync(path.join(dir, "modules.json"), modules);
+  fs.writeFileSync(path.join(dir, "1_Pooling", "config.json"), poolingConfig);
+  return dir;
+}
+const ST_MODULES = JSON.stringify([
+  { idx: 0, name: "0", path: "", type: "sentence_transformers.models.Transformer" },
+  { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
+  { idx: 2, name: "2", path: "2_Normalize", type: "sentence_transformers.models.Normalize" }]);
+const stCls = stDir("st-cls", ST_MODULES, JSON.stringify({ word_embedding_dimension: 64, pooling_mode_cls_token: true,
+  pooling_mode_mean_tokens: false, pooling_mode_max_tokens: false, pooling_mode_mean_sqrt_len_tokens: false,
+  pooling_mode_weightedmean_tokens: false, pooling_mode_lasttoken: false, include_prompt: true }));
+const stBad = stDir("st-bad", ST_MODULES.replace("1_Pooling", "../../etc"), "{}");
+const stGguf = path.join(WORK, "st-cls.gguf");
+execFileSync(OXINFER, ["convert", stCls, "-o", stGguf, "--type", "f32"], { stdio: "ignore" });
+
 // llama.cpp's raw (unnormalised) vectors per pooling: node-llama-cpp's embedding context uses the
 // GGUF's pooling; with none (the plain file) it returns the last token's row.
 const llama = await getLlama({ gpu: false, build: "never", maxThreads: 2, logLevel: LlamaLogLevel.error });
 const ref = {};
-for (const [name, file] of [["none", gguf], ["mean", withPooling.mean], ["cls", withPooling.cls]]) {
+for (const [name, file] of [["none", gguf], ["mean", withPooling.mean], ["cls", withPooling.cls], ["st", stGguf]]) {
   const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
   // No BOS/EOS is added for this vocabulary (node-llama-cpp would add them to the input itself).
   assert.equal(model.tokens.shouldPrependBosToken, false);
@@ -379,6 +406,34 @@ try {
     const r = await o.embed({ model: "qwen35", input: [TEXTS[0], TEXTS[1]] });
     assertClose(r.embeddings[0], ref.none.texts[0], "ollama none → last");
     assertClose(r.embeddings[1], ref.none.texts[1], "ollama none → last 1");
+  });
+
+  // ---- an HF directory with a sentence-transformers pooling config --------------------------------
+  const s7 = await startServer(OXINFER, stCls, ["-np", "1", "--embeddings"]);
+  servers.push(s7);
+  await check("HF dir: 1_Pooling/config.json (cls) is the default pooling; convert writes it for llama.cpp", async () => {
+    assert.match(s7.log(), /embeddings on \(pooling cls\)/);
+    // llama.cpp on our converted GGUF pools cls too: its vectors are the cls GGUF's.
+    ref.st.texts.forEach((v, i) => assertClose(v, ref.cls.texts[i], `converted st GGUF (llama.cpp) text ${i}`));
+    // The directory's BF16 matrices are used as stored (the reference GGUF holds them as F32), so
+    // float rounding differs: a looser bound (1 − cosine < 2e-3), with the vector at least 20×
+    // nearer llama.cpp's cls vector than its mean or last-row vector, so another pooling fails.
+    const j = await (await post(s7.base, "/v1/embeddings", { input: [...TEXTS, LONG[0]] })).json();
+    const near = (v, r, what) => {
+      const d = (x) => 1 - cosine(v, x);
+      console.log(`     ${what}: 1 − cosine vs llama.cpp cls ${d(r.cls).toExponential(2)}, mean ${d(r.mean).toExponential(2)}, last ${d(r.none).toExponential(2)}`);
+      assert.ok(d(r.cls) < 2e-3, `${what}: 1 − cosine ${d(r.cls)} vs llama.cpp cls`);
+      for (const other of [r.mean, r.none]) assert.ok(d(other) > 20 * d(r.cls), `${what}: not nearer cls than another pooling`);
+    };
+    TEXTS.forEach((_, i) => near(j.data[i].embedding, { cls: ref.cls.texts[i], mean: ref.mean.texts[i], none: ref.none.texts[i] }, `HF dir cls text ${i}`));
+    near(j.data[TEXTS.length].embedding, { cls: ref.cls.long[0], mean: ref.mean.long[0], none: ref.none.long[0] }, "HF dir cls long");
+  });
+  const s8 = await startServer(OXINFER, stBad, ["-np", "1", "--embeddings"]);
+  servers.push(s8);
+  await check("HF dir: a pooling path outside the directory is ignored with a warning (pooling none)", async () => {
+    assert.match(s8.log(), /warning: ignoring the sentence-transformers pooling config .*modules\.json/);
+    assert.match(s8.log(), /embeddings on \(pooling none\)/);
+    await expectError(await post(s8.base, "/v1/embeddings", { input: "a" }), 400, /Pooling type 'none'/);
   });
 
   // ---- --pooling last over a GGUF that says mean ------------------------------------------------
