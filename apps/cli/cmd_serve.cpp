@@ -64,7 +64,8 @@ const char* kHelp =
     "                        sentence-transformers 1_Pooling/config.json, else none, as llama.cpp;\n"
     "                        none is refused by /v1/embeddings, /embeddings then gives per-token rows;\n"
     "                        ollama's /api/embed, /api/embeddings, served without --embeddings,\n"
-    "                        take the last token's row then)\n"
+    "                        take the last token's row then). rank / --reranking: not offered (no\n"
+    "                        reranker checkpoints for Qwen 3.5 or Gemma 4; /v1/rerank answers 501)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
@@ -89,7 +90,8 @@ std::string api_key_from(const Args& args) {
 int cmd_serve(int argc, char** argv) {
   try {
     Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots",
-                                                        "--webui", "--no-webui", "--embeddings", "--embedding"}));
+                                                        "--webui", "--no-webui", "--embeddings", "--embedding",
+                                                        "--reranking", "--rerank"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -131,11 +133,12 @@ int cmd_serve(int argc, char** argv) {
     o.webui = !args.flag({"--no-webui"});  // --webui: the default, accepted as llama-server's
     o.slots_endpoint = !args.flag({"--no-slots"});  // --slots: the default, accepted as llama-server's
     o.embeddings = args.flag({"--embeddings", "--embedding"});  // llama-server spells both
+    if (args.flag({"--reranking", "--rerank"})) usage_error(std::string("--reranking: ") + server::kNoRerankReason);
     if (auto p = args.get({"--pooling"})) {
       const auto pooling = server::pooling_from_name(*p);
       if (!pooling) {
-        usage_error("invalid value for --pooling: '" + *p + "' (none, mean, cls or last" +
-                    (*p == "rank" ? "; rank (reranking) is not offered)" : ")"));
+        usage_error("invalid value for --pooling: '" + *p + "' (none, mean, cls or last)" +
+                    (*p == "rank" ? std::string("; ") + server::kNoRerankReason : std::string()));
       }
       o.pooling = static_cast<int>(*pooling);
     }

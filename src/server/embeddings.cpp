@@ -1,5 +1,6 @@
 // Embeddings: request parsing, pooling and normalisation (embeddings.h), and the routes
-// POST /v1/embeddings (OpenAI) and POST /embeddings, /embedding (llama-server's own shape).
+// POST /v1/embeddings (OpenAI) and POST /embeddings, /embedding (llama-server's own shape); the
+// reranking routes, which answer 501 (kNoRerankReason).
 #include "server/embeddings.h"
 
 #include <algorithm>
@@ -13,6 +14,11 @@
 namespace oxi::server {
 
 using nlohmann::json;
+
+const char* const kNoRerankReason =
+    "reranking is not offered: it needs a reranker checkpoint (a cross-encoder whose classification "
+    "head scores a query-document pair, such as bge-reranker or Qwen3-Reranker), and the model families "
+    "oxinfer runs (Qwen 3.5, Gemma 4) have none; use embeddings (--embeddings) and compare vectors instead";
 
 const char* pooling_name(Pooling p) {
   switch (p) {
@@ -196,6 +202,8 @@ std::string base64_f32(std::span<const float> v) {
 }
 
 // ---- routes -------------------------------------------------------------------------------------
+
+void Routes::rerank(const std::string&, httplib::Response&) { throw RequestError(501, "", kNoRerankReason, "not_supported_error"); }
 
 void Routes::embeddings_oai(const std::string& text, httplib::Response& res) { embeddings(text, res, true); }
 void Routes::embeddings_native(const std::string& text, httplib::Response& res) { embeddings(text, res, false); }

@@ -581,7 +581,9 @@ class ServerEngine final : public Engine {
       // not an integer: reported below as a type we do not pool with
     }
     if (auto p = pooling_from_gguf(v)) return *p;
-    if (opt_.embeddings) {
+    if (opt_.embeddings && v == 4) {
+      std::fprintf(stderr, "oxinfer: note: the model's pooling type is rank (a reranker); using none: %s\n", kNoRerankReason);
+    } else if (opt_.embeddings) {
       std::fprintf(stderr, "oxinfer: note: the model's pooling type %lld is not one oxinfer pools with (none|mean|cls|last): "
                            "using none; choose one with --pooling\n", static_cast<long long>(v));
     }

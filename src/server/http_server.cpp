@@ -421,6 +421,7 @@ void Routes::install(httplib::Server& svr) {
   post(svr, "/v1/embeddings", &Routes::embeddings_oai);
   post(svr, "/embeddings", &Routes::embeddings_native);
   post(svr, "/embedding", &Routes::embeddings_native);
+  for (const char* p : {"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"}) post(svr, p, &Routes::rerank);
   // Anthropic (anthropic.cpp)
   post(svr, "/v1/messages", &Routes::messages, ErrorStyle::kAnthropic);
   post(svr, "/v1/messages/count_tokens", &Routes::count_tokens, ErrorStyle::kAnthropic);

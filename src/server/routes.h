@@ -145,6 +145,8 @@ class Routes {
   void embeddings(const std::string& text, httplib::Response& res, bool oai);
   // Runs the inputs (token ids, each checked by the engine) and pools each one; counted in flight,
   // accounted as prompt tokens and embedded inputs.
+  // /rerank, /reranking, /v1/rerank, /v1/reranking (llama-server's names): 501, kNoRerankReason.
+  void rerank(const std::string& text, httplib::Response& res);
   std::vector<Pooler> embed_pooled(const std::vector<std::vector<int32_t>>& ids, Pooling pooling);
 
   // ---- Anthropic (anthropic.cpp) ----

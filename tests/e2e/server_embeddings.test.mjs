@@ -25,6 +25,8 @@
 //     its mode is the default pooling (cls here, = llama.cpp's cls vectors), and `oxinfer convert`
 //     writes it as qwen35.pooling_type, which llama.cpp then pools with; a config whose module
 //     path leaves the directory is ignored with a warning (pooling none);
+//   - reranking is not offered: --pooling rank and --reranking are usage errors, /rerank,
+//     /reranking, /v1/rerank, /v1/reranking answer 501, each saying why;
 //   - opt-in (OXI_EMBED_GEMMA=1, ~25 s more): a synthetic Gemma 4 E2B-shaped GGUF, mean pooling,
 //     against llama.cpp likewise.
 import { createRequire } from "node:module";
@@ -471,7 +473,22 @@ try {
       err = e;
     }
     assert.ok(err && err.status !== 0);
-    assert.match(String(err.stderr), /--pooling: 'rank'.*not offered/);
+    assert.match(String(err.stderr), /--pooling: 'rank'.*reranking is not offered: it needs a reranker checkpoint/);
+  });
+
+  await check("reranking: --reranking is a usage error, the rerank routes 501, both saying why", async () => {
+    let err = null;
+    try {
+      execFileSync(OXINFER, ["serve", "-m", gguf, "--reranking"], { stdio: "pipe" });
+    } catch (e) {
+      err = e;
+    }
+    assert.ok(err && err.status === 2, `exit ${err?.status}`);
+    assert.match(String(err.stderr), /--reranking: reranking is not offered.*Qwen 3\.5, Gemma 4/);
+    for (const p of ["/rerank", "/reranking", "/v1/rerank", "/v1/reranking"]) {
+      const j = await expectError(await post(s5.base, p, { query: "q", documents: ["a", "b"] }), 501, /reranker checkpoint/);
+      assert.equal(j.error.type, "not_supported_error");
+    }
   });
   // ---- Gemma 4 (opt-in: OXI_EMBED_GEMMA=1; its 262k-token vocabulary makes the synthetic GGUF
   // ~170 MB, ~25 s more on 2 cores) ----------------------------------------------------------
