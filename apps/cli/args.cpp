@@ -13,6 +13,7 @@
 #include "core/byte_source.h"
 #include <sys/mman.h>
 #include "core/error.h"
+#include "chat/builtin_templates.h"
 #include "backend/backend.h"
 #include "nn/device.h"
 #include "hub/hub.h"
@@ -306,12 +307,20 @@ std::string apply_compat_options(const Args& args) {
   }
   const auto tmpl = args.get({"--chat-template"});
   if (!tmpl) return "";
-  if (tmpl->empty()) usage_error("--chat-template needs a template file or Jinja source");
+  return chat_template_source(*tmpl);
+}
+
+std::string chat_template_source(const std::string& value) {
+  std::string names;
+  for (const std::string& n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + n;
+  if (value.empty()) usage_error("--chat-template needs a template name (" + names + "), a file or Jinja source");
+  // A built-in name first, so a stray file named like one in the working directory cannot shadow it.
+  if (auto src = builtin_chat_template(value)) return *src;
   std::error_code ec;
-  if (std::filesystem::is_regular_file(*tmpl, ec)) return read_text_file(*tmpl);
-  if (tmpl->find("{{") != std::string::npos || tmpl->find("{%") != std::string::npos) return *tmpl;
-  usage_error("--chat-template '" + *tmpl + "': not a file or Jinja source (oxinfer has no built-in templates by "
-              "name; it uses the model's own template unless given one)");
+  if (std::filesystem::is_regular_file(value, ec)) return read_text_file(value);
+  if (value.find("{{") != std::string::npos || value.find("{%") != std::string::npos) return value;
+  usage_error("--chat-template '" + value + "': not a built-in template name, a file or Jinja source (built-in names: " +
+              names + ")");
 }
 
 void lock_memory_if_asked(const Args& args) {

@@ -100,6 +100,10 @@ std::vector<std::string> with_compat_flags(std::vector<std::string> flags);
 // apply); returns the --chat-template source to use ("" when not given). --mlock is applied by
 // lock_memory_if_asked() after the load.
 std::string apply_compat_options(const Args& args);
+// The template a --chat-template value names: a built-in name (chat/builtin_templates.h: llama.cpp's
+// names, our own Jinja), else a file's text, else the value itself when it is Jinja source; a usage
+// error listing the built-in names otherwise.
+std::string chat_template_source(const std::string& value);
 int flash_attn_from_args(const Args& args);  // -fa → oxi_model_params.flash_attn (-1, 0, 1)
 // -ngl / --n-gpu-layers N → oxi_model_params.n_gpu_layers: -1 when absent (usage error below -1).
 int gpu_layers_from_args(const Args& args);

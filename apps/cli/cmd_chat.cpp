@@ -31,7 +31,7 @@ namespace {
 
 const char* kUsage =
     "usage: oxinfer chat (-m MODEL | -hf org/name[:quant]) [-c CTX] [-n N] [-t THREADS]\n"
-    "         [--system S] [--no-think] [--chat-template-file F] [--temp T] [--seed S]\n"
+    "         [--system S] [--no-think] [--chat-template-file F | --chat-template NAME] [--temp T] [--seed S]\n"
     "         [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [--repeat-last-n N] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
     "         [--device none|auto|NAME] [--quant q8_0|q4_0|q4_k] [--spec MODE] [--draft-max N]\n"

@@ -1,4 +1,4 @@
-// oxinfer chat --template-only (-m MODEL | --chat-template-file F) --messages FILE.json
+// oxinfer chat --template-only (-m MODEL | --chat-template-file F | --chat-template NAME) --messages FILE.json
 //   [--tools FILE.json] [--no-generation-prompt] [--enable-thinking true|false]
 //   [--bos-token S] [--eos-token S] [--chat-template-kwargs JSON]
 // Prints the rendered prompt exactly (no trailing newline added).
@@ -19,7 +19,8 @@ namespace oxi::cli {
 namespace {
 
 const char* kUsage =
-    "usage: oxinfer chat --template-only (-m MODEL | --chat-template-file F) --messages FILE.json\n"
+    "usage: oxinfer chat --template-only (-m MODEL | --chat-template-file F | --chat-template NAME)\n"
+    "         --messages FILE.json\n"
     "         [--tools FILE.json] [--no-generation-prompt] [--enable-thinking true|false]\n"
     "         [--bos-token S] [--eos-token S] [--chat-template-kwargs JSON]\n"
     "Renders the conversation with the chat template and prints the prompt exactly.\n"
@@ -53,7 +54,7 @@ int cmd_chat_template_only(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    args.check_known({"--template-only", "-m", "--model", "-hf", "--hf-repo", "--hf-token", "--chat-template-file",
+    args.check_known({"--template-only", "-m", "--model", "-hf", "--hf-repo", "--hf-token", "--chat-template-file", "--chat-template",
                       "--messages", "--tools", "--enable-thinking", "--bos-token", "--eos-token",
                       "--chat-template-kwargs"});
     if (!args.positional().empty()) {
@@ -67,6 +68,8 @@ int cmd_chat_template_only(int argc, char** argv) {
     std::string source, bos, eos;
     if (auto f = args.get({"--chat-template-file"})) {
       source = read_text(*f);
+    } else if (auto t = args.get({"--chat-template"})) {
+      source = chat_template_source(*t);  // a built-in name (llama.cpp's), a file or Jinja source
     } else if (args.flag({"-m", "--model", "-hf", "--hf-repo"})) {
       // The model's template and BOS/EOS text from its files (no weights, no tokenizer).
       LoadRequest req;

@@ -29,7 +29,7 @@ const char* kUsage =
     "         [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]\n"
     "         [--repeat-penalty R] [--repeat-last-n N] [--presence-penalty P]\n"
     "         [--frequency-penalty F] [-t THREADS] [-c CTX] [--no-chat] [--json]\n"
-    "         [--top-logprobs K] [--chat-template-file F] [--system S] [--no-think]\n"
+    "         [--top-logprobs K] [--chat-template-file F | --chat-template NAME] [--system S] [--no-think]\n"
     "         [--ignore-eos] [--isa scalar|avx2|avx512|avx512-amx|auto] [--device none|auto|NAME]\n"
     "         [--quant q8_0|q4_0|q4_k] [--spec auto|none|ngram|mtp|draft] [--draft-max N]\n"
     "         [--draft-min N] [--mmproj FILE --image FILE [--image FILE ...]] [--progress | --no-progress]\n"

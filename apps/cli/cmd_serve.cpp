@@ -40,6 +40,9 @@ const char* kHelp =
     "                        --draft-max N (0..16) / --draft-min N; requests may lower them with\n"
     "                        speculative.n_max / speculative.n_min\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
+    "  --chat-template T     a llama.cpp built-in template name (chatml, llama3, gemma, mistral-v7,\n"
+    "                        phi4, deepseek3, command-r, …; an unknown name lists them all), a file\n"
+    "                        or Jinja source\n"
     "  --alias NAME          model id reported by /v1/models\n"
     "  --mmproj FILE         the vision tower (llama.cpp mmproj GGUF; Qwen 3.5): chat messages may\n"
     "                        carry image_url parts (data: URLs; an HF checkpoint's own tower needs none)\n"
@@ -58,8 +61,12 @@ const char* kHelp =
     "  --embeddings          serve POST /v1/embeddings and /embeddings (pooled final hidden states;\n"
     "                        without it they answer 501); chat and completions stay available\n"
     "  --pooling P           none|mean|cls|last: how /v1/embeddings pools a sequence's hidden states\n"
-    "                        (default: the GGUF's <arch>.pooling_type, else none, as llama.cpp; none\n"
-    "                        is refused by /v1/embeddings, /embeddings then gives per-token rows)\n"
+    "                        (default: the GGUF's <arch>.pooling_type, an HF directory's\n"
+    "                        sentence-transformers 1_Pooling/config.json, else none, as llama.cpp;\n"
+    "                        none is refused by /v1/embeddings, /embeddings then gives per-token rows;\n"
+    "                        ollama's /api/embed, /api/embeddings, served without --embeddings,\n"
+    "                        take the last token's row then). rank / --reranking: not offered (no\n"
+    "                        reranker checkpoints for Qwen 3.5 or Gemma 4; /v1/rerank answers 501)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
     "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
@@ -84,7 +91,8 @@ std::string api_key_from(const Args& args) {
 int cmd_serve(int argc, char** argv) {
   try {
     Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots",
-                                                        "--webui", "--no-webui", "--embeddings", "--embedding"}));
+                                                        "--webui", "--no-webui", "--embeddings", "--embedding",
+                                                        "--reranking", "--rerank"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
@@ -124,11 +132,12 @@ int cmd_serve(int argc, char** argv) {
     o.webui = !args.flag({"--no-webui"});  // --webui: the default, accepted as llama-server's
     o.slots_endpoint = !args.flag({"--no-slots"});  // --slots: the default, accepted as llama-server's
     o.embeddings = args.flag({"--embeddings", "--embedding"});  // llama-server spells both
+    if (args.flag({"--reranking", "--rerank"})) usage_error(std::string("--reranking: ") + server::kNoRerankReason);
     if (auto p = args.get({"--pooling"})) {
       const auto pooling = server::pooling_from_name(*p);
       if (!pooling) {
-        usage_error("invalid value for --pooling: '" + *p + "' (none, mean, cls or last" +
-                    (*p == "rank" ? "; rank (reranking) is not offered)" : ")"));
+        usage_error("invalid value for --pooling: '" + *p + "' (none, mean, cls or last)" +
+                    (*p == "rank" ? std::string("; ") + server::kNoRerankReason : std::string()));
       }
       o.pooling = static_cast<int>(*pooling);
     }

@@ -1,6 +1,8 @@
 // `oxinfer convert` dispatch: the HF checkpoint's model_type picks the family's converter.
 #include "convert/convert.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "models/model.h"
 
@@ -16,6 +18,14 @@ DType checkpoint_float_type(const HfCheckpoint& hf) {
   for (const auto& [name, t] : hf.tensors.all())
     if (t.shape.size() == 2 && (t.dtype == DType::BF16 || t.dtype == DType::F16)) return t.dtype;
   return DType::F32;
+}
+
+void write_st_pooling(GgufWriter& w, const std::string& arch, const HfCheckpoint& hf) {
+  const StPooling st = read_st_pooling(hf.dir);
+  if (!st.warning.empty()) {
+    std::fprintf(stderr, "oxinfer: warning: not writing %s.pooling_type: %s\n", arch.c_str(), st.warning.c_str());
+  }
+  if (st.type) w.set_u32(arch + ".pooling_type", static_cast<uint32_t>(*st.type));
 }
 
 void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& options) {

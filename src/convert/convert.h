@@ -5,6 +5,7 @@
 #include <string>
 
 #include "format/dtype.h"
+#include "format/gguf.h"
 #include "format/hf.h"
 
 namespace oxi {
@@ -17,6 +18,11 @@ struct ConvertOptions {
 // The float width the checkpoint's matrices are stored in: the type of the first 2-D BF16/F16
 // tensor, else F32 (what `convert` writes when no --type is given).
 DType checkpoint_float_type(const HfCheckpoint& hf);
+
+// For the per-family converters: `<arch>.pooling_type` from the checkpoint's sentence-transformers
+// pooling config (read_st_pooling), as llama.cpp's converter writes it; nothing when there is
+// none. An unusable config is skipped with a warning on stderr (llama.cpp's converter stops).
+void write_st_pooling(GgufWriter& w, const std::string& arch, const HfCheckpoint& hf);
 
 // Writes via temp file + rename. Throws oxi::Error naming the offending file/tensor.
 void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path,

@@ -187,6 +187,7 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
   w.set_u32(a + "block_count", static_cast<uint32_t>(c.n_layer));
   w.set_u32(a + "context_length", static_cast<uint32_t>(c.n_ctx_train));
   w.set_u32(a + "embedding_length", static_cast<uint32_t>(c.n_embd));
+  write_st_pooling(w, "gemma4", hf);
   bool ff_same = true, kv_same = true;
   for (size_t l = 0; l < L; ++l) {
     ff_same &= c.n_ff[l] == c.n_ff[0];

@@ -279,6 +279,7 @@ void Converter::run(const std::string& out_path) {
   if (mtp) u32("nextn_predict_layers", 1);
   u32("context_length", c_.n_ctx_train);
   u32("embedding_length", d);
+  write_st_pooling(w, c_.arch, hf_);
   if (!c_.moe) u32("feed_forward_length", c_.n_ff);
   u32("attention.head_count", c_.n_head);
   u32("attention.head_count_kv", c_.n_head_kv);

@@ -40,21 +40,27 @@ nlohmann::json parse_json_object(const std::string& path) {
   return j;
 }
 
+// A plain relative path inside a directory: not empty, not absolute, no backslash or NUL, valid
+// UTF-8, and no "", "." or ".." component.
+bool is_inner_relative_path(const std::string& p) {
+  if (p.empty() || p[0] == '/' || p.find('\\') != std::string::npos || p.find('\0') != std::string::npos ||
+      !fmt::valid_utf8(p)) {
+    return false;
+  }
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    const std::string part = p.substr(start, end - start);
+    if (part == ".." || part == "." || part.empty()) return false;
+    start = end + 1;
+  }
+  return true;
+}
+
 // A shard file name from an index must be a plain relative path inside the checkpoint directory.
 void check_shard_name(const std::string& index_path, const std::string& tensor, const std::string& shard) {
-  bool bad = shard.empty() || shard[0] == '/' || shard.find('\\') != std::string::npos ||
-             shard.find('\0') != std::string::npos || !fmt::valid_utf8(shard);
-  if (!bad) {
-    size_t start = 0;
-    while (start <= shard.size()) {
-      size_t end = shard.find('/', start);
-      if (end == std::string::npos) end = shard.size();
-      const std::string part = shard.substr(start, end - start);
-      if (part == ".." || part == "." || part.empty()) bad = true;
-      start = end + 1;
-    }
-  }
-  if (bad) {
+  if (!is_inner_relative_path(shard)) {
     format_error(index_path, "tensor '" + fmt::printable(tensor) + "' maps to an invalid shard name '" +
                                  fmt::printable(shard) + "'");
   }
@@ -162,6 +168,47 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir_in) {
     throw_error(ErrorCode::kIo, dir + ": no model.safetensors or model.safetensors.index.json");
   }
   return ck;
+}
+
+StPooling read_st_pooling(const std::string& dir) {
+  StPooling r;
+  const std::string modules_path = fmt::join_path(dir, "modules.json");
+  if (!is_file(modules_path)) return r;
+  try {
+    const nlohmann::json modules = parse_json_file(modules_path);
+    if (!modules.is_array()) format_error(modules_path, "is not a JSON array of modules");
+    const nlohmann::json* pooling = nullptr;
+    for (const auto& m : modules) {
+      if (!m.is_object()) format_error(modules_path, "holds a module that is not an object");
+      const auto t = m.find("type");
+      if (t != m.end() && t->is_string() && t->get<std::string>() == "sentence_transformers.models.Pooling") {
+        pooling = &m;
+        break;
+      }
+    }
+    if (!pooling) return r;
+    const auto p = pooling->find("path");
+    if (p == pooling->end() || !p->is_string() || !is_inner_relative_path(p->get<std::string>())) {
+      format_error(modules_path, "the Pooling module's \"path\" is not a relative path inside the directory");
+    }
+    const std::string config_path = fmt::join_path(fmt::join_path(dir, p->get<std::string>()), "config.json");
+    if (!is_file(config_path)) format_error(config_path, "is missing (named by modules.json)");
+    const nlohmann::json config = parse_json_object(config_path);
+    auto mode = [&](const char* key) {
+      const auto it = config.find(key);
+      if (it == config.end() || it->is_null()) return false;
+      if (!it->is_boolean()) format_error(config_path, std::string("'") + key + "' is not a boolean");
+      return it->get<bool>();
+    };
+    if (mode("pooling_mode_mean_tokens")) r.type = 1;
+    else if (mode("pooling_mode_cls_token")) r.type = 2;
+    else if (mode("pooling_mode_lasttoken")) r.type = 3;
+    else format_error(config_path, "sets none of the pooling modes oxinfer pools with (mean, cls, last token)");
+  } catch (const Error& e) {
+    r.type.reset();
+    r.warning = e.what();
+  }
+  return r;
 }
 
 }  // namespace oxi

@@ -31,4 +31,18 @@ struct HfCheckpoint {
 // object, index pointing at a missing shard, tensor listed in the index but absent from its shard).
 HfCheckpoint read_hf_checkpoint(const std::string& dir);
 
+// The sentence-transformers pooling of a checkpoint directory, read as llama.cpp's converter reads
+// it (it writes the result as the GGUF key <arch>.pooling_type): the first modules.json entry of
+// type "sentence_transformers.models.Pooling", its "path" + "/config.json", and there
+// pooling_mode_mean_tokens → 1 (mean), else pooling_mode_cls_token → 2 (cls), else
+// pooling_mode_lasttoken → 3 (last) (GGUF numbering; an absent mode counts as false).
+struct StPooling {
+  std::optional<int> type;  // nullopt: no modules.json, no Pooling module, or unusable (warning)
+  std::string warning;      // why a config that is there was not used ("" when none)
+};
+// Never throws for what the files hold: bad JSON, wrong types, a module path that leaves the
+// directory (absolute, "..", backslashes), a missing config, or only modes we do not pool with
+// (max, weighted mean…) give no type and a warning naming the file (docs/server.md "Embeddings").
+StPooling read_st_pooling(const std::string& dir);
+
 }  // namespace oxi

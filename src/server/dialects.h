@@ -5,9 +5,12 @@
 // messages, tools and sampling ranges applies to every dialect.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +56,18 @@ struct OllamaRequest {
 
 // POST /api/chat (generate = false) or /api/generate (generate = true). `stream` defaults to true.
 OllamaRequest parse_ollama_request(const nlohmann::json& body, const Limits& limits, bool generate);
+
+// POST /api/embed and the legacy POST /api/embeddings (docs/server.md "ollama /api/embed").
+struct OllamaEmbedRequest {
+  std::string model;
+  std::vector<std::string> inputs;    // none: nothing to embed (ollama answers with no vectors)
+  bool truncate = true;               // /api/embed: cut an input to the context; false → 400
+  int64_t dimensions = 0;             // /api/embed: keep the first k values (0: all), renormalised
+  std::optional<int64_t> num_ctx;     // options.num_ctx: a smaller context to truncate to
+};
+// legacy: /api/embeddings (`prompt`, one string; no truncate / dimensions). `options` is checked
+// as /api/chat checks it (sampling options cannot change a vector; unknown ones → 400).
+OllamaEmbedRequest parse_ollama_embed_request(const nlohmann::json& body, bool legacy);
 
 // POST /v1/responses (OpenAI's Responses API; docs/server.md "OpenAI /v1/responses"). The request's
 // own settings are echoed back in the response object.

@@ -1,5 +1,6 @@
 // Embeddings: request parsing, pooling and normalisation (embeddings.h), and the routes
-// POST /v1/embeddings (OpenAI) and POST /embeddings, /embedding (llama-server's own shape).
+// POST /v1/embeddings (OpenAI) and POST /embeddings, /embedding (llama-server's own shape); the
+// reranking routes, which answer 501 (kNoRerankReason).
 #include "server/embeddings.h"
 
 #include <algorithm>
@@ -13,6 +14,11 @@
 namespace oxi::server {
 
 using nlohmann::json;
+
+const char* const kNoRerankReason =
+    "reranking is not offered: it needs a reranker checkpoint (a cross-encoder whose classification "
+    "head scores a query-document pair, such as bge-reranker or Qwen3-Reranker), and the model families "
+    "oxinfer runs (Qwen 3.5, Gemma 4) have none; use embeddings (--embeddings) and compare vectors instead";
 
 const char* pooling_name(Pooling p) {
   switch (p) {
@@ -197,8 +203,26 @@ std::string base64_f32(std::span<const float> v) {
 
 // ---- routes -------------------------------------------------------------------------------------
 
+void Routes::rerank(const std::string&, httplib::Response&) { throw RequestError(501, "", kNoRerankReason, "not_supported_error"); }
+
 void Routes::embeddings_oai(const std::string& text, httplib::Response& res) { embeddings(text, res, true); }
 void Routes::embeddings_native(const std::string& text, httplib::Response& res) { embeddings(text, res, false); }
+
+std::vector<Pooler> Routes::embed_pooled(const std::vector<std::vector<int32_t>>& ids, Pooling pooling) {
+  std::vector<Pooler> pools(ids.size(), Pooler(pooling, static_cast<size_t>(eng_.n_embd())));
+  {
+    InFlight guard(metrics_);
+    eng_.embed(ids, [&](size_t i, const float* rows, size_t n) { pools[i].add(rows, n); },
+               [] { return !client_disconnected(); });
+  }
+  size_t total = 0;
+  for (const auto& v : ids) total += v.size();
+  GenerationResult r;
+  r.n_prompt = static_cast<int>(std::min<size_t>(total, INT32_MAX));
+  account(r);
+  metrics_.embedding_inputs += ids.size();
+  return pools;
+}
 
 // Per-token rows (pooling none on /embeddings) are capped: the JSON would be ~12 bytes a value.
 constexpr size_t kMaxTokenRowValues = size_t{8} << 20;
@@ -236,16 +260,7 @@ void Routes::embeddings(const std::string& text, httplib::Response& res, bool oa
                                          " values exceed the limit of " + std::to_string(kMaxTokenRowValues) +
                                          " values per response; send fewer tokens or start with a pooling");
   }
-  std::vector<Pooler> pools(ids.size(), Pooler(pooling, d));
-  {
-    InFlight guard(metrics_);
-    eng_.embed(ids, [&](size_t i, const float* rows, size_t n) { pools[i].add(rows, n); },
-               [] { return !client_disconnected(); });
-  }
-  GenerationResult r;
-  r.n_prompt = static_cast<int>(std::min<size_t>(total, INT32_MAX));
-  account(r);
-  metrics_.embedding_inputs += ids.size();
+  std::vector<Pooler> pools = embed_pooled(ids, pooling);
 
   json data = json::array();
   for (size_t i = 0; i < pools.size(); ++i) {

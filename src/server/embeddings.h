@@ -20,6 +20,11 @@ namespace oxi::server {
 // `<arch>.pooling_type`). kNone: no pooling (per-token rows; /v1/embeddings refuses it).
 enum class Pooling : int { kNone = 0, kMean = 1, kCls = 2, kLast = 3 };
 
+// Why reranking (llama.cpp's pooling "rank", POST /rerank, /v1/rerank, --reranking) is not offered
+// (docs/server.md "Reranking"): it scores with a reranker checkpoint's classification head, and the
+// families oxinfer runs have no reranker checkpoint.
+extern const char* const kNoRerankReason;
+
 const char* pooling_name(Pooling p);
 // "none" | "mean" | "cls" | "last"; nullopt for anything else (llama.cpp's "rank" included).
 std::optional<Pooling> pooling_from_name(std::string_view name);

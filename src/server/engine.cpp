@@ -17,6 +17,7 @@
 
 #include "chat/jinja.h"
 #include "core/error.h"
+#include "format/hf.h"
 #include "loader/loaded_model.h"
 #include "models/model.h"
 #include "runtime/batcher.h"
@@ -561,10 +562,19 @@ class ServerEngine final : public Engine {
   }
 
   // --pooling, else llama.cpp's rule: the GGUF's <arch>.pooling_type, else none (chat models'
-  // GGUFs carry no such key; an HF checkpoint has no GGUF key at all).
+  // GGUFs carry no such key). An HF directory: its sentence-transformers pooling config, which is
+  // where llama.cpp's converter takes that key from (a broken one is ignored with a warning).
   Pooling resolve_pooling() const {
     if (opt_.pooling >= 0) return static_cast<Pooling>(opt_.pooling);
     const ModelFiles& f = loaded_->files;
+    if (f.hf) {
+      const StPooling st = read_st_pooling(f.hf->dir);
+      if (!st.warning.empty()) {
+        std::fprintf(stderr, "oxinfer: warning: ignoring the sentence-transformers pooling config (%s); pooling none, "
+                             "choose one with --pooling\n", st.warning.c_str());
+      }
+      return st.type ? static_cast<Pooling>(*st.type) : Pooling::kNone;
+    }
     if (!f.gguf) return Pooling::kNone;
     int64_t v = -1;
     try {
@@ -573,7 +583,9 @@ class ServerEngine final : public Engine {
       // not an integer: reported below as a type we do not pool with
     }
     if (auto p = pooling_from_gguf(v)) return *p;
-    if (opt_.embeddings) {
+    if (opt_.embeddings && v == 4) {
+      std::fprintf(stderr, "oxinfer: note: the model's pooling type is rank (a reranker); using none: %s\n", kNoRerankReason);
+    } else if (opt_.embeddings) {
       std::fprintf(stderr, "oxinfer: note: the model's pooling type %lld is not one oxinfer pools with (none|mean|cls|last): "
                            "using none; choose one with --pooling\n", static_cast<long long>(v));
     }

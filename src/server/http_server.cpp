@@ -421,6 +421,7 @@ void Routes::install(httplib::Server& svr) {
   post(svr, "/v1/embeddings", &Routes::embeddings_oai);
   post(svr, "/embeddings", &Routes::embeddings_native);
   post(svr, "/embedding", &Routes::embeddings_native);
+  for (const char* p : {"/rerank", "/reranking", "/v1/rerank", "/v1/reranking"}) post(svr, p, &Routes::rerank);
   // Anthropic (anthropic.cpp)
   post(svr, "/v1/messages", &Routes::messages, ErrorStyle::kAnthropic);
   post(svr, "/v1/messages/count_tokens", &Routes::count_tokens, ErrorStyle::kAnthropic);
@@ -428,6 +429,8 @@ void Routes::install(httplib::Server& svr) {
   post(svr, "/api/chat", &Routes::ollama_chat, ErrorStyle::kOllama);
   post(svr, "/api/generate", &Routes::ollama_generate, ErrorStyle::kOllama);
   post(svr, "/api/show", &Routes::ollama_show, ErrorStyle::kOllama);
+  post(svr, "/api/embed", &Routes::ollama_embed, ErrorStyle::kOllama);
+  post(svr, "/api/embeddings", &Routes::ollama_embeddings, ErrorStyle::kOllama);
   svr.Get("/api/tags", [this](const httplib::Request& req, httplib::Response& res) {
     if (guard(req, res, ErrorStyle::kOllama)) ollama_tags(res);
   });
@@ -626,7 +629,7 @@ void Routes::metrics(httplib::Response& res) {
   line("tokens_predicted_total", "counter", "Tokens generated", double(metrics_.gen_tokens));
   line("draft_tokens_total", "counter", "Draft tokens verified (speculative decoding)", double(metrics_.drafted));
   line("draft_tokens_accepted_total", "counter", "Draft tokens accepted", double(metrics_.accepted));
-  line("embedding_inputs_total", "counter", "Inputs embedded (/v1/embeddings, /embeddings)", double(metrics_.embedding_inputs));
+  line("embedding_inputs_total", "counter", "Inputs embedded (/v1/embeddings, /embeddings, /api/embed, /api/embeddings)", double(metrics_.embedding_inputs));
   line("requests_processing", "gauge", "Requests being processed", double(metrics_.in_flight));
   line("model_ready", "gauge", "1 once the model is loaded", eng_.ready() ? 1.0 : 0.0);
   json st = eng_.ready() ? eng_.stats() : json::object();

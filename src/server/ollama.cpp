@@ -2,14 +2,19 @@
 // /api/generate (NDJSON streaming by default, `stream: false` for one object), /api/tags,
 // /api/show, /api/version. Requests become OpenAI chat requests (parse_ollama_request) and run
 // through prepare_chat / run_chat; `format` maps onto the JSON constraint, `options` onto the
-// sampling fields.
+// sampling fields. /api/embed and the legacy /api/embeddings run through the embeddings path
+// (Routes::embed_pooled; docs/server.md "ollama /api/embed").
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <string>
+#include <vector>
 
 #include "server/dialects.h"
+#include "server/embeddings.h"
 #include "server/http_front.h"
 #include "server/routes.h"
 
@@ -201,6 +206,56 @@ OllamaRequest parse_ollama_request(const json& body, const Limits& limits, bool 
   return r;
 }
 
+OllamaEmbedRequest parse_ollama_embed_request(const json& body, bool legacy) {
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  if (legacy) refuse_unknown_fields(body, {"model", "prompt", "options", "keep_alive"});
+  else refuse_unknown_fields(body, {"model", "input", "truncate", "dimensions", "options", "keep_alive"});
+  const json* model = present(body, "model");
+  if (!model || !model->is_string() || model->get<std::string>().empty()) bad("model", "model is required");
+  OllamaEmbedRequest r;
+  r.model = model->get<std::string>();
+  if (const json* o = present(body, "options")) {
+    json unused = json::object();
+    std::optional<int> unused_last_n;
+    translate_options(*o, unused, unused_last_n);  // the same checks as /api/chat; no effect on a vector
+    if (const json* n = present(*o, "num_ctx")) {
+      if (!n->is_number_integer() || n->get<int64_t>() < 1) bad("options.num_ctx", "'num_ctx' must be a positive integer");
+      r.num_ctx = n->get<int64_t>();
+    }
+  }
+  if (const json* k = present(body, "keep_alive"); k && !k->is_string() && !k->is_number()) {
+    bad("keep_alive", "'keep_alive' must be a duration string or a number of seconds");
+  }
+  if (legacy) {
+    const json* p = present(body, "prompt");
+    if (p && !p->is_string()) bad("prompt", "'prompt' must be a string");
+    if (p && !p->get<std::string>().empty()) r.inputs.push_back(p->get<std::string>());
+    return r;
+  }
+  if (const json* in = present(body, "input")) {
+    if (in->is_string()) {
+      if (!in->get<std::string>().empty()) r.inputs.push_back(in->get<std::string>());
+    } else if (in->is_array()) {
+      if (in->size() > kMaxEmbeddingInputs) bad("input", "at most " + std::to_string(kMaxEmbeddingInputs) + " inputs per request");
+      for (size_t i = 0; i < in->size(); ++i) {
+        if (!(*in)[i].is_string()) bad("input[" + std::to_string(i) + "]", "'input' must be a string or an array of strings");
+        r.inputs.push_back((*in)[i].get<std::string>());
+      }
+    } else {
+      bad("input", "'input' must be a string or an array of strings");
+    }
+  }
+  if (const json* t = present(body, "truncate")) {
+    if (!t->is_boolean()) bad("truncate", "'truncate' must be a boolean");
+    r.truncate = t->get<bool>();
+  }
+  if (const json* d = present(body, "dimensions")) {
+    if (!d->is_number_integer() || d->get<int64_t>() < 0) bad("dimensions", "'dimensions' must be a non-negative integer");
+    r.dimensions = d->get<int64_t>();
+  }
+  return r;
+}
+
 namespace {
 
 // RFC 3339 UTC with microseconds, as ollama's created_at.
@@ -333,6 +388,60 @@ void Routes::ollama_generate(const std::string& text, httplib::Response& res) {
   job.format = ChatFormat::kPlain;
   job.raw_text = true;
   ollama_stream(std::move(job), /*chat_shape=*/false, res);
+}
+
+// The pooling of ollama's embeddings routes: the server's (--pooling, else the GGUF's key), and
+// where that is none the last token's row, as ollama's llama.cpp runner falls back to (it asks for
+// the sequence's pooled vector and takes the last token's output when there is none).
+// /api/embed is served without --embeddings: ollama has no such switch, and here it changes no
+// model or slot setup.
+void Routes::ollama_embed(const std::string& text, httplib::Response& res) { ollama_embed_route(text, res, false); }
+void Routes::ollama_embeddings(const std::string& text, httplib::Response& res) { ollama_embed_route(text, res, true); }
+
+void Routes::ollama_embed_route(const std::string& text, httplib::Response& res, bool legacy) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const OllamaEmbedRequest req = parse_ollama_embed_request(parse_body(text), legacy);
+  if (!ollama_model_matches(req.model, eng_.model_id())) throw RequestError(404, "", "model '" + req.model + "' not found");
+  const int64_t d = eng_.n_embd();
+  if (req.dimensions > d) {
+    throw RequestError(400, "dimensions", "'dimensions' " + std::to_string(req.dimensions) + " is more than this model's embedding size, " + std::to_string(d));
+  }
+  // The context an input may fill: the server's (-c), or options.num_ctx when that is smaller.
+  const int64_t limit = std::min<int64_t>(eng_.n_ctx(), req.num_ctx.value_or(INT64_MAX));
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < req.inputs.size(); ++i) {
+    const std::string param = legacy ? "prompt" : req.inputs.size() > 1 ? "input[" + std::to_string(i) + "]" : "input";
+    ids.push_back(eng_.tokenize(req.inputs[i], true, true));
+    if (ids.back().empty()) throw RequestError(400, param, "'" + param + "' has no tokens to embed");
+    if (static_cast<int64_t>(ids.back().size()) > limit) {
+      if (legacy || !req.truncate) {
+        throw RequestError(400, param, "'" + param + "' has " + std::to_string(ids.back().size()) +
+                                           " tokens, more than the context length " + std::to_string(limit) +
+                                           (legacy ? "" : " (truncate is false)"));
+      }
+      ids.back().resize(static_cast<size_t>(limit));  // ollama's truncate: keep the first tokens
+    }
+  }
+  const Pooling pooling = eng_.pooling() == Pooling::kNone ? Pooling::kLast : eng_.pooling();
+  std::vector<Pooler> pools = ids.empty() ? std::vector<Pooler>{} : embed_pooled(ids, pooling);
+  if (legacy) {  // {"embedding": [...]}: the pooled vector as it is, not normalised (as ollama)
+    return send_json(res, 200, {{"embedding", pools.empty() ? std::vector<float>{} : pools[0].result()}});
+  }
+  json vectors = json::array();
+  size_t total = 0;
+  for (size_t i = 0; i < pools.size(); ++i) {
+    std::vector<float> v = pools[i].result();
+    normalize_embedding(v, 2);
+    if (req.dimensions > 0 && req.dimensions < d) {  // the first k values, made unit length again
+      v.resize(static_cast<size_t>(req.dimensions));
+      normalize_embedding(v, 2);
+    }
+    vectors.push_back(std::move(v));
+    total += ids[i].size();
+  }
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  send_json(res, 200, {{"model", req.model}, {"embeddings", vectors}, {"total_duration", ns}, {"load_duration", 0},
+                       {"prompt_eval_count", total}});
 }
 
 // Runs a chat job and answers in ollama's shape: /api/chat objects carry `message`, /api/generate

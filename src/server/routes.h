@@ -143,6 +143,11 @@ class Routes {
   void embeddings_oai(const std::string& text, httplib::Response& res);     // /v1/embeddings
   void embeddings_native(const std::string& text, httplib::Response& res);  // /embeddings, /embedding
   void embeddings(const std::string& text, httplib::Response& res, bool oai);
+  // Runs the inputs (token ids, each checked by the engine) and pools each one; counted in flight,
+  // accounted as prompt tokens and embedded inputs.
+  // /rerank, /reranking, /v1/rerank, /v1/reranking (llama-server's names): 501, kNoRerankReason.
+  void rerank(const std::string& text, httplib::Response& res);
+  std::vector<Pooler> embed_pooled(const std::vector<std::vector<int32_t>>& ids, Pooling pooling);
 
   // ---- Anthropic (anthropic.cpp) ----
   void messages(const std::string& text, httplib::Response& res);
@@ -156,6 +161,9 @@ class Routes {
   void ollama_generate(const std::string& text, httplib::Response& res);
   void ollama_show(const std::string& text, httplib::Response& res);
   void ollama_tags(httplib::Response& res);
+  void ollama_embed(const std::string& text, httplib::Response& res);       // /api/embed
+  void ollama_embeddings(const std::string& text, httplib::Response& res);  // /api/embeddings (legacy)
+  void ollama_embed_route(const std::string& text, httplib::Response& res, bool legacy);
   void ollama_stream(ChatJob job, bool chat_shape, httplib::Response& res);
   nlohmann::json ollama_model_entry() const;
 

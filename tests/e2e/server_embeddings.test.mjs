@@ -16,6 +16,17 @@
 //   - 4xx: no --embeddings (501 on every embeddings route; chat still served), empty input,
 //     wrong types, token ids out of range, input longer than the context, unknown fields,
 //     `dimensions` other than n_embd, bad encoding_format, another model (404), no API key (401);
+//   - ollama's /api/embed and legacy /api/embeddings with the real `ollama` client (embed(),
+//     embeddings()): vectors against llama.cpp's (mean; last when the server's pooling is none, as
+//     ollama's runner falls back; also without --embeddings), L2 on embed and raw on the legacy
+//     route, dimensions, truncate and options.num_ctx, and the malformed requests → 400/404/401
+//     in ollama's {"error": "…"} shape;
+//   - an HF directory with a sentence-transformers pooling config (modules.json + 1_Pooling):
+//     its mode is the default pooling (cls here, = llama.cpp's cls vectors), and `oxinfer convert`
+//     writes it as qwen35.pooling_type, which llama.cpp then pools with; a config whose module
+//     path leaves the directory is ignored with a warning (pooling none);
+//   - reranking is not offered: --pooling rank and --reranking are usage errors, /rerank,
+//     /reranking, /v1/rerank, /v1/reranking answer 501, each saying why;
 //   - opt-in (OXI_EMBED_GEMMA=1, ~25 s more): a synthetic Gemma 4 E2B-shaped GGUF, mean pooling,
 //     against llama.cpp likewise.
 import { createRequire } from "node:module";
@@ -31,6 +42,7 @@ const NLC_DIR = process.env.NLC_DIR;
 const WORK = process.env.OXI_WORK_DIR ?? "/tmp/oxi-server-embeddings";
 const require = createRequire(path.join(NLC_DIR, "package.json"));
 const OpenAI = require("openai").default;
+const { Ollama } = require("ollama");
 const { getLlama, LlamaLogLevel } = await import(
   pathToFileURL(path.join(NLC_DIR, "node_modules", "node-llama-cpp", "dist", "index.js")).href);
 
@@ -107,11 +119,34 @@ for (const [name, code] of [["mean", 1], ["cls", 2], ["last", 3]]) {
   ggufWithU32(gguf, withPooling[name], "qwen35.pooling_type", code);
 }
 
+// The same checkpoint as a sentence-transformers directory (its files linked, plus modules.json
+// and 1_Pooling/config.json saying cls), one whose pooling config is broken, and the GGUF
+// `oxinfer convert` makes of the first (it must carry qwen35.pooling_type for llama.cpp to read).
+function stDir(name, modules, poolingConfig) {
+  const dir = path.join(WORK, name);
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(path.join(dir, "1_Pooling"), { recursive: true });
+  for (const f of fs.readdirSync(hf)) fs.symlinkSync(path.join(hf, f), path.join(dir, f));
+  fs.writeFileSync(path.join(dir, "modules.json"), modules);
+  fs.writeFileSync(path.join(dir, "1_Pooling", "config.json"), poolingConfig);
+  return dir;
+}
+const ST_MODULES = JSON.stringify([
+  { idx: 0, name: "0", path: "", type: "sentence_transformers.models.Transformer" },
+  { idx: 1, name: "1", path: "1_Pooling", type: "sentence_transformers.models.Pooling" },
+  { idx: 2, name: "2", path: "2_Normalize", type: "sentence_transformers.models.Normalize" }]);
+const stCls = stDir("st-cls", ST_MODULES, JSON.stringify({ word_embedding_dimension: 64, pooling_mode_cls_token: true,
+  pooling_mode_mean_tokens: false, pooling_mode_max_tokens: false, pooling_mode_mean_sqrt_len_tokens: false,
+  pooling_mode_weightedmean_tokens: false, pooling_mode_lasttoken: false, include_prompt: true }));
+const stBad = stDir("st-bad", ST_MODULES.replace("1_Pooling", "../../etc"), "{}");
+const stGguf = path.join(WORK, "st-cls.gguf");
+execFileSync(OXINFER, ["convert", stCls, "-o", stGguf, "--type", "f32"], { stdio: "ignore" });
+
 // llama.cpp's raw (unnormalised) vectors per pooling: node-llama-cpp's embedding context uses the
 // GGUF's pooling; with none (the plain file) it returns the last token's row.
 const llama = await getLlama({ gpu: false, build: "never", maxThreads: 2, logLevel: LlamaLogLevel.error });
 const ref = {};
-for (const [name, file] of [["none", gguf], ["mean", withPooling.mean], ["cls", withPooling.cls]]) {
+for (const [name, file] of [["none", gguf], ["mean", withPooling.mean], ["cls", withPooling.cls], ["st", stGguf]]) {
   const model = await llama.loadModel({ modelPath: file, gpuLayers: 0 });
   // No BOS/EOS is added for this vocabulary (node-llama-cpp would add them to the input itself).
   assert.equal(model.tokens.shouldPrependBosToken, false);
@@ -257,6 +292,90 @@ try {
     assert.ok(Number(/oxinfer_embedding_inputs_total (\d+)/.exec(metrics)[1]) > 10, metrics);
   });
 
+  // ---- ollama /api/embed and /api/embeddings (the `ollama` client) -------------------------------
+  const ollama = new Ollama({ host: s1.base, headers: auth });
+  await check("ollama embed(): one input and a batch vs llama.cpp mean, L2-normalised", async () => {
+    const r = await ollama.embed({ model: "qwen35", input: TEXTS[0] });
+    assert.equal(r.model, "qwen35");
+    assert.equal(r.embeddings.length, 1);
+    assert.ok(Math.abs(l2(r.embeddings[0]) - 1) < 1e-5, `L2 norm ${l2(r.embeddings[0])}`);
+    assertClose(r.embeddings[0], ref.mean.texts[0], "ollama embed mean");
+    assert.equal(r.prompt_eval_count, ref.mean.textTokens[0].length);
+    assert.ok(Number.isInteger(r.total_duration) && r.total_duration > 0 && r.load_duration === 0);
+    const b = await ollama.embed({ model: "qwen35:latest", input: TEXTS, keep_alive: "5m", options: { temperature: 0.3, num_thread: 2 } });
+    assert.equal(b.embeddings.length, TEXTS.length);
+    b.embeddings.forEach((v, i) => assertClose(v, ref.mean.texts[i], `ollama embed batch ${i}`));
+    assert.equal(b.prompt_eval_count, ref.mean.textTokens.reduce((s, t) => s + t.length, 0));
+    // Nothing to embed: no vectors (ollama's answer to an empty input).
+    for (const input of ["", []]) assert.deepEqual((await ollama.embed({ model: "qwen35", input })).embeddings, []);
+  });
+
+  await check("ollama embed(): dimensions keep the first values, renormalised; truncate", async () => {
+    const full = (await ollama.embed({ model: "qwen35", input: TEXTS[2] })).embeddings[0];
+    const r = await ollama.embed({ model: "qwen35", input: TEXTS[2], dimensions: 16 });
+    assert.equal(r.embeddings[0].length, 16);
+    const want = unit(full.slice(0, 16));
+    assert.ok(maxAbs(r.embeddings[0], want) < 1e-6, "dimensions: the first 16 values, unit length");
+    assert.equal((await ollama.embed({ model: "qwen35", input: TEXTS[2], dimensions: 64 })).embeddings[0].length, 64);
+    // truncate (default true): a 2500-token text keeps its first 2048 tokens (-c 2048), which are
+    // the first 2048 tokens' vector; truncate false refuses.
+    const longText = Array.from({ length: 2500 }, (_, i) => `w${i % 97}`).join(" ");
+    const ids = (await (await post(s1.base, "/tokenize", { content: longText }, auth)).json()).tokens;
+    assert.ok(ids.length > 2048, `${ids.length} tokens`);
+    const t = await ollama.embed({ model: "qwen35", input: longText, options: { num_ctx: 300 } });
+    assert.equal(t.prompt_eval_count, 300);
+    const head = await client.embeddings.create({ model, input: ids.slice(0, 300), encoding_format: "float" });
+    assert.ok(maxAbs(t.embeddings[0], head.data[0].embedding) < 1e-5, "num_ctx 300: the first 300 tokens' vector");
+    const t2 = await ollama.embed({ model: "qwen35", input: longText });
+    assert.equal(t2.prompt_eval_count, 2048);
+    await assert.rejects(ollama.embed({ model: "qwen35", input: longText, truncate: false }),
+      (e) => e.status_code === 400 && /more than the context length 2048 \(truncate is false\)/.test(e.error));
+  });
+
+  await check("ollama embeddings() (legacy): the pooled vector, not normalised, = llama.cpp's", async () => {
+    const r = await ollama.embeddings({ model: "qwen35", prompt: TEXTS[1] });
+    assert.deepEqual(Object.keys(r), ["embedding"]);
+    assertClose(r.embedding, ref.mean.texts[1], "ollama legacy mean");
+    assert.ok(Math.abs(l2(r.embedding) - l2(ref.mean.texts[1])) < 1e-3 * l2(ref.mean.texts[1]), "unnormalised norm");
+    assert.deepEqual((await ollama.embeddings({ model: "qwen35", prompt: "" })).embedding, []);
+  });
+
+  await check("ollama embed 4xx: ollama's {error} shape, never a crash", async () => {
+    const bad = async (p, body, status, re) => {
+      const res = await post(s1.base, p, body, auth);
+      const text = await res.text();
+      assert.equal(res.status, status, text);
+      const j = JSON.parse(text);
+      assert.equal(typeof j.error, "string", text);
+      if (re) assert.match(j.error, re);
+    };
+    await bad("/api/embed", { input: "a" }, 400, /model is required/);
+    await bad("/api/embed", { model: "other", input: "a" }, 404, /model 'other' not found/);
+    await bad("/api/embed", { model: "qwen35", input: 42 }, 400, /string or an array of strings/);
+    await bad("/api/embed", { model: "qwen35", input: ["a", 7] }, 400, /string or an array of strings/);
+    await bad("/api/embed", { model: "qwen35", input: [["a"]] }, 400, /string or an array of strings/);
+    await bad("/api/embed", { model: "qwen35", input: { a: 1 } }, 400, /string or an array of strings/);
+    await bad("/api/embed", { model: "qwen35", input: ["a", ""] }, 400, /no tokens/);
+    await bad("/api/embed", { model: "qwen35", input: "a", truncate: "yes" }, 400, /truncate/);
+    await bad("/api/embed", { model: "qwen35", input: "a", dimensions: -1 }, 400, /dimensions/);
+    await bad("/api/embed", { model: "qwen35", input: "a", dimensions: 1.5 }, 400, /dimensions/);
+    await bad("/api/embed", { model: "qwen35", input: "a", dimensions: 65 }, 400, /embedding size, 64/);
+    await bad("/api/embed", { model: "qwen35", input: "a", options: { mirostat: 2 } }, 400, /unsupported option 'mirostat'/);
+    await bad("/api/embed", { model: "qwen35", input: "a", options: "x" }, 400, /options/);
+    await bad("/api/embed", { model: "qwen35", input: "a", options: { num_ctx: 0 } }, 400, /num_ctx/);
+    await bad("/api/embed", { model: "qwen35", input: "a", keep_alive: [] }, 400, /keep_alive/);
+    await bad("/api/embed", { model: "qwen35", input: "a", prompt: "b" }, 400, /prompt/);
+    await bad("/api/embed", { model: "qwen35", input: Array(2049).fill("a") }, 400, /at most 2048/);
+    await bad("/api/embeddings", { model: "qwen35", prompt: ["a"] }, 400, /'prompt' must be a string/);
+    await bad("/api/embeddings", { model: "qwen35", input: "a" }, 400, /input/);
+    await bad("/api/embeddings", { model: "qwen35", prompt: Array(2100).fill("x y").join(" ") }, 400, /context length 2048/);
+    await bad("/api/embed", "[1,2]", 400);
+    const res = await fetch(`${s1.base}/api/embed`, { method: "POST", headers: { "Content-Type": "application/json", ...auth }, body: "{nope" });
+    assert.equal(res.status, 400);
+    assert.equal(typeof (await res.json()).error, "string");
+    assert.equal((await post(s1.base, "/api/embed", { model: "qwen35", input: "a" })).status, 401);
+  });
+
   // ---- the pooling from the GGUF (llama.cpp's default): cls ------------------------------------
   const s2 = await startServer(OXINFER, withPooling.cls, ["-np", "1", "--embeddings"]);
   servers.push(s2);
@@ -284,6 +403,41 @@ try {
     assert.ok(Math.abs(l2(j[0].embedding.at(-1)) - l2(ref.none.texts[0])) < 1e-3 * l2(ref.none.texts[0]));
   });
 
+  await check("pooling none: ollama embed takes the last token's row (ollama's runner fallback) = llama.cpp's", async () => {
+    const o = new Ollama({ host: s3.base });
+    const r = await o.embed({ model: "qwen35", input: [TEXTS[0], TEXTS[1]] });
+    assertClose(r.embeddings[0], ref.none.texts[0], "ollama none → last");
+    assertClose(r.embeddings[1], ref.none.texts[1], "ollama none → last 1");
+  });
+
+  // ---- an HF directory with a sentence-transformers pooling config --------------------------------
+  const s7 = await startServer(OXINFER, stCls, ["-np", "1", "--embeddings"]);
+  servers.push(s7);
+  await check("HF dir: 1_Pooling/config.json (cls) is the default pooling; convert writes it for llama.cpp", async () => {
+    assert.match(s7.log(), /embeddings on \(pooling cls\)/);
+    // llama.cpp on our converted GGUF pools cls too: its vectors are the cls GGUF's.
+    ref.st.texts.forEach((v, i) => assertClose(v, ref.cls.texts[i], `converted st GGUF (llama.cpp) text ${i}`));
+    // The directory's BF16 matrices are used as stored (the reference GGUF holds them as F32), so
+    // float rounding differs: a looser bound (1 − cosine < 2e-3), with the vector at least 20×
+    // nearer llama.cpp's cls vector than its mean or last-row vector, so another pooling fails.
+    const j = await (await post(s7.base, "/v1/embeddings", { input: [...TEXTS, LONG[0]] })).json();
+    const near = (v, r, what) => {
+      const d = (x) => 1 - cosine(v, x);
+      console.log(`     ${what}: 1 − cosine vs llama.cpp cls ${d(r.cls).toExponential(2)}, mean ${d(r.mean).toExponential(2)}, last ${d(r.none).toExponential(2)}`);
+      assert.ok(d(r.cls) < 2e-3, `${what}: 1 − cosine ${d(r.cls)} vs llama.cpp cls`);
+      for (const other of [r.mean, r.none]) assert.ok(d(other) > 20 * d(r.cls), `${what}: not nearer cls than another pooling`);
+    };
+    TEXTS.forEach((_, i) => near(j.data[i].embedding, { cls: ref.cls.texts[i], mean: ref.mean.texts[i], none: ref.none.texts[i] }, `HF dir cls text ${i}`));
+    near(j.data[TEXTS.length].embedding, { cls: ref.cls.long[0], mean: ref.mean.long[0], none: ref.none.long[0] }, "HF dir cls long");
+  });
+  const s8 = await startServer(OXINFER, stBad, ["-np", "1", "--embeddings"]);
+  servers.push(s8);
+  await check("HF dir: a pooling path outside the directory is ignored with a warning (pooling none)", async () => {
+    assert.match(s8.log(), /warning: ignoring the sentence-transformers pooling config .*modules\.json/);
+    assert.match(s8.log(), /embeddings on \(pooling none\)/);
+    await expectError(await post(s8.base, "/v1/embeddings", { input: "a" }), 400, /Pooling type 'none'/);
+  });
+
   // ---- --pooling last over a GGUF that says mean ------------------------------------------------
   const s4 = await startServer(OXINFER, withPooling.mean, ["-np", "1", "--embeddings", "--pooling", "last"]);
   servers.push(s4);
@@ -305,6 +459,12 @@ try {
     assert.equal(r.status, 200);
   });
 
+  await check("without --embeddings: ollama /api/embed and /api/embeddings still answer (ollama has no switch)", async () => {
+    const o = new Ollama({ host: s5.base });
+    assertClose((await o.embed({ model: "qwen35", input: TEXTS[2] })).embeddings[0], ref.none.texts[2], "ollama, no --embeddings");
+    assertClose((await o.embeddings({ model: "qwen35", prompt: TEXTS[2] })).embedding, ref.none.texts[2], "legacy, no --embeddings");
+  });
+
   await check("--pooling: a bad value is a usage error", async () => {
     let err = null;
     try {
@@ -313,7 +473,22 @@ try {
       err = e;
     }
     assert.ok(err && err.status !== 0);
-    assert.match(String(err.stderr), /--pooling: 'rank'.*not offered/);
+    assert.match(String(err.stderr), /--pooling: 'rank'.*reranking is not offered: it needs a reranker checkpoint/);
+  });
+
+  await check("reranking: --reranking is a usage error, the rerank routes 501, both saying why", async () => {
+    let err = null;
+    try {
+      execFileSync(OXINFER, ["serve", "-m", gguf, "--reranking"], { stdio: "pipe" });
+    } catch (e) {
+      err = e;
+    }
+    assert.ok(err && err.status === 2, `exit ${err?.status}`);
+    assert.match(String(err.stderr), /--reranking: reranking is not offered.*Qwen 3\.5, Gemma 4/);
+    for (const p of ["/rerank", "/reranking", "/v1/rerank", "/v1/reranking"]) {
+      const j = await expectError(await post(s5.base, p, { query: "q", documents: ["a", "b"] }), 501, /reranker checkpoint/);
+      assert.equal(j.error.type, "not_supported_error");
+    }
   });
   // ---- Gemma 4 (opt-in: OXI_EMBED_GEMMA=1; its 262k-token vocabulary makes the synthetic GGUF
   // ~170 MB, ~25 s more on 2 cores) ----------------------------------------------------------

@@ -145,5 +145,67 @@ TEST(Hf, BadConfigs) {
   EXPECT_TRUE(throws_clean([&] { open_model_files((d.path / "missing.gguf").string()); }));
 }
 
+// sentence-transformers pooling (read_st_pooling): the mapping llama.cpp's converter uses, and
+// every malformed or hostile config ignored with a warning naming the file, never a throw.
+TEST(Hf, SentenceTransformersPooling) {
+  TempDir d("st_pooling");
+  const std::string modules =
+      R"([{"idx":0,"name":"0","path":"","type":"sentence_transformers.models.Transformer"},)"
+      R"({"idx":1,"name":"1","path":"1_Pooling","type":"sentence_transformers.models.Pooling"},)"
+      R"({"idx":2,"name":"2","path":"2_Normalize","type":"sentence_transformers.models.Normalize"}])";
+  EXPECT_FALSE(read_st_pooling(d.str()).type);  // no modules.json: nothing, no warning
+  EXPECT_EQ(read_st_pooling(d.str()).warning, "");
+  d.write("modules.json", modules);
+  fs::create_directories(d.path / "1_Pooling");
+  auto pooling = [&](const std::string& cfg) {
+    d.write("1_Pooling/config.json", cfg);
+    return read_st_pooling(d.str());
+  };
+  const char* off = R"("pooling_mode_max_tokens": false, "pooling_mode_mean_sqrt_len_tokens": false)";
+  EXPECT_EQ(pooling(std::string(R"({"word_embedding_dimension": 64, "pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true, )") + off + "}").type, 1);
+  EXPECT_EQ(pooling(R"({"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false, "pooling_mode_lasttoken": false})").type, 2);
+  EXPECT_EQ(pooling(R"({"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": false, "pooling_mode_lasttoken": true})").type, 3);
+  // llama.cpp's precedence: mean, then cls, then last; absent modes are false.
+  EXPECT_EQ(pooling(R"({"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true, "pooling_mode_lasttoken": true})").type, 1);
+  EXPECT_EQ(pooling(R"({"pooling_mode_cls_token": true, "pooling_mode_lasttoken": true})").type, 2);
+  EXPECT_EQ(pooling(R"({"pooling_mode_lasttoken": true})").type, 3);
+  EXPECT_EQ(pooling(R"({"pooling_mode_lasttoken": true})").warning, "");
+
+  auto ignored = [&](const StPooling& st, const std::string& needle) {
+    EXPECT_FALSE(st.type) << needle;
+    EXPECT_NE(st.warning.find(needle), std::string::npos) << st.warning;
+  };
+  ignored(pooling(R"({"pooling_mode_max_tokens": true})"), "none of the pooling modes");
+  ignored(pooling(R"({})"), "none of the pooling modes");
+  ignored(pooling(R"({"pooling_mode_mean_tokens": "yes"})"), "is not a boolean");
+  ignored(pooling(R"({"pooling_mode_mean_tokens": 1})"), "is not a boolean");
+  ignored(pooling(R"([true])"), "not a JSON object");
+  ignored(pooling(R"({"pooling_mode_mean_tokens": tru)"), "bad JSON");
+  ignored(pooling(std::string(100000, '[')), "1_Pooling/config.json");  // nesting bomb
+  ignored(pooling(""), "1_Pooling/config.json");
+
+  d.write("1_Pooling/config.json", R"({"pooling_mode_mean_tokens": true})");
+  auto with_modules = [&](const std::string& m) {
+    d.write("modules.json", m);
+    return read_st_pooling(d.str());
+  };
+  const std::string pre = R"([{"type":"sentence_transformers.models.Pooling","path":)";
+  for (const char* p : {R"("../1_Pooling")", R"("/etc")", R"("1_Pooling/..")", R"("")", R"(".")", R"("a\b")", "null", "7"}) {
+    ignored(with_modules(pre + p + "}]"), "modules.json");
+  }
+  ignored(with_modules(pre + R"("2_Missing"}])"), "2_Missing/config.json");
+  ignored(with_modules(R"({"type":"sentence_transformers.models.Pooling"})"), "not a JSON array");
+  ignored(with_modules(R"([1])"), "not an object");
+  ignored(with_modules(R"([{"type":)"), "bad JSON");
+  // A Pooling module found first decides; modules of other types (or none) leave no type, quietly.
+  EXPECT_FALSE(with_modules(R"([{"type":"sentence_transformers.models.Transformer","path":""}])").type);
+  EXPECT_EQ(with_modules(R"([{"type":"sentence_transformers.models.Transformer","path":""}])").warning, "");
+  EXPECT_EQ(with_modules(pre + R"("1_Pooling"}, {"type":"sentence_transformers.models.Pooling","path":"../x"}])").type, 1);
+  // A path with a subdirectory inside the checkpoint is fine.
+  fs::create_directories(d.path / "p" / "q");
+  d.write("p/q/config.json", R"({"pooling_mode_cls_token": true})");
+  EXPECT_EQ(with_modules(pre + R"("p/q"}])").type, 2);
+}
+
 }  // namespace
 }  // namespace oxi
