@@ -38,7 +38,7 @@ msgs = json.dumps([{"role": "user", "content": "Hi"}, {"role": "assistant", "con
 for name, t in JINJA.items():
     put("jinja", name, t + "\0" + msgs)
 
-# ---- request: byte 0 picks the endpoint (0 chat, 1 completion, 2 tokenize, 3 detokenize, 4 content type) ----
+# ---- request: byte 0 picks the endpoint (mod 13: 0 chat, 1 completion, 2 tokenize, 3 detokenize, 4 content type; 5.. below) ----
 tools = [{"type": "function", "function": {"name": "get_weather", "description": "d",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 REQ = [
@@ -61,6 +61,33 @@ REQ = [
 ]
 for i, (ep, body) in enumerate(REQ):
     put("request", f"seed{i}", bytes([ep]) + json.dumps(body).encode())
+# Other dialects: 5/6 Anthropic messages / count_tokens, 7/8 ollama chat / generate, 9 ollama
+# embed (137 = 9 + 128: the legacy /api/embeddings), 10 Responses, 11/12 OpenAI / llama-server embeddings.
+atools = [{"name": "get_weather", "description": "d", "input_schema": tools[0]["function"]["parameters"]}]
+DIALECTS = [
+    (5, {"model": "m", "max_tokens": 16, "system": [{"type": "text", "text": "s"}], "stop_sequences": ["x"],
+         "messages": [{"role": "user", "content": "hi"},
+                      {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "get_weather", "input": {"city": "P"}}]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "20C"}]}],
+         "tools": atools, "tool_choice": {"type": "any"}, "thinking": {"type": "enabled", "budget_tokens": 1024}, "stream": True}),
+    (6, {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "count"}]}]}),
+    (7, {"model": "m", "messages": [{"role": "user", "content": "hi"}], "format": {"type": "object"}, "stream": False,
+         "options": {"temperature": 0, "num_predict": 4, "repeat_last_n": 8, "stop": ["\n"]},
+         "tools": tools, "think": False}),
+    (8, {"model": "m", "prompt": "Once", "system": "s", "raw": False, "format": "json", "options": {"seed": 3}}),
+    (9, {"model": "m", "input": ["a", "b"], "truncate": False, "dimensions": 8, "options": {"num_ctx": 64}, "keep_alive": "5m"}),
+    (137, {"model": "m", "prompt": "hello", "keep_alive": 0}),
+    (10, {"model": "m", "instructions": "s", "max_output_tokens": 16, "reasoning": {"effort": "low"},
+          "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                    {"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{\"city\":\"P\"}"},
+                    {"type": "function_call_output", "call_id": "c", "output": "20C"}],
+          "tools": [{"type": "function", "name": "get_weather", "parameters": tools[0]["function"]["parameters"]}],
+          "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}, "stream": True}),
+    (11, {"model": "m", "input": ["a", [1, 2, 3]], "encoding_format": "base64", "dimensions": 64}),
+    (12, {"content": "hello", "embd_normalize": 1}),
+]
+for ep, body in DIALECTS:
+    put("request", f"dialect{ep}", bytes([ep]) + json.dumps(body).encode())
 put("request", "ctype", b"\x04application/json; charset=utf-8")
 put("request", "deep", b"\x00" + b'{"messages":' + b"[" * 600 + b"]" * 600 + b"}")
 
