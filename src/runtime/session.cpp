@@ -146,8 +146,9 @@ void Session::drop_hidden(int64_t n) {
   if (mtp_) mtp_->truncate(n);
 }
 
-// A long prompt's rows would pile up until the first draft: past max_hidden_bytes_ the head takes in
-// every pair whose next token is known (all but the last position) now, so the rows can go.
+// Rows pile up while nothing drafts (a long prompt before the first draft, a request that does not
+// draft): past max_hidden_bytes_ the head takes in every pair whose next token is known (all but
+// the last position) now, so the rows can go.
 void Session::feed_head_if_full() {
   if (!mtp_ || hid_n_ != n_past() || hid_n_ <= hid_base_) return;
   const int64_t bytes = (hid_n_ - hid_base_) * model_.info().n_embd * static_cast<int64_t>(sizeof(float));
@@ -230,6 +231,7 @@ void Session::forward_step(std::span<const int32_t> tokens, bool all) {
   }
   tuner_.record_pass(static_cast<int32_t>(tokens.size()), seconds_since(t0));
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+  feed_head_if_full();  // a request that does not draft (n_max 0) must not pile up rows either
   logits_valid_ = !all;
 }
 

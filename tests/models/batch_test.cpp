@@ -300,6 +300,14 @@ TEST_P(Qwen35Batch, MtpHiddenRowsStayBounded) {
   EXPECT_EQ(small.n_accepted, all.n_accepted);  // the same drafts
   EXPECT_LE(held_all, 8 * row) << "rows the head took in were kept";
   EXPECT_LE(held_small, 8 * row);
+  // A request that does not draft on a session that may: its rows are fed away past the budget.
+  oxi::Session ses(*l.model, text, 512, nullptr, 16);
+  ses.set_max_hidden_bytes(16 * row);
+  oxi::GenerateOptions o;
+  o.max_tokens = 40;
+  o.spec.mode = oxi::SpecMode::kNone;
+  EXPECT_EQ(ses.generate(prompt, o, nullptr).generated, spectest::greedy(*l.model, prompt, 40, {}).generated);
+  EXPECT_LE(ses.hidden_bytes(), 17 * row);
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseAndMoe, Qwen35Batch, ::testing::Values(false, true));
