@@ -1,4 +1,5 @@
-// AVX2 GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS), 5+ tokens: the
+// AVX2 GEMM for the integer weight types (Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS),
+// 5+ tokens: the
 // scheme of avx512_gemm.cpp at 256 bits and without vpdpbusd.
 //
 // A work unit is computed 8 weight rows at a time. The 8 rows are unpacked to one byte per
@@ -17,6 +18,7 @@
 //   Q6_K 0..63 (−32 via Q8_K's bsums): 2 steps (half of a 16-element sub-block).
 //   Q3_K 0..7 (−4 via bsums): 4 steps (a 16-element sub-block, ≤ 7112).
 //   IQ4_XS (signed grid values −127..113): the sign trick as Q8_0, one step, int32 per step.
+//   Q5_0 (q − 16) and IQ4_NL (grid values): signed, the sign trick as Q8_0.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -98,6 +100,26 @@ struct PackQ4_0 : PackQ8Base {  // the raw nibble (w + 8)
     }
   }
 };
+
+// Q5_0 (q − 16) and IQ4_NL (grid values −127..113): signed, the sign trick as Q8_0 (unsigned
+// with an offset, their int16 pair sums could saturate within a block).
+template <class B>
+struct PackQ32 : PackQ8Base {
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      __m256i v;
+      if constexpr (sizeof(B) == sizeof(BlockQ5_0)) v = q5_0_bytes<0>(blk);
+      else v = iq4nl_bytes<0>(blk);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32), v);
+      d[b * kRows + lane] = _cvtsh_ss(blk.d);
+    }
+  }
+};
+using PackQ5_0 = PackQ32<BlockQ5_0>;
+using PackIQ4_NL = PackQ32<BlockIQ4_NL>;
 
 // K-quants, per super-block and 8-row group: sc: the sub-block scale as an int16 pair (vpmaddwd
 // with the int16 pair sums); mn: int16 pairs for the bsums term (Q4_K/Q5_K: mins (m_2p, m_2p+1);
@@ -363,6 +385,8 @@ void gemm_k_impl(const MMArgs& a) {
 
 void run_q8_0(const MMArgs& a) { gemm_q8_impl<PackQ8_0>(a); }
 void run_q4_0(const MMArgs& a) { gemm_q8_impl<PackQ4_0>(a); }
+void run_q5_0(const MMArgs& a) { gemm_q8_impl<PackQ5_0>(a); }
+void run_iq4_nl(const MMArgs& a) { gemm_q8_impl<PackIQ4_NL>(a); }
 void run_q4_K(const MMArgs& a) { gemm_k_impl<PackQ4_K>(a); }
 void run_q5_K(const MMArgs& a) { gemm_k_impl<PackQ5_K>(a); }
 void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
@@ -376,8 +400,9 @@ const GemmKernels kAvx2Gemm = {
     "avx2",
     5,
     {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k<true>, pack_k<true>,
-     pack_k<false>, pack_k<false>, pack_k<true>},
-    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs},
+     pack_k<false>, pack_k<false>, pack_k<true>, pack_q8<0>, pack_q8<0>},
+    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs, run_q5_0,
+     run_iq4_nl},
 };
 
 }  // namespace oxi::kern

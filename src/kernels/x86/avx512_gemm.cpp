@@ -1,4 +1,5 @@
-// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS), 5+ tokens,
+// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K, Q5_K, Q6_K, Q3_K,
+// IQ4_XS), 5+ tokens,
 // and (set avx512-amx, end of file) the same GEMMs on AMX-INT8 tiles.
 //
 // A work unit (row chunk × token tile, see matmul.cpp) is computed 16 weight rows at a time. The
@@ -12,7 +13,8 @@
 // token are one contiguous store. Results equal the scalar reference up to float summation order
 // (the integer block sums are exact, as in ggml).
 //
-// Offsets: Q8_0 weights are stored as w + 128 and Q4_0 as the raw nibble (w + 8); the
+// Offsets: Q8_0 weights are stored as w + 128, Q4_0 as the raw nibble (w + 8), Q5_0 as the raw
+// 5-bit q (w + 16) and IQ4_NL as grid value + 128; the
 // k·Σx term is removed by starting each block's int32 sum at −k·Σx (per token and block).
 // Q4_K/Q5_K mins and the Q6_K −32 / Q3_K −4 / IQ4_XS −128 offsets come from Q8_K's bsums via vpdpwssd.
 #include <immintrin.h>
@@ -110,6 +112,23 @@ struct PackQ4_0T : PackQ8Base {
 };
 using PackQ8_0 = PackQ8_0T<false>;
 using PackQ4_0 = PackQ4_0T<false>;
+// Q5_0 (q 0..31, offset 16) and IQ4_NL (grid value + 128, offset 128), unsigned for vpdpbusd.
+template <class B, int kOff>
+struct PackQ32 : PackQ8Base {
+  static constexpr int kOffset = kOff;
+  static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      __m256i v;
+      if constexpr (sizeof(B) == sizeof(BlockQ5_0)) v = q5_0_bytes<kOff>(blk);
+      else v = iq4nl_bytes<kOff>(blk);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32), v);
+      d[b * kRows + lane] = h2f(blk.d);
+    }
+  }
+};
+using PackQ5_0 = PackQ32<BlockQ5_0, 16>;
+using PackIQ4_NL = PackQ32<BlockIQ4_NL, 128>;
 
 // K-quants: per super-block and 16-row group, after the q vectors of the whole row group:
 // KScales {int32 sc[NS][16]; int32 mn[8][16] (int16 pairs); float d[16]; float dmin[16]}.
@@ -376,6 +395,8 @@ void gemm_k_impl(const MMArgs& a) {
 
 void run_q8_0(const MMArgs& a) { gemm_q8_impl<PackQ8_0>(a); }
 void run_q4_0(const MMArgs& a) { gemm_q8_impl<PackQ4_0>(a); }
+void run_q5_0(const MMArgs& a) { gemm_q8_impl<PackQ5_0>(a); }
+void run_iq4_nl(const MMArgs& a) { gemm_q8_impl<PackIQ4_NL>(a); }
 void run_q4_K(const MMArgs& a) { gemm_k_impl<PackQ4_K>(a); }
 void run_q5_K(const MMArgs& a) { gemm_k_impl<PackQ5_K>(a); }
 void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
@@ -675,8 +696,9 @@ const GemmKernels kAvx512Gemm = {
     "avx512-vnni",
     5,
     {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k<true>, pack_k<true>,
-     pack_k<false>, pack_k<false>, pack_k<true>},
-    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs},
+     pack_k<false>, pack_k<false>, pack_k<true>, pack_q8<PackQ5_0::kOffset>, pack_q8<PackIQ4_NL::kOffset>},
+    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs, run_q5_0,
+     run_iq4_nl},
 };
 
 #if defined(OXI_HAVE_AMX)
