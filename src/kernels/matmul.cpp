@@ -102,8 +102,9 @@ void* thread_scratch(int slot, size_t bytes) {
 
 uint64_t gemm_packed_bytes(int wtype, int64_t cols, int64_t n_total) {
   const uint64_t n = static_cast<uint64_t>(n_total), c = static_cast<uint64_t>(cols);
-  if (wtype == kWQ8_0 || wtype == kWQ4_0 || wtype == kWQ5_0 || wtype == kWIQ4_NL)
-    return c / 32 * n * 40;  // qs 32 + corr 4 + d 4 per block
+  if (wtype == kWQ8_0 || wtype == kWQ4_0 || wtype == kWQ5_0 || wtype == kWIQ4_NL || wtype == kWQ4_1 ||
+      wtype == kWQ5_1)
+    return c / 32 * n * 40;  // qs 32 + corr (Q8_1: s) 4 + d 4 per block
   return c / 256 * n * 292;                                          // qs 256 + bsums 32 + d 4
 }
 

@@ -36,6 +36,46 @@ void pack_q8(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64
   }
 }
 
+// Q8_1 activation rows (Q4_1/Q5_1 weights) → the same layout with s_x (f32 bits) in the corr
+// slot: their weights have no offset, and the kernel adds m_w·s_x per block instead.
+inline void pack_q8_1(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols,
+                      uint8_t* X) {
+  const int64_t nb = cols / 32;
+  float* S = reinterpret_cast<float*>(X + nb * N * 32);
+  float* D = reinterpret_cast<float*>(X + nb * N * 36);
+  for (int64_t t = t0; t < t1; ++t) {
+    const BlockQ8_1* xb = reinterpret_cast<const BlockQ8_1*>(xa + t * x_stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(X + (b * N + t) * 32, xb[b].qs, 32);
+      S[b * N + t] = _cvtsh_ss(xb[b].s);
+      D[b * N + t] = _cvtsh_ss(xb[b].d);
+    }
+  }
+}
+
+// Q4_1 / Q5_1 rows for the GEMMs: unsigned q bytes (0..15 / 0..31) in element order; per 16- or
+// 8-row group d[nb][R] then m[nb][R] (the scale array holds 2·nb·R floats).
+template <class B, int R>
+struct PackMinRows {
+  static constexpr bool kMin = true;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static constexpr bool kQ5 = sizeof(B) == sizeof(BlockQ5_1);
+  static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      __m256i v = nibbles32(blk.qs);
+      if constexpr (kQ5) v = _mm256_or_si256(v, qh_bytes(blk.qh));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32), v);
+      d[b * R + lane] = _cvtsh_ss(blk.d);
+      d[(nb + b) * R + lane] = _cvtsh_ss(blk.m);
+    }
+  }
+  static void zero(int64_t nb, float* d, int lane) {
+    for (int64_t b = 0; b < 2 * nb; ++b) d[b * R + lane] = 0.0f;
+  }
+};
+
 // Q8_K activation rows → qs[nsb][N][256], bsums[nsb][N][16], d[nsb][N]. kPer32: bsums summed per
 // 32 (the Q4_K/Q5_K sub-blocks; the first 8 of the 16 slots), else Q8_K's per-16 sums as they are.
 template <bool kPer32>
