@@ -17,40 +17,40 @@
 namespace oxi::kern {
 namespace {
 
-// Q8_0 activation rows → qs[nb][N][32], corr[nb][N] = −kOffset·Σqs, d[nb][N] (kOffset: the
-// constant the kernel adds to every weight byte to make it unsigned; 0 for signed products).
-template <int kOffset>
-void pack_q8(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols, uint8_t* X) {
+// Q8_0 / Q8_1 activation rows → qs[nb][N][32], a 4-byte slot [nb][N], d[nb][N]. Q8_0: the slot
+// is corr = −kOffset·Σqs (kOffset: the constant the kernel adds to every weight byte to make it
+// unsigned; 0 for signed products). Q8_1 (Q4_1/Q5_1 weights, no offset): the slot holds s_x as
+// f32 bits, and the kernel adds m_w·s_x per block instead.
+template <class XB, int kOffset>
+void pack_q8_blocks(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols,
+                    uint8_t* X) {
   const int64_t nb = cols / 32;
-  int32_t* C = reinterpret_cast<int32_t*>(X + nb * N * 32);
+  uint8_t* C = X + nb * N * 32;
   float* D = reinterpret_cast<float*>(X + nb * N * 36);
   for (int64_t t = t0; t < t1; ++t) {
-    const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(xa + t * x_stride);
+    const XB* xb = reinterpret_cast<const XB*>(xa + t * x_stride);
     for (int64_t b = 0; b < nb; ++b) {
       std::memcpy(X + (b * N + t) * 32, xb[b].qs, 32);
-      int32_t s = 0;
-      for (int i = 0; i < 32; ++i) s += xb[b].qs[i];
-      C[b * N + t] = -kOffset * s;
+      if constexpr (sizeof(XB) == sizeof(BlockQ8_1)) {
+        const float sx = _cvtsh_ss(xb[b].s);
+        std::memcpy(C + (b * N + t) * 4, &sx, 4);
+      } else {
+        int32_t s = 0;
+        for (int i = 0; i < 32; ++i) s += xb[b].qs[i];
+        s *= -kOffset;
+        std::memcpy(C + (b * N + t) * 4, &s, 4);
+      }
       D[b * N + t] = _cvtsh_ss(xb[b].d);
     }
   }
 }
-
-// Q8_1 activation rows (Q4_1/Q5_1 weights) → the same layout with s_x (f32 bits) in the corr
-// slot: their weights have no offset, and the kernel adds m_w·s_x per block instead.
+template <int kOffset>
+void pack_q8(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols, uint8_t* X) {
+  pack_q8_blocks<BlockQ8_0, kOffset>(xa, x_stride, t0, t1, N, cols, X);
+}
 inline void pack_q8_1(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols,
                       uint8_t* X) {
-  const int64_t nb = cols / 32;
-  float* S = reinterpret_cast<float*>(X + nb * N * 32);
-  float* D = reinterpret_cast<float*>(X + nb * N * 36);
-  for (int64_t t = t0; t < t1; ++t) {
-    const BlockQ8_1* xb = reinterpret_cast<const BlockQ8_1*>(xa + t * x_stride);
-    for (int64_t b = 0; b < nb; ++b) {
-      std::memcpy(X + (b * N + t) * 32, xb[b].qs, 32);
-      S[b * N + t] = _cvtsh_ss(xb[b].s);
-      D[b * N + t] = _cvtsh_ss(xb[b].d);
-    }
-  }
+  pack_q8_blocks<BlockQ8_1, 0>(xa, x_stride, t0, t1, N, cols, X);
 }
 
 // Q4_1 / Q5_1 rows for the GEMMs: unsigned q bytes (0..15 / 0..31) in element order; per 16- or
