@@ -5,9 +5,9 @@
 // as usual (so numerics are the same), then packed.
 //
 // Packed activation layouts (block-major; N = tokens packed, block b of token t):
-//   Q8_0/Q4_0 weights (32-element blocks, nb = cols/32):
+//   Q8_0/Q4_0/Q5_0/IQ4_NL weights (32-element blocks, nb = cols/32):
 //     int8  qs[nb][N][32]; int32 corr[nb][N] = −k·Σqs (k: the weight offset, see the ISA file);
-//     f32   d[nb][N]
+//     f32   d[nb][N]   (Q4_1/Q5_1, Q8_1 activations: the corr slot holds f32 s_x instead)
 //   K-quants (256-element super-blocks, nsb = cols/256):
 //     int8  qs[nsb][N][256]; int16 bsums[nsb][N][16] (Q6_K: Q8_K's per-16 sums; Q4_K/Q5_K: per-32
 //     sums in the first 8); f32 d[nsb][N]

@@ -33,6 +33,10 @@ int wtype_index(DType t) {
     case DType::Q6_K: return kWQ6_K;
     case DType::Q3_K: return kWQ3_K;
     case DType::IQ4_XS: return kWIQ4_XS;
+    case DType::Q5_0: return kWQ5_0;
+    case DType::IQ4_NL: return kWIQ4_NL;
+    case DType::Q4_1: return kWQ4_1;
+    case DType::Q5_1: return kWQ5_1;
     default: return -1;
   }
 }
@@ -43,14 +47,19 @@ AType atype_of(int wtype) {
     case kWF16: return kAF16;
     case kWBF16: return kABF16;
     case kWQ8_0:
-    case kWQ4_0: return kAQ8_0;
+    case kWQ4_0:
+    case kWQ5_0:
+    case kWIQ4_NL: return kAQ8_0;
+    case kWQ4_1:
+    case kWQ5_1: return kAQ8_1;
     default: return kAQ8_K;
   }
 }
 
 DType wtype_dtype(int wtype) {
   static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
-                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS};
+                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS,
+                            DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1};
   return k[wtype];
 }
 
@@ -61,6 +70,7 @@ uint64_t act_row_bytes(AType a, int64_t cols) {
     case kABF16: return static_cast<uint64_t>(cols) * 2;
     case kAQ8_0: return static_cast<uint64_t>(cols / QK8_0) * sizeof(BlockQ8_0);
     case kAQ8_K: return static_cast<uint64_t>(cols / QK_K) * sizeof(BlockQ8_K);
+    case kAQ8_1: return static_cast<uint64_t>(cols / 32) * sizeof(BlockQ8_1);
     default: return 0;
   }
 }
@@ -92,7 +102,9 @@ void* thread_scratch(int slot, size_t bytes) {
 
 uint64_t gemm_packed_bytes(int wtype, int64_t cols, int64_t n_total) {
   const uint64_t n = static_cast<uint64_t>(n_total), c = static_cast<uint64_t>(cols);
-  if (wtype == kWQ8_0 || wtype == kWQ4_0) return c / 32 * n * 40;  // qs 32 + corr 4 + d 4 per block
+  if (wtype == kWQ8_0 || wtype == kWQ4_0 || wtype == kWQ5_0 || wtype == kWIQ4_NL || wtype == kWQ4_1 ||
+      wtype == kWQ5_1)
+    return c / 32 * n * 40;  // qs 32 + corr (Q8_1: s) 4 + d 4 per block
   return c / 256 * n * 292;                                          // qs 256 + bsums 32 + d 4
 }
 
@@ -149,55 +161,23 @@ bool is_fallback_type(DType t) {
   }
 }
 
-// Q4_1 / Q5_1 against Q8_1 activations, as ggml's vec_dot: per 32-block d_w·d_x·Σ q_w·q_x plus
-// m_w · s_x, where ggml stores s_x = d·Σ q_x (d = amax/127 unrounded) as f16. Scalar; these types
-// only appear as llama.cpp's fallbacks for rows that fit no K-quant block.
+// Q4_1 / Q5_1 where the active set has no kernel for them: ggml's vec_dot against Q8_1
+// activations (the scalar reference dot, kernels/quant.h), parallel over rows.
 void matmul_with_min(const MatrixView& w, const float* x, int64_t n_tokens, float* y) {
-  const int64_t rows = w.rows, cols = w.cols, nb = cols / 32;
+  using namespace kern;
+  const int64_t rows = w.rows, cols = w.cols;
+  const uint64_t xs = act_row_bytes(kAQ8_1, cols);
+  std::vector<uint8_t> xq(static_cast<size_t>(xs * n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t)
+    ref_quantize_act_q8_1(x + t * cols, reinterpret_cast<BlockQ8_1*>(xq.data() + t * xs), cols);
   const bool q5 = w.dtype == DType::Q5_1;
-  const int bytes = q5 ? 24 : 20;
-  std::vector<int8_t> qx(static_cast<size_t>(n_tokens * cols));
-  std::vector<float> dx(static_cast<size_t>(n_tokens * nb)), sx(dx.size());
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* xb = x + t * cols + b * 32;
-      float amax = 0.0f;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
-      const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-      int sum = 0;
-      for (int j = 0; j < 32; ++j) {
-        const int q = static_cast<int>(std::nearbyintf(xb[j] * id));
-        qx[static_cast<size_t>(t * cols + b * 32 + j)] = static_cast<int8_t>(q);
-        sum += q;
-      }
-      dx[static_cast<size_t>(t * nb + b)] = f16_to_f32(f32_to_f16(d));
-      sx[static_cast<size_t>(t * nb + b)] = f16_to_f32(f32_to_f16(d * static_cast<float>(sum)));
-    }
-  }
   parallel_for_chunked(rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = w.data + static_cast<uint64_t>(r) * w.row_bytes;
       for (int64_t t = 0; t < n_tokens; ++t) {
-        float sumf = 0.0f;
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* blk = row + b * bytes;
-          uint16_t dh, mh;
-          std::memcpy(&dh, blk, 2);
-          std::memcpy(&mh, blk + 2, 2);
-          uint32_t qh = 0;
-          if (q5) std::memcpy(&qh, blk + 4, 4);
-          const uint8_t* qs = blk + (q5 ? 8 : 4);
-          const int8_t* q8 = qx.data() + t * cols + b * 32;
-          int sumi = 0;
-          for (int j = 0; j < 16; ++j) {
-            const int lo = (qs[j] & 0xF) | (q5 ? static_cast<int>(((qh >> j) & 1) << 4) : 0);
-            const int hi = (qs[j] >> 4) | (q5 ? static_cast<int>(((qh >> (j + 16)) & 1) << 4) : 0);
-            sumi += lo * q8[j] + hi * q8[j + 16];
-          }
-          sumf += (f16_to_f32(dh) * dx[static_cast<size_t>(t * nb + b)]) * static_cast<float>(sumi) +
-                  f16_to_f32(mh) * sx[static_cast<size_t>(t * nb + b)];
-        }
-        y[t * rows + r] = sumf;
+        const auto* xb = reinterpret_cast<const BlockQ8_1*>(xq.data() + t * xs);
+        y[t * rows + r] = q5 ? ref_dot_q5_1(reinterpret_cast<const BlockQ5_1*>(row), xb, cols)
+                             : ref_dot_q4_1(reinterpret_cast<const BlockQ4_1*>(row), xb, cols);
       }
     }
   });

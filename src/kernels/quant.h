@@ -22,6 +22,36 @@ struct BlockQ4_0 {  // 18 bytes: value = (nibble - 8) * d; low nibbles: 0..15, h
   uint16_t d;
   uint8_t qs[16];
 };
+// The 32-element fallback types of llama.cpp's recipes. Q4_1: value = q·d + m (q the nibble;
+// low nibbles elements 0..15, high 16..31, as Q4_0). Q5_0: value = (q − 16)·d, q = nibble | bit j
+// of qh << 4 for element j. Q5_1: value = q·d + m, q as Q5_0's. IQ4_NL: value = d·kIQ4NL[nibble].
+struct BlockQ4_1 {  // 20 bytes
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {  // 22 bytes
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {  // 24 bytes
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockIQ4_NL {  // 18 bytes
+  uint16_t d;
+  uint8_t qs[16];
+};
+// Q8_1: activation blocks for Q4_1 / Q5_1 (ggml's vec_dot_type for them): Q8_0 plus
+// s = d·Σqs (d the unrounded amax/127, the product rounded to f16), which carries the min term.
+struct BlockQ8_1 {  // 36 bytes
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[32];
+};
 // Q4_K: 8 sub-blocks of 32 with 6-bit scale and min each (packed in 12 bytes);
 // value = d * sc[j] * q - dmin * m[j]. Every 64 elements use 32 bytes of qs: low nibbles are
 // the first 32 elements (sub-block 2k), high nibbles the next 32 (sub-block 2k+1).
@@ -87,6 +117,11 @@ static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockQ8_1) == 36);
 
 // 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block.
 inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
@@ -109,6 +144,8 @@ void ref_quantize_q4_0(const float* x, BlockQ4_0* y, int64_t n);
 // Activation flavour of Q8_0 (as ggml's SIMD quantize_row_q8_0): id = 127/amax, round half to
 // even. Every ISA's activation quantiser produces exactly these bytes.
 void ref_quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+// Q8_1 likewise (as ggml's SIMD quantize_row_q8_1): the Q8_0 bytes plus s = f16(d·Σqs).
+void ref_quantize_act_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 // Q4_K as ggml's quantize_row_q4_K_ref (no importance matrix): bit-identical to llama-quantize.
 void ref_quantize_q4_K(const float* x, BlockQ4_K* y, int64_t n);
 void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n);
@@ -136,9 +173,16 @@ float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
+// The 32-element fallback types as ggml's vec_dot: Q5_0 / IQ4_NL × Q8_0 (d_w·d_x·Σ q_w·q_x per
+// block), Q4_1 / Q5_1 × Q8_1 (d_w·d_x·Σ q_w·q_x + m_w·s_x per block).
+float ref_dot_q5_0(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n);
+float ref_dot_iq4_nl(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n);
+float ref_dot_q4_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
+float ref_dot_q5_1(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
 
 // The activation format a weight type's dot product consumes (ggml's vec_dot_type):
-// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0 → Q8_0, K-quants and IQ4_XS → Q8_K.
+// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0/Q5_0/IQ4_NL → Q8_0, Q4_1/Q5_1 → Q8_1, K-quants
+// and IQ4_XS → Q8_K.
 DType activation_type(DType weight);
 
 }  // namespace oxi::kern

@@ -303,6 +303,21 @@ void ref_quantize_act_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
   }
 }
 
+void ref_quantize_act_q8_1(const float* x, BlockQ8_1* y, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      y[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+      sum += y[i].qs[j];
+    }
+    y[i].d = f32_to_f16(d);
+    y[i].s = f32_to_f16(d * static_cast<float>(sum));
+  }
+}
+
 void ref_quantize_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
     float amax = 0.0f, max = 0.0f;
@@ -970,13 +985,69 @@ float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n) {
   return sum;
 }
 
+namespace {
+// Σ over a 32-element block of q(j)·x_q[j] in integers (q: the weight's integer value of element j).
+template <class Q>
+int block_dot32(const int8_t* xq, Q q) {
+  int s = 0;
+  for (int j = 0; j < 32; ++j) s += q(j) * xq[j];
+  return s;
+}
+inline int nib(const uint8_t* qs, int j) { return j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4; }
+inline int q5(const uint8_t* qh, const uint8_t* qs, int j) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return nib(qs, j) | static_cast<int>(((h >> j) & 1) << 4);
+}
+}  // namespace
+
+float ref_dot_q5_0(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const int s = block_dot32(x[i].qs, [&](int j) { return q5(w[i].qh, w[i].qs, j) - 16; });
+    sum += static_cast<float>(s) * (f16_to_f32(w[i].d) * f16_to_f32(x[i].d));
+  }
+  return sum;
+}
+
+float ref_dot_iq4_nl(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const int s = block_dot32(x[i].qs, [&](int j) { return static_cast<int>(kIQ4NL[nib(w[i].qs, j)]); });
+    sum += static_cast<float>(s) * (f16_to_f32(w[i].d) * f16_to_f32(x[i].d));
+  }
+  return sum;
+}
+
+float ref_dot_q4_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const int s = block_dot32(x[i].qs, [&](int j) { return nib(w[i].qs, j); });
+    sum += (f16_to_f32(w[i].d) * f16_to_f32(x[i].d)) * static_cast<float>(s) + f16_to_f32(w[i].m) * f16_to_f32(x[i].s);
+  }
+  return sum;
+}
+
+float ref_dot_q5_1(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const int s = block_dot32(x[i].qs, [&](int j) { return q5(w[i].qh, w[i].qs, j); });
+    sum += (f16_to_f32(w[i].d) * f16_to_f32(x[i].d)) * static_cast<float>(s) + f16_to_f32(w[i].m) * f16_to_f32(x[i].s);
+  }
+  return sum;
+}
+
 DType activation_type(DType weight) {
   switch (weight) {
     case DType::F32: return DType::F32;
     case DType::F16: return DType::F16;
     case DType::BF16: return DType::BF16;
     case DType::Q8_0:
-    case DType::Q4_0: return DType::Q8_0;
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::IQ4_NL: return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1: return DType::Q8_1;
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:

@@ -29,6 +29,7 @@ void act_bf16(const float* x, void* dst, int64_t n) {
 }
 void act_q8_0(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_0(x, static_cast<BlockQ8_0*>(dst), n); }
 void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
+void act_q8_1(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_1(x, static_cast<BlockQ8_1*>(dst), n); }
 
 }  // namespace
 
@@ -45,8 +46,12 @@ const Kernels kScalarKernels = {
         mm_ref<BlockQ6_K, BlockQ8_K, ref_dot_q6_K>,
         mm_ref<BlockQ3_K, BlockQ8_K, ref_dot_q3_K>,
         mm_ref<BlockIQ4_XS, BlockQ8_K, ref_dot_iq4_xs>,
+        mm_ref<BlockQ5_0, BlockQ8_0, ref_dot_q5_0>,
+        mm_ref<BlockIQ4_NL, BlockQ8_0, ref_dot_iq4_nl>,
+        mm_ref<BlockQ4_1, BlockQ8_1, ref_dot_q4_1>,
+        mm_ref<BlockQ5_1, BlockQ8_1, ref_dot_q5_1>,
     },
-    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
 };
 
 }  // namespace oxi::kern

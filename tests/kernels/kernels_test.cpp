@@ -63,14 +63,19 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
       case DType::Q6_K: put16(208, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::Q3_K: put16(108, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::IQ4_XS: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
+      case DType::Q5_0:
+      case DType::IQ4_NL: put16(0, f32_to_f16(sc(rng))); break;
+      case DType::Q4_1:
+      case DType::Q5_1: put16(0, f32_to_f16(sc(rng))); put16(2, f32_to_f16(-sc(rng) * 8.0f)); break;
       default: break;
     }
   }
   return buf;
 }
 
-const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
-                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS};
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,  DType::Q4_0,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K,  DType::IQ4_XS,
+                           DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL};
 
 struct IsaGuard {
   ~IsaGuard() { set_isa("auto"); }
@@ -497,7 +502,8 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
   IsaGuard g;
   struct Shape { int64_t rows, cols, nt; };
   std::vector<std::pair<DType, Shape>> cases;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::Q5_0, DType::IQ4_NL, DType::Q4_1,
+                  DType::Q5_1})
     for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
       for (int64_t nt : {1, 2, 3, 4, 67, 68}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS})
@@ -523,6 +529,21 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
     }
   }
   set_num_threads(0);
+}
+
+// The 32-element fallback types have kernels on every set but SIMD128, and matmul_path says so
+// (what `oxinfer inspect` / `bench` report); Q2_K is still dequantised everywhere.
+TEST(Matmul, PathNamesKernelTypes) {
+  IsaGuard g;
+  for (const auto& isa : available_isas()) {
+    set_isa(isa);
+    const char* want = isa == "simd128" ? "dequantise" : "kernel";
+    for (DType t : {DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1}) {
+      EXPECT_STREQ(matmul_path(t), want) << isa << " " << dtype_name(t);
+      EXPECT_EQ(matmul_is_native(t), isa != "simd128") << isa << " " << dtype_name(t);
+    }
+    EXPECT_STREQ(matmul_path(DType::Q2_K), "dequantise") << isa;
+  }
 }
 
 // A batch sharing one input gives exactly what separate calls give (mixed weight types, so

@@ -362,6 +362,7 @@ void act_q8_0(const float* x, void* dst, int64_t n) {
   }
 }
 void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
+void act_q8_1(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_1(x, static_cast<BlockQ8_1*>(dst), n); }
 
 void mm_f32(const MMArgs& a) { drive_tiles<TF32, 4, 4>(a); }
 void mm_f16(const MMArgs& a) { drive_tiles<TF16, 4, 4>(a); }
@@ -377,7 +378,7 @@ void mm_q6_K(const MMArgs& a) { drive_tiles<TQ6_K, 1, 4>(a); }
 const Kernels kSimd128Kernels = {
     "simd128",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
-    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
 };
 
 }  // namespace oxi::kern

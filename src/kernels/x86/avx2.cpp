@@ -99,24 +99,47 @@ inline __m256i sdot(__m256i w, __m256i x) {  // signed × signed, 8 int32 lanes
 }
 struct Q8_0W {
   static constexpr int kBytes = 34;
+  static constexpr bool kMin = false;
   static __m256i load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)); }
 };
 struct Q4_0W {
   static constexpr int kBytes = 18;
-  static __m256i load(const uint8_t* p) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    const __m128i m = _mm_set1_epi8(0x0F);
-    const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
-  }
+  static constexpr bool kMin = false;
+  static __m256i load(const uint8_t* p) { return _mm256_sub_epi8(nibbles32(p + 2), _mm256_set1_epi8(8)); }
+};
+struct Q5_0W {  // q − 16 (−16..15)
+  static constexpr int kBytes = 22;
+  static constexpr bool kMin = false;
+  static __m256i load(const uint8_t* p) { return q5_0_bytes<0>(*reinterpret_cast<const BlockQ5_0*>(p)); }
+};
+struct IQ4_NLW {  // grid values (−127..113)
+  static constexpr int kBytes = 18;
+  static constexpr bool kMin = false;
+  static __m256i load(const uint8_t* p) { return iq4nl_bytes<0>(*reinterpret_cast<const BlockIQ4_NL*>(p)); }
+};
+// Q4_1 / Q5_1: unsigned q (0..15 / 0..31) against Q8_1, plus m_w·s_x per block.
+struct Q4_1W {
+  static constexpr int kBytes = 20;
+  static constexpr bool kMin = true;
+  static __m256i load(const uint8_t* p) { return nibbles32(p + 4); }
+};
+struct Q5_1W {
+  static constexpr int kBytes = 24;
+  static constexpr bool kMin = true;
+  static __m256i load(const uint8_t* p) { return _mm256_or_si256(nibbles32(p + 8), qh_bytes(p + 4)); }
 };
 
+// Per block: kMin types take Q8_1 activations (36 bytes: d, s, qs) and multiply unsigned weights
+// directly (pairs ≤ 2·31·127), the others Q8_0 (34 bytes) with the sign trick; the m_w·s_x
+// terms go to a scalar sum per output.
 template <class W>
 struct TileQ8 {
   template <int R, int T>
   struct Tile {
     static void run(const MMArgs& a, int64_t r, int64_t t, int64_t rs, uint64_t pf) {
+      constexpr int kXB = W::kMin ? 36 : 34, kXQ = W::kMin ? 4 : 2;
       __m256 acc[R][T];
+      float macc[R][T] = {};
       OXI_ZERO_ACC(acc);
       const uint8_t* w[R];
       const uint8_t* x[T];
@@ -125,7 +148,7 @@ struct TileQ8 {
       const int64_t nb = a.cols / 32;
       for (int64_t b = 0; b < nb; ++b) {
         __m256i wv[R];
-        float dw[R];
+        float dw[R], mw[R];
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = w[i] + b * W::kBytes;
           if constexpr (T == 1) {
@@ -134,16 +157,26 @@ struct TileQ8 {
           }
           wv[i] = W::load(p);
           dw[i] = h2f(p);
+          if constexpr (W::kMin) mw[i] = h2f(p + 2);
         }
         for (int j = 0; j < T; ++j) {
-          const uint8_t* q = x[j] + b * 34;
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 2));
+          const uint8_t* q = x[j] + b * kXB;
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + kXQ));
           const float dx = h2f(q);
-          for (int i = 0; i < R; ++i)
-            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sdot(wv[i], xv)), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
+          for (int i = 0; i < R; ++i) {
+            __m256i s;
+            if constexpr (W::kMin) {
+              s = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[i], xv), _mm256_set1_epi16(1));
+              macc[i][j] += mw[i] * h2f(q + 2);
+            } else {
+              s = sdot(wv[i], xv);
+            }
+            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw[i] * dx), acc[i][j]);
+          }
         }
       }
-      store<R, T>(a, r, t, acc, rs);
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < T; ++j) a.y[(t + j) * a.ldy + r + i * rs] = hsum(acc[i][j]) + macc[i][j];
     }
   };
 };
@@ -315,6 +348,10 @@ template <int R, int T> using TF16 = TileFloat<F16L>::Tile<R, T>;
 template <int R, int T> using TBF16 = TileFloat<BF16L>::Tile<R, T>;
 template <int R, int T> using TQ8_0 = TileQ8<Q8_0W>::Tile<R, T>;
 template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
+template <int R, int T> using TQ5_0 = TileQ8<Q5_0W>::Tile<R, T>;
+template <int R, int T> using TIQ4_NL = TileQ8<IQ4_NLW>::Tile<R, T>;
+template <int R, int T> using TQ4_1 = TileQ8<Q4_1W>::Tile<R, T>;
+template <int R, int T> using TQ5_1 = TileQ8<Q5_1W>::Tile<R, T>;
 template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
@@ -368,6 +405,7 @@ void act_q8_0(const float* x, void* dst, int64_t n) {
   }
 }
 void act_q8_K(const float* x, void* dst, int64_t n) { ref_quantize_q8_K(x, static_cast<BlockQ8_K*>(dst), n); }
+void act_q8_1(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_1(x, static_cast<BlockQ8_1*>(dst), n); }
 
 void mm_f32(const MMArgs& a) { drive_stream_tiles<TF32, 4, 3>(a); }
 void mm_f16(const MMArgs& a) { drive_stream_tiles<TF16, 4, 3>(a); }
@@ -379,13 +417,18 @@ void mm_q5_K(const MMArgs& a) { drive_stream_tiles<TQ5_K, 1, 4>(a); }
 void mm_q6_K(const MMArgs& a) { drive_stream_tiles<TQ6_K, 1, 4>(a); }
 void mm_q3_K(const MMArgs& a) { drive_stream_tiles<TQ3_K, 1, 4>(a); }
 void mm_iq4_xs(const MMArgs& a) { drive_stream_tiles<TIQ4_XS, 1, 4>(a); }
+void mm_q5_0(const MMArgs& a) { drive_stream_tiles<TQ5_0, 4, 2>(a); }
+void mm_iq4_nl(const MMArgs& a) { drive_stream_tiles<TIQ4_NL, 4, 2>(a); }
+void mm_q4_1(const MMArgs& a) { drive_stream_tiles<TQ4_1, 4, 2>(a); }
+void mm_q5_1(const MMArgs& a) { drive_stream_tiles<TQ5_1, 4, 2>(a); }
 
 }  // namespace
 
 const Kernels kAvx2Kernels = {
     "avx2",
-    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs},
-    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
+     mm_q4_1, mm_q5_1},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     8,
 };
 

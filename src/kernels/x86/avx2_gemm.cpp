@@ -1,4 +1,5 @@
-// AVX2 GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS), 5+ tokens: the
+// AVX2 GEMM for the integer weight types (Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K,
+// IQ4_XS), 5+ tokens: the
 // scheme of avx512_gemm.cpp at 256 bits and without vpdpbusd.
 //
 // A work unit is computed 8 weight rows at a time. The 8 rows are unpacked to one byte per
@@ -17,6 +18,8 @@
 //   Q6_K 0..63 (−32 via Q8_K's bsums): 2 steps (half of a 16-element sub-block).
 //   Q3_K 0..7 (−4 via bsums): 4 steps (a 16-element sub-block, ≤ 7112).
 //   IQ4_XS (signed grid values −127..113): the sign trick as Q8_0, one step, int32 per step.
+//   Q5_0 (q − 16) and IQ4_NL (grid values): signed, the sign trick as Q8_0.
+//   Q4_1 (0..15, no offset): 8 steps as Q4_0; Q5_1 (0..31): 4 steps (≤ 4·7874 = 31496).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -69,6 +72,7 @@ inline void transpose_rows(const uint8_t* tmp, uint64_t stride, int64_t cols, ui
 
 // Q8_0 / Q4_0: per 8-row group, q (cols/4 × 32 B) then d[nb][8] f32.
 struct PackQ8Base {
+  static constexpr bool kMin = false;
   static void zero(int64_t nb, float* d, int lane) {
     for (int64_t b = 0; b < nb; ++b) d[b * kRows + lane] = 0.0f;
   }
@@ -98,6 +102,29 @@ struct PackQ4_0 : PackQ8Base {  // the raw nibble (w + 8)
     }
   }
 };
+
+// Q5_0 (q − 16) and IQ4_NL (grid values −127..113): signed, the sign trick as Q8_0 (unsigned
+// with an offset, their int16 pair sums could saturate within a block).
+template <class B>
+struct PackQ32 : PackQ8Base {
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      __m256i v;
+      if constexpr (sizeof(B) == sizeof(BlockQ5_0)) v = q5_0_bytes<0>(blk);
+      else v = iq4nl_bytes<0>(blk);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32), v);
+      d[b * kRows + lane] = _cvtsh_ss(blk.d);
+    }
+  }
+};
+using PackQ5_0 = PackQ32<BlockQ5_0>;
+using PackIQ4_NL = PackQ32<BlockIQ4_NL>;
+// Q4_1 (0..15: int16 pair sums over a whole block, ≤ 30480) / Q5_1 (0..31: over half a block).
+using PackQ4_1 = PackMinRows<BlockQ4_1, kRows>;
+using PackQ5_1 = PackMinRows<BlockQ5_1, kRows>;
 
 // K-quants, per super-block and 8-row group: sc: the sub-block scale as an int16 pair (vpmaddwd
 // with the int16 pair sums); mn: int16 pairs for the bsums term (Q4_K/Q5_K: mins (m_2p, m_2p+1);
@@ -206,7 +233,9 @@ inline void store_rows(float* y, __m256 v, int nr) {
 
 // Q8_0/Q4_0: q packed (nb × 8 vectors), wd[nb][8]; X: packed activations of N tokens, this tile
 // starting at token t.
-template <bool kSigned, int T>
+// kMin (Q4_1/Q5_1): unsigned q without offset, int16 runs of kRun steps; m_w·s_x per block (m_w at
+// wd + nb·8, s_x in the activation's corr slot).
+template <bool kSigned, int T, bool kMin = false, int kRun = 8>
 void kern_q8(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* X, int64_t N, int64_t t, float* y,
              int64_t ldy, int nr) {
   const int8_t* xq = reinterpret_cast<const int8_t*>(X) + t * 32;
@@ -227,17 +256,38 @@ void kern_q8(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* X, in
           acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
         }
       }
-    } else {  // int16 pair sums over the whole block, then one vpmaddwd
+    } else if constexpr (kRun == 8) {  // int16 pair sums over the whole block, then one vpmaddwd
       for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_si256();
       for (int k = 0; k < 8; ++k) {
         const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * k));
         for (int j = 0; j < T; ++j) acc[j] = _mm256_add_epi16(acc[j], _mm256_maddubs_epi16(w, bcast32(xq + 32 * j + 4 * k)));
       }
-      for (int j = 0; j < T; ++j) acc[j] = _mm256_add_epi32(_mm256_madd_epi16(acc[j], ones), _mm256_set1_epi32(xc[j]));
+      for (int j = 0; j < T; ++j)
+        acc[j] = kMin ? _mm256_madd_epi16(acc[j], ones) : _mm256_add_epi32(_mm256_madd_epi16(acc[j], ones), _mm256_set1_epi32(xc[j]));
+    } else {  // int16 runs of kRun steps (Q5_1), folded into int32
+      static_assert(kMin);
+      for (int j = 0; j < T; ++j) acc[j] = _mm256_setzero_si256();
+      for (int h = 0; h < 8; h += kRun) {
+        __m256i s16[T];
+        for (int j = 0; j < T; ++j) s16[j] = _mm256_setzero_si256();
+        for (int k = h; k < h + kRun; ++k) {
+          const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * k));
+          for (int j = 0; j < T; ++j) s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(w, bcast32(xq + 32 * j + 4 * k)));
+        }
+        for (int j = 0; j < T; ++j) acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(s16[j], ones));
+      }
     }
     const __m256 d = _mm256_load_ps(wd);
     for (int j = 0; j < T; ++j)
       accf[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[j]), _mm256_mul_ps(d, _mm256_set1_ps(xd[j])), accf[j]);
+    if constexpr (kMin) {
+      const __m256 m = _mm256_load_ps(wd + nb * kRows);
+      for (int j = 0; j < T; ++j) {
+        float sx;
+        std::memcpy(&sx, xc + j, 4);
+        accf[j] = _mm256_fmadd_ps(m, _mm256_set1_ps(sx), accf[j]);
+      }
+    }
   }
   for (int j = 0; j < T; ++j) store_rows(y + j * ldy, accf[j], nr);
 }
@@ -323,20 +373,29 @@ inline void with_tokens(int n, F&& f) {
 // Q8_0 3 (its sign-trick temporaries); 16 ymm registers in all.
 constexpr int kTQ4 = 6, kTQ8 = 5, kTK = 4;
 
+// Steps of int16 pair sums per block of the unsigned path: a whole block (8), Q5_1 half (4).
+template <class P>
+constexpr int int16_run() {
+  if constexpr (P::kMin) return P::kQ5 ? 4 : 8;
+  else return 8;
+}
+
 template <class P>
 void gemm_q8_impl(const MMArgs& a) {
   constexpr int TT = P::kSigned ? kTQ8 : kTQ4;
   const int64_t nb = a.cols / 32, N = static_cast<int64_t>(a.x_stride);
   uint8_t* tmp = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(kRows * a.cols)));
-  uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 4)));
+  // q, then d[nb][8] (and for Q4_1/Q5_1 m[nb][8]).
+  uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 8)));
   float* wd = reinterpret_cast<float*>(q + kRows * a.cols);
+  constexpr int kRun = int16_run<P>();
   for (int64_t r = a.r0; r < a.r1; r += kRows) {
     const int nr = static_cast<int>(a.r1 - r < kRows ? a.r1 - r : kRows);
     pack_group<P>(a, r, nr, nb, tmp, q, wd);
     for (int64_t t = a.t0; t < a.t1; t += TT) {
       const int n = static_cast<int>(a.t1 - t < TT ? a.t1 - t : TT);
       with_tokens<TT>(n, [&](auto tn) {
-        kern_q8<P::kSigned, decltype(tn)::value>(q, wd, nb, a.x, N, t, a.y + t * a.ldy + r, a.ldy, nr);
+        kern_q8<P::kSigned, decltype(tn)::value, P::kMin, kRun>(q, wd, nb, a.x, N, t, a.y + t * a.ldy + r, a.ldy, nr);
       });
     }
   }
@@ -363,6 +422,10 @@ void gemm_k_impl(const MMArgs& a) {
 
 void run_q8_0(const MMArgs& a) { gemm_q8_impl<PackQ8_0>(a); }
 void run_q4_0(const MMArgs& a) { gemm_q8_impl<PackQ4_0>(a); }
+void run_q5_0(const MMArgs& a) { gemm_q8_impl<PackQ5_0>(a); }
+void run_iq4_nl(const MMArgs& a) { gemm_q8_impl<PackIQ4_NL>(a); }
+void run_q4_1(const MMArgs& a) { gemm_q8_impl<PackQ4_1>(a); }
+void run_q5_1(const MMArgs& a) { gemm_q8_impl<PackQ5_1>(a); }
 void run_q4_K(const MMArgs& a) { gemm_k_impl<PackQ4_K>(a); }
 void run_q5_K(const MMArgs& a) { gemm_k_impl<PackQ5_K>(a); }
 void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
@@ -376,8 +439,9 @@ const GemmKernels kAvx2Gemm = {
     "avx2",
     5,
     {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k<true>, pack_k<true>,
-     pack_k<false>, pack_k<false>, pack_k<true>},
-    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs},
+     pack_k<false>, pack_k<false>, pack_k<true>, pack_q8<0>, pack_q8<0>, pack_q8_1, pack_q8_1},
+    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs, run_q5_0,
+     run_iq4_nl, run_q4_1, run_q5_1},
 };
 
 }  // namespace oxi::kern

@@ -151,6 +151,7 @@ struct TileBF16 {
 struct Q8_0W {
   static constexpr int kBytes = 34;
   static constexpr int kOffset = 128;
+  static constexpr bool kMin = false;
   static __m512i load2(const uint8_t* p) {
     return _mm512_xor_si512(load2x256(p + 2, p + 36), _mm512_set1_epi8(static_cast<char>(0x80)));
   }
@@ -161,6 +162,7 @@ struct Q8_0W {
 struct Q4_0W {
   static constexpr int kBytes = 18;
   static constexpr int kOffset = 8;
+  static constexpr bool kMin = false;
   static __m512i unpack(__m256i v) {  // v = [qsA | qsB] → [loA hiA loB hiB]
     const __m256i m = _mm256_set1_epi8(0x0F);
     const __m256i lo = _mm256_and_si256(v, m);
@@ -183,16 +185,87 @@ struct Q4_0W {
   }
 };
 
+// The 32-element fallback types of llama.cpp's recipes in the same scheme. Two blocks A, B per
+// step as [A 0..15 | A 16..31 | B 0..15 | B 16..31]; load1 pairs a block with a zero block.
+alignas(64) constexpr uint8_t kZeroBlock[64] = {};
+inline __m512i nibbles2(const uint8_t* qa, const uint8_t* qb) {  // 16 nibble bytes each
+  const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qa)));
+  const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qb)));
+  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+  const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi64(z, sh), _mm512_set1_epi8(0x0F));
+}
+// Q5_0/Q5_1 fifth bits (bit j of qh: element j) of both blocks → 0x10 in their bytes.
+inline __m512i qh2(const uint8_t* ha, const uint8_t* hb) {
+  uint32_t a, b;
+  std::memcpy(&a, ha, 4);
+  std::memcpy(&b, hb, 4);
+  return _mm512_maskz_mov_epi8(static_cast<__mmask64>(a | (static_cast<uint64_t>(b) << 32)), _mm512_set1_epi8(0x10));
+}
+template <class D>
+struct PairW {
+  static __m512i load2(const uint8_t* p) { return D::pair(p, p + D::kBytes); }
+  static __m512i load1(const uint8_t* p) { return D::pair(p, kZeroBlock); }
+};
+struct Q5_0W : PairW<Q5_0W> {  // q = 0..31, value q − 16
+  static constexpr int kBytes = 22, kOffset = 16;
+  static constexpr bool kMin = false;
+  static __m512i pair(const uint8_t* a, const uint8_t* b) { return _mm512_or_si512(nibbles2(a + 6, b + 6), qh2(a + 2, b + 2)); }
+};
+struct IQ4_NLW : PairW<IQ4_NLW> {  // grid value + 128 (1..241)
+  static constexpr int kBytes = 18, kOffset = 128;
+  static constexpr bool kMin = false;
+  static __m512i pair(const uint8_t* a, const uint8_t* b) {
+    const __m128i g = _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4NL)), _mm_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(g), nibbles2(a + 2, b + 2));
+  }
+};
+// Q4_1 / Q5_1 (q unsigned, no offset) against Q8_1: the m_w·s_x term per block is added in float.
+struct Q4_1W : PairW<Q4_1W> {
+  static constexpr int kBytes = 20, kOffset = 0;
+  static constexpr bool kMin = true;
+  static __m512i pair(const uint8_t* a, const uint8_t* b) { return nibbles2(a + 4, b + 4); }
+};
+struct Q5_1W : PairW<Q5_1W> {
+  static constexpr int kBytes = 24, kOffset = 0;
+  static constexpr bool kMin = true;
+  static __m512i pair(const uint8_t* a, const uint8_t* b) { return _mm512_or_si512(nibbles2(a + 8, b + 8), qh2(a + 4, b + 4)); }
+};
+// Activation block bytes and the offset of its qs (Q8_0: 34, 2; Q8_1: 36, 4; Q8_1's s at 2).
+template <class W> constexpr int kXBlk = W::kMin ? 36 : 34;
+template <class W> constexpr int kXQs = W::kMin ? 4 : 2;
+
+// 8 f16 at p, p + stride, …, p + 7·stride → f32 (16-bit inserts in two chains: vpgatherdd is
+// slow on Zen 4/5).
+inline __m256 gather8h(const uint8_t* p, int stride) {
+  __m128i h0 = _mm_cvtsi32_si128(ld16(p)), h1 = _mm_cvtsi32_si128(ld16(p + 4 * stride));
+  h0 = _mm_insert_epi16(h0, ld16(p + 1 * stride), 1);
+  h1 = _mm_insert_epi16(h1, ld16(p + 5 * stride), 1);
+  h0 = _mm_insert_epi16(h0, ld16(p + 2 * stride), 2);
+  h1 = _mm_insert_epi16(h1, ld16(p + 6 * stride), 2);
+  h0 = _mm_insert_epi16(h0, ld16(p + 3 * stride), 3);
+  h1 = _mm_insert_epi16(h1, ld16(p + 7 * stride), 3);
+  return _mm256_cvtph_ps(_mm_unpacklo_epi64(h0, h1));
+}
+
 // GEMV path for Q8_0 / Q4_0 (1 token): the activation is unpacked once per call (64-byte block
 // pairs + their −k·Σx start vectors + f32 scales); weight scales of 8 blocks come from one
 // set of 16-bit inserts, are multiplied by the activation scales in one go and spread to lanes by
 // vpermps.
 
+// kMin types: sx holds s_x per block; Σ m_w·s_x is summed 8 blocks at a time in M.
 template <class W, int R>
 inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, const uint8_t* xp, const float* dx,
                          int64_t nb) {
   __m512 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  __m256 M[R];
+  float mtail[R];
+  for (int i = 0; i < R; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    M[i] = _mm256_setzero_ps();
+    mtail[i] = 0.0f;
+  }
+  const float* sx = dx + nb + 8;
   const uint8_t* w[R];
   for (int i = 0; i < R; ++i) w[i] = a.w + (r + i * rs) * a.w_stride;
   __m512i spread[4];
@@ -204,16 +277,8 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, co
     __m512 P[R];
     for (int i = 0; i < R; ++i) {
       const uint8_t* p = w[i] + b * W::kBytes;
-      // The 8 f16 scales by 16-bit inserts in two chains (vpgatherdd is slow on Zen 4/5).
-      __m128i h0 = _mm_cvtsi32_si128(ld16(p)), h1 = _mm_cvtsi32_si128(ld16(p + 4 * W::kBytes));
-      h0 = _mm_insert_epi16(h0, ld16(p + 1 * W::kBytes), 1);
-      h1 = _mm_insert_epi16(h1, ld16(p + 5 * W::kBytes), 1);
-      h0 = _mm_insert_epi16(h0, ld16(p + 2 * W::kBytes), 2);
-      h1 = _mm_insert_epi16(h1, ld16(p + 6 * W::kBytes), 2);
-      h0 = _mm_insert_epi16(h0, ld16(p + 3 * W::kBytes), 3);
-      h1 = _mm_insert_epi16(h1, ld16(p + 7 * W::kBytes), 3);
-      const __m256 dw = _mm256_cvtph_ps(_mm_unpacklo_epi64(h0, h1));
-      P[i] = _mm512_castps256_ps512(_mm256_mul_ps(dw, dxv));
+      P[i] = _mm512_castps256_ps512(_mm256_mul_ps(gather8h(p, W::kBytes), dxv));
+      if constexpr (W::kMin) M[i] = _mm256_fmadd_ps(gather8h(p + 2, W::kBytes), _mm256_loadu_ps(sx + b), M[i]);
     }
     for (int k = 0; k < 4; ++k) {
       const uint8_t* q = xp + (b / 2 + k) * 128;
@@ -238,9 +303,17 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, co
       const __m512i wv = two ? W::load2(p) : W::load1(p);
       const __m512 sc = pair_scale(h2f(p) * dx[b], two ? h2f(p + W::kBytes) * dx[b + 1] : 0.0f);
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, wv, xv)), sc, acc[i]);
+      if constexpr (W::kMin) {
+        mtail[i] += h2f(p + 2) * sx[b];
+        if (two) mtail[i] += h2f(p + W::kBytes + 2) * sx[b + 1];
+      }
     }
   }
-  for (int i = 0; i < R; ++i) a.y[a.t0 * a.ldy + r + i * rs] = _mm512_reduce_add_ps(acc[i]);
+  for (int i = 0; i < R; ++i) {
+    float y = _mm512_reduce_add_ps(acc[i]);
+    if constexpr (W::kMin) y += _mm512_reduce_add_ps(_mm512_castps256_ps512(M[i])) + mtail[i];
+    a.y[a.t0 * a.ldy + r + i * rs] = y;
+  }
 }
 
 // A thread's prepared GEMV activation (one per weight format, in its own thread-scratch slot):
@@ -249,10 +322,14 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, co
 struct ActCache {
   uint64_t id = 0;
   const uint8_t* buf = nullptr;
-  bool holds(const MMArgs& a, const uint8_t* b) const { return a.x_id != 0 && a.t0 == 0 && a.x_id == id && b == buf; }
-  void set(const MMArgs& a, const uint8_t* b) {
+  int key = 0;  // what was prepared (mm_q8_gemv: the weight type's offset and activation format)
+  bool holds(const MMArgs& a, const uint8_t* b, int k = 0) const {
+    return a.x_id != 0 && a.t0 == 0 && a.x_id == id && b == buf && k == key;
+  }
+  void set(const MMArgs& a, const uint8_t* b, int k = 0) {
     id = a.t0 == 0 ? a.x_id : 0;
     buf = b;
+    key = k;
   }
 };
 thread_local ActCache t_q8_act;
@@ -260,26 +337,31 @@ thread_local ActCache t_q8_act;
 template <class W>
 void mm_q8_gemv(const MMArgs& a) {
   const int64_t nb = a.cols / 32, npairs = (nb + 1) / 2;
-  // Per token: npairs × {x 64 bytes, −k·Σx 16 int32}, then nb + 8 f32 scales. Made once per call
-  // and thread (x_id; thread scratch slot 4), not once per work unit.
-  const uint64_t xps = static_cast<uint64_t>(npairs) * 128 + static_cast<uint64_t>(nb + 8) * sizeof(float);
+  constexpr int kXB = kXBlk<W>, kXQ = kXQs<W>;
+  // Per token: npairs × {x 64 bytes, −k·Σx 16 int32}, then nb + 8 f32 scales (and for Q8_1 nb + 8
+  // s values). Made once per call and thread (x_id; thread scratch slot 4), not once per work
+  // unit; the key tells the Q8_0-based types' offsets and Q8_1 apart within one batch.
+  const uint64_t xps = static_cast<uint64_t>(npairs) * 128 + static_cast<uint64_t>(nb + 8) * sizeof(float) * (W::kMin ? 2 : 1);
   uint8_t* buf = static_cast<uint8_t*>(thread_scratch(4, static_cast<size_t>(xps * (a.t1 - a.t0))));
-  if (!t_q8_act.holds(a, buf)) {
+  constexpr int kKey = W::kOffset + (W::kMin ? 1024 : 0);
+  if (!t_q8_act.holds(a, buf, kKey)) {
     const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
     for (int64_t t = a.t0; t < a.t1; ++t) {
       const uint8_t* x = a.x + t * a.x_stride;
       uint8_t* xbuf = buf + (t - a.t0) * xps;
       float* dxbuf = reinterpret_cast<float*>(xbuf + npairs * 128);
       for (int64_t b = 0; b < nb; b += 2) {
-        const uint8_t* q = x + b * 34;
-        const __m512i xv = b + 2 <= nb ? load2x256(q + 2, q + 36) : load1x256(q + 2);
+        const uint8_t* q = x + b * kXB;
+        const __m512i xv = b + 2 <= nb ? load2x256(q + kXQ, q + kXB + kXQ) : load1x256(q + kXQ);
         _mm512_storeu_si512(xbuf + b * 64, xv);
         _mm512_storeu_si512(xbuf + b * 64 + 64, _mm512_sub_epi32(_mm512_setzero_si512(),
                                                                 _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv)));
       }
-      for (int64_t b = 0; b < nb; ++b) dxbuf[b] = h2f(x + b * 34);
+      for (int64_t b = 0; b < nb; ++b) dxbuf[b] = h2f(x + b * kXB);
+      if constexpr (W::kMin)
+        for (int64_t b = 0; b < nb; ++b) dxbuf[nb + 8 + b] = h2f(x + b * kXB + 2);
     }
-    t_q8_act.set(a, buf);
+    t_q8_act.set(a, buf, kKey);
   }
   for (int64_t t = a.t0; t < a.t1; ++t) {
     const uint8_t* xbuf = buf + (t - a.t0) * xps;
@@ -437,67 +519,77 @@ void mm_q4_0_gemv(const MMArgs& a) {
 // vpdpbusd/cvt/mul/fma; the unpacking is amortised over the other operand's tile.
 // Per 64-element block pair: weights {u8 q[64], f32 scale[16]}, activations
 // {i8 x[64], i32 corr[16], f32 scale[16]}.
-constexpr int kWPair = 128, kXPair = 192;
+// kMin types (Q4_1/Q5_1 × Q8_1) add {f32 m_w[16]} to the weights and {f32 s_x/8 [16]} to the
+// activations: Σ over a block's 8 lanes of m_w·s_x/8 is m_w·s_x (exact scaling by 1/8).
+template <class W> constexpr int kWPair = W::kMin ? 192 : 128;
+template <class W> constexpr int kXPair = W::kMin ? 256 : 192;
 
 template <class W>
 inline void prep_w_row(const uint8_t* row, int64_t nb, uint8_t* out) {
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2, out += kWPair) {
+  for (; b + 2 <= nb; b += 2, out += kWPair<W>) {
     const uint8_t* p = row + b * W::kBytes;
     _mm512_storeu_si512(out, W::load2(p));
     _mm512_storeu_ps(out + 64, pair_scale(h2f(p), h2f(p + W::kBytes)));
+    if constexpr (W::kMin) _mm512_storeu_ps(out + 128, pair_scale(h2f(p + 2), h2f(p + W::kBytes + 2)));
   }
   if (b < nb) {
     const uint8_t* p = row + b * W::kBytes;
     _mm512_storeu_si512(out, W::load1(p));
     _mm512_storeu_ps(out + 64, pair_scale(h2f(p), 0.0f));
+    if constexpr (W::kMin) _mm512_storeu_ps(out + 128, pair_scale(h2f(p + 2), 0.0f));
   }
 }
 
 template <class W>
 inline void prep_x_row(const uint8_t* row, int64_t nb, uint8_t* out) {
+  constexpr int kXB = kXBlk<W>, kXQ = kXQs<W>;
   const __m512i koff = _mm512_set1_epi8(static_cast<char>(W::kOffset));
   int64_t b = 0;
-  for (; b < nb; b += 2, out += kXPair) {
-    const uint8_t* q = row + b * 34;
+  for (; b < nb; b += 2, out += kXPair<W>) {
+    const uint8_t* q = row + b * kXB;
     const bool two = b + 2 <= nb;
-    const __m512i xv = two ? load2x256(q + 2, q + 36) : load1x256(q + 2);
+    const __m512i xv = two ? load2x256(q + kXQ, q + kXB + kXQ) : load1x256(q + kXQ);
     _mm512_storeu_si512(out, xv);
     _mm512_storeu_si512(out + 64, _mm512_sub_epi32(_mm512_setzero_si512(),
                                                   _mm512_dpbusd_epi32(_mm512_setzero_si512(), koff, xv)));
-    _mm512_storeu_ps(out + 128, pair_scale(h2f(q), two ? h2f(q + 34) : 0.0f));
+    _mm512_storeu_ps(out + 128, pair_scale(h2f(q), two ? h2f(q + kXB) : 0.0f));
+    if constexpr (W::kMin)
+      _mm512_storeu_ps(out + 192, pair_scale(h2f(q + 2) * 0.125f, two ? h2f(q + kXB + 2) * 0.125f : 0.0f));
   }
 }
 
-template <int R, int T>
+template <class W, int R, int T>
 inline void gemm_q8_packed(const uint8_t* wp, uint64_t wp_stride, const uint8_t* xp, uint64_t xp_stride,
                            int64_t npairs, __m512 (&acc)[R][T]) {
   for (int64_t bp = 0; bp < npairs; ++bp) {
     __m512i wv[R];
-    __m512 sw[R];
+    __m512 sw[R], mw[R];
     for (int i = 0; i < R; ++i) {
-      wv[i] = _mm512_loadu_si512(wp + i * wp_stride + bp * kWPair);
-      sw[i] = _mm512_loadu_ps(wp + i * wp_stride + bp * kWPair + 64);
+      wv[i] = _mm512_loadu_si512(wp + i * wp_stride + bp * kWPair<W>);
+      sw[i] = _mm512_loadu_ps(wp + i * wp_stride + bp * kWPair<W> + 64);
+      if constexpr (W::kMin) mw[i] = _mm512_loadu_ps(wp + i * wp_stride + bp * kWPair<W> + 128);
     }
     for (int j = 0; j < T; ++j) {
-      const uint8_t* q = xp + j * xp_stride + bp * kXPair;
+      const uint8_t* q = xp + j * xp_stride + bp * kXPair<W>;
       const __m512i xv = _mm512_loadu_si512(q);
       const __m512i corr = _mm512_loadu_si512(q + 64);
       const __m512 sx = _mm512_loadu_ps(q + 128);
       for (int i = 0; i < R; ++i) {
         const __m512i s = _mm512_dpbusd_epi32(corr, wv[i], xv);
         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw[i], sx), acc[i][j]);
+        if constexpr (W::kMin) acc[i][j] = _mm512_fmadd_ps(mw[i], _mm512_loadu_ps(q + 192), acc[i][j]);
       }
     }
   }
 }
 
-template <int R, int T>
+template <class W, int R, int T>
 inline void gemm_q8_tile(const MMArgs& a, const uint8_t* wp, uint64_t wps, const uint8_t* xp, uint64_t xps,
                          int64_t npairs, int64_t r, int64_t t) {
   __m512 acc[R][T];
   OXI_ZERO_ACC(acc);
-  gemm_q8_packed<R, T>(wp, wps, xp, xps, npairs, acc);
+  gemm_q8_packed<W, R, T>(wp, wps, xp, xps, npairs, acc);
   store<R, T>(a, r, t, acc);
 }
 
@@ -505,7 +597,7 @@ template <class W, int R, int T>
 void mm_q8_gemm(const MMArgs& a) {
   const int64_t nb = a.cols / 32, npairs = (nb + 1) / 2;
   const int64_t ntok = a.t1 - a.t0;
-  const uint64_t xps = static_cast<uint64_t>(npairs) * kXPair, wps = static_cast<uint64_t>(npairs) * kWPair;
+  const uint64_t xps = static_cast<uint64_t>(npairs) * kXPair<W>, wps = static_cast<uint64_t>(npairs) * kWPair<W>;
   uint8_t* xbuf = static_cast<uint8_t*>(thread_scratch(0, xps * ntok));
   uint8_t* wbuf = static_cast<uint8_t*>(thread_scratch(1, wps * R));
   for (int64_t j = 0; j < ntok; ++j) prep_x_row<W>(a.x + (a.t0 + j) * a.x_stride, nb, xbuf + j * xps);
@@ -515,15 +607,15 @@ void mm_q8_gemm(const MMArgs& a) {
     for (int64_t i = 0; i < nr; ++i) prep_w_row<W>(a.w + (r + i) * a.w_stride, nb, wbuf + i * wps);
     int64_t t = 0;
     if (nr == R) {
-      for (; t + T <= ntok; t += T) gemm_q8_tile<R, T>(a, wbuf, wps, xbuf + t * xps, xps, npairs, r, a.t0 + t);
-      for (; t < ntok; ++t) gemm_q8_tile<R, 1>(a, wbuf, wps, xbuf + t * xps, xps, npairs, r, a.t0 + t);
+      for (; t + T <= ntok; t += T) gemm_q8_tile<W, R, T>(a, wbuf, wps, xbuf + t * xps, xps, npairs, r, a.t0 + t);
+      for (; t < ntok; ++t) gemm_q8_tile<W, R, 1>(a, wbuf, wps, xbuf + t * xps, xps, npairs, r, a.t0 + t);
     } else {
       for (int64_t i = 0; i < nr; ++i) {
         int64_t tt = 0;
         for (; tt + T <= ntok; tt += T)
-          gemm_q8_tile<1, T>(a, wbuf + i * wps, wps, xbuf + tt * xps, xps, npairs, r + i, a.t0 + tt);
+          gemm_q8_tile<W, 1, T>(a, wbuf + i * wps, wps, xbuf + tt * xps, xps, npairs, r + i, a.t0 + tt);
         for (; tt < ntok; ++tt)
-          gemm_q8_tile<1, 1>(a, wbuf + i * wps, wps, xbuf + tt * xps, xps, npairs, r + i, a.t0 + tt);
+          gemm_q8_tile<W, 1, 1>(a, wbuf + i * wps, wps, xbuf + tt * xps, xps, npairs, r + i, a.t0 + tt);
       }
     }
   }
@@ -872,6 +964,7 @@ void act_q8_0(const float* x, void* dst, int64_t n) {
   }
 }
 
+void act_q8_1(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_1(x, static_cast<BlockQ8_1*>(dst), n); }
 void act_q8_K(const float* x, void* dst, int64_t n) {
   BlockQ8_K* y = static_cast<BlockQ8_K*>(dst);
   for (int64_t i = 0; i < n / 256; ++i, x += 256) {
@@ -920,6 +1013,12 @@ void mm_q4_0(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_q8_gemm<Q4_0W, 4, 4>(a);
   mm_q4_0_gemv(a);
 }
+// Q5_0 / IQ4_NL / Q4_1 / Q5_1: Q8_0's GEMV (block pairs, vpdpbusd) and 4+-token GEMM.
+template <class W>
+void mm_pair(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_q8_gemm<W, 4, 4>(a);
+  mm_q8_gemv<W>(a);
+}
 // GEMV (1–3 tokens): R rows × all the tokens per tile, so each block is unpacked once.
 template <template <int, int> class Tile, int T>
 void gemv_k_tokens(const MMArgs& a) {
@@ -960,8 +1059,9 @@ void mm_iq4_xs(const MMArgs& a) {
 
 const Kernels kAvx512Kernels = {
     "avx512",
-    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs},
-    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
     {nullptr, nullptr, nullptr, nullptr, pack_q4_0_avx512, pack_q4_K_avx512, nullptr, pack_q6_K_avx512},
@@ -972,8 +1072,9 @@ const Kernels kAvx512Kernels = {
 // The same kernels; matmul's multi-token GEMM runs on AMX tiles with this set (kernels/gemm.h).
 const Kernels kAvx512AmxKernels = {
     "avx512-amx",
-    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs},
-    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K},
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>},
+    {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
     {nullptr, nullptr, nullptr, nullptr, pack_q4_0_avx512, pack_q4_K_avx512, nullptr, pack_q6_K_avx512},

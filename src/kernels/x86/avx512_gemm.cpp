@@ -1,4 +1,5 @@
-// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS), 5+ tokens,
+// AVX-512 VNNI GEMM for the integer weight types (Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q5_1, Q4_K, Q5_K,
+// Q6_K, Q3_K, IQ4_XS), 5+ tokens,
 // and (set avx512-amx, end of file) the same GEMMs on AMX-INT8 tiles.
 //
 // A work unit (row chunk × token tile, see matmul.cpp) is computed 16 weight rows at a time. The
@@ -12,7 +13,8 @@
 // token are one contiguous store. Results equal the scalar reference up to float summation order
 // (the integer block sums are exact, as in ggml).
 //
-// Offsets: Q8_0 weights are stored as w + 128 and Q4_0 as the raw nibble (w + 8); the
+// Offsets: Q8_0 weights are stored as w + 128, Q4_0 as the raw nibble (w + 8), Q5_0 as the raw
+// 5-bit q (w + 16) and IQ4_NL as grid value + 128 (Q4_1/Q5_1: q, no offset, + m_w·s_x per block); the
 // k·Σx term is removed by starting each block's int32 sum at −k·Σx (per token and block).
 // Q4_K/Q5_K mins and the Q6_K −32 / Q3_K −4 / IQ4_XS −128 offsets come from Q8_K's bsums via vpdpwssd.
 #include <immintrin.h>
@@ -74,6 +76,7 @@ inline void transpose_rows(const uint8_t* tmp, uint64_t stride, int64_t cols, ui
 
 // Q8_0 / Q4_0: per 16-row group, q (cols/4 × 64 B) then d[nb][16] f32.
 struct PackQ8Base {
+  static constexpr bool kMin = false;
   static void zero(int64_t nb, float* d, int lane) {
     for (int64_t b = 0; b < nb; ++b) d[b * kRows + lane] = 0.0f;
   }
@@ -110,6 +113,25 @@ struct PackQ4_0T : PackQ8Base {
 };
 using PackQ8_0 = PackQ8_0T<false>;
 using PackQ4_0 = PackQ4_0T<false>;
+// Q5_0 (q 0..31, offset 16) and IQ4_NL (grid value + 128, offset 128), unsigned for vpdpbusd.
+template <class B, int kOff>
+struct PackQ32 : PackQ8Base {
+  static constexpr int kOffset = kOff;
+  static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      __m256i v;
+      if constexpr (sizeof(B) == sizeof(BlockQ5_0)) v = q5_0_bytes<kOff>(blk);
+      else v = iq4nl_bytes<kOff>(blk);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32), v);
+      d[b * kRows + lane] = h2f(blk.d);
+    }
+  }
+};
+using PackQ5_0 = PackQ32<BlockQ5_0, 16>;
+using PackIQ4_NL = PackQ32<BlockIQ4_NL, 128>;
+using PackQ4_1 = PackMinRows<BlockQ4_1, kRows>;
+using PackQ5_1 = PackMinRows<BlockQ5_1, kRows>;
 
 // K-quants: per super-block and 16-row group, after the q vectors of the whole row group:
 // KScales {int32 sc[NS][16]; int32 mn[8][16] (int16 pairs); float d[16]; float dmin[16]}.
@@ -219,7 +241,9 @@ constexpr int kTK = 6;   // tokens per register tile (K-quants)
 
 // Q8_0/Q4_0: q packed (nb × 8 vectors), wd[nb][16]; X: packed activations (kernels/gemm.h) of
 // N tokens, this tile starting at token t.
-template <int T>
+// kMin (Q4_1/Q5_1): sums start at 0, and m_w·s_x is added per block (m_w at wd + nb·16, s_x in the
+// activation's corr slot).
+template <int T, bool kMin = false>
 void kern_q8(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* X, int64_t N, int64_t t, float* y,
              int64_t ldy, int nr) {
   const int8_t* xq = reinterpret_cast<const int8_t*>(X) + t * 32;
@@ -229,7 +253,7 @@ void kern_q8(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* X, in
   for (int j = 0; j < T; ++j) accf[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, q += 512, wd += kRows, xq += N * 32, xc += N, xd += N) {
     __m512i acc[T];
-    for (int j = 0; j < T; ++j) acc[j] = _mm512_set1_epi32(xc[j]);
+    for (int j = 0; j < T; ++j) acc[j] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(xc[j]);
     for (int k = 0; k < 8; ++k) {
       const __m512i w = _mm512_load_si512(q + 64 * k);
       for (int j = 0; j < T; ++j) acc[j] = dpbusd_b(acc[j], w, xq + 32 * j + 4 * k);
@@ -237,6 +261,14 @@ void kern_q8(const uint8_t* q, const float* wd, int64_t nb, const uint8_t* X, in
     const __m512 d = _mm512_load_ps(wd);
     for (int j = 0; j < T; ++j)
       accf[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[j]), _mm512_mul_ps(d, _mm512_set1_ps(xd[j])), accf[j]);
+    if constexpr (kMin) {
+      const __m512 m = _mm512_load_ps(wd + nb * kRows);
+      for (int j = 0; j < T; ++j) {
+        float sx;
+        std::memcpy(&sx, xc + j, 4);
+        accf[j] = _mm512_fmadd_ps(m, _mm512_set1_ps(sx), accf[j]);
+      }
+    }
   }
   for (int j = 0; j < T; ++j) store_rows(y + j * ldy, accf[j], nr);
 }
@@ -313,7 +345,8 @@ template <class P, class Run>
 void each_q8_group(const MMArgs& a, Run&& run) {
   const int64_t nb = a.cols / 32;
   uint8_t* tmp = static_cast<uint8_t*>(thread_scratch(0, static_cast<size_t>(kRows * a.cols)));
-  uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 4)));
+  // q, then d[nb][16] (and for Q4_1/Q5_1 m[nb][16]).
+  uint8_t* q = static_cast<uint8_t*>(thread_scratch(1, static_cast<size_t>(kRows * a.cols + nb * kRows * 8)));
   float* wd = reinterpret_cast<float*>(q + kRows * a.cols);
   for (int64_t r = a.r0; r < a.r1; r += kRows) {
     const int nr = static_cast<int>(a.r1 - r < kRows ? a.r1 - r : kRows);
@@ -331,18 +364,18 @@ void gemm_q8_impl(const MMArgs& a) {
       const int n = static_cast<int>(a.t1 - t < kTQ8 ? a.t1 - t : kTQ8);
       float* y = a.y + t * a.ldy + r;
       switch (n) {
-        case 12: kern_q8<12>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 11: kern_q8<11>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 10: kern_q8<10>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 9: kern_q8<9>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 8: kern_q8<8>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 7: kern_q8<7>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 6: kern_q8<6>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 5: kern_q8<5>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 4: kern_q8<4>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 3: kern_q8<3>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        case 2: kern_q8<2>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
-        default: kern_q8<1>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 12: kern_q8<12, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 11: kern_q8<11, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 10: kern_q8<10, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 9: kern_q8<9, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 8: kern_q8<8, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 7: kern_q8<7, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 6: kern_q8<6, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 5: kern_q8<5, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 4: kern_q8<4, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 3: kern_q8<3, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        case 2: kern_q8<2, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
+        default: kern_q8<1, P::kMin>(q, wd, nb, a.x, N, t, y, a.ldy, nr); break;
       }
     }
   });
@@ -376,6 +409,10 @@ void gemm_k_impl(const MMArgs& a) {
 
 void run_q8_0(const MMArgs& a) { gemm_q8_impl<PackQ8_0>(a); }
 void run_q4_0(const MMArgs& a) { gemm_q8_impl<PackQ4_0>(a); }
+void run_q5_0(const MMArgs& a) { gemm_q8_impl<PackQ5_0>(a); }
+void run_iq4_nl(const MMArgs& a) { gemm_q8_impl<PackIQ4_NL>(a); }
+void run_q4_1(const MMArgs& a) { gemm_q8_impl<PackQ4_1>(a); }
+void run_q5_1(const MMArgs& a) { gemm_q8_impl<PackQ5_1>(a); }
 void run_q4_K(const MMArgs& a) { gemm_k_impl<PackQ4_K>(a); }
 void run_q5_K(const MMArgs& a) { gemm_k_impl<PackQ5_K>(a); }
 void run_q6_K(const MMArgs& a) { gemm_k_impl<PackQ6_K>(a); }
@@ -675,8 +712,10 @@ const GemmKernels kAvx512Gemm = {
     "avx512-vnni",
     5,
     {nullptr, nullptr, nullptr, pack_q8<PackQ8_0::kOffset>, pack_q8<PackQ4_0::kOffset>, pack_k<true>, pack_k<true>,
-     pack_k<false>, pack_k<false>, pack_k<true>},
-    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs},
+     pack_k<false>, pack_k<false>, pack_k<true>, pack_q8<PackQ5_0::kOffset>, pack_q8<PackIQ4_NL::kOffset>, pack_q8_1,
+     pack_q8_1},
+    {nullptr, nullptr, nullptr, run_q8_0, run_q4_0, run_q4_K, run_q5_K, run_q6_K, run_q3_K, run_iq4_xs, run_q5_0,
+     run_iq4_nl, run_q4_1, run_q5_1},
 };
 
 #if defined(OXI_HAVE_AMX)

@@ -17,24 +17,64 @@
 namespace oxi::kern {
 namespace {
 
-// Q8_0 activation rows → qs[nb][N][32], corr[nb][N] = −kOffset·Σqs, d[nb][N] (kOffset: the
-// constant the kernel adds to every weight byte to make it unsigned; 0 for signed products).
-template <int kOffset>
-void pack_q8(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols, uint8_t* X) {
+// Q8_0 / Q8_1 activation rows → qs[nb][N][32], a 4-byte slot [nb][N], d[nb][N]. Q8_0: the slot
+// is corr = −kOffset·Σqs (kOffset: the constant the kernel adds to every weight byte to make it
+// unsigned; 0 for signed products). Q8_1 (Q4_1/Q5_1 weights, no offset): the slot holds s_x as
+// f32 bits, and the kernel adds m_w·s_x per block instead.
+template <class XB, int kOffset>
+void pack_q8_blocks(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols,
+                    uint8_t* X) {
   const int64_t nb = cols / 32;
-  int32_t* C = reinterpret_cast<int32_t*>(X + nb * N * 32);
+  uint8_t* C = X + nb * N * 32;
   float* D = reinterpret_cast<float*>(X + nb * N * 36);
   for (int64_t t = t0; t < t1; ++t) {
-    const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(xa + t * x_stride);
+    const XB* xb = reinterpret_cast<const XB*>(xa + t * x_stride);
     for (int64_t b = 0; b < nb; ++b) {
       std::memcpy(X + (b * N + t) * 32, xb[b].qs, 32);
-      int32_t s = 0;
-      for (int i = 0; i < 32; ++i) s += xb[b].qs[i];
-      C[b * N + t] = -kOffset * s;
+      if constexpr (sizeof(XB) == sizeof(BlockQ8_1)) {
+        const float sx = _cvtsh_ss(xb[b].s);
+        std::memcpy(C + (b * N + t) * 4, &sx, 4);
+      } else {
+        int32_t s = 0;
+        for (int i = 0; i < 32; ++i) s += xb[b].qs[i];
+        s *= -kOffset;
+        std::memcpy(C + (b * N + t) * 4, &s, 4);
+      }
       D[b * N + t] = _cvtsh_ss(xb[b].d);
     }
   }
 }
+template <int kOffset>
+void pack_q8(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols, uint8_t* X) {
+  pack_q8_blocks<BlockQ8_0, kOffset>(xa, x_stride, t0, t1, N, cols, X);
+}
+inline void pack_q8_1(const uint8_t* xa, uint64_t x_stride, int64_t t0, int64_t t1, int64_t N, int64_t cols,
+                      uint8_t* X) {
+  pack_q8_blocks<BlockQ8_1, 0>(xa, x_stride, t0, t1, N, cols, X);
+}
+
+// Q4_1 / Q5_1 rows for the GEMMs: unsigned q bytes (0..15 / 0..31) in element order; per 16- or
+// 8-row group d[nb][R] then m[nb][R] (the scale array holds 2·nb·R floats).
+template <class B, int R>
+struct PackMinRows {
+  static constexpr bool kMin = true;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static constexpr bool kQ5 = sizeof(B) == sizeof(BlockQ5_1);
+  static void row(const uint8_t* src, int64_t nb, uint8_t* dst, float* d, int lane) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const B& blk = reinterpret_cast<const B*>(src)[b];
+      __m256i v = nibbles32(blk.qs);
+      if constexpr (kQ5) v = _mm256_or_si256(v, qh_bytes(blk.qh));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32), v);
+      d[b * R + lane] = _cvtsh_ss(blk.d);
+      d[(nb + b) * R + lane] = _cvtsh_ss(blk.m);
+    }
+  }
+  static void zero(int64_t nb, float* d, int lane) {
+    for (int64_t b = 0; b < 2 * nb; ++b) d[b * R + lane] = 0.0f;
+  }
+};
 
 // Q8_K activation rows → qs[nsb][N][256], bsums[nsb][N][16], d[nsb][N]. kPer32: bsums summed per
 // 32 (the Q4_K/Q5_K sub-blocks; the first 8 of the 16 slots), else Q8_K's per-16 sums as they are.

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/quant.h"
 
@@ -30,6 +31,35 @@ inline __m256i iq4_grid() {
 inline __m256i iq4xs_sub(__m256i grid, const uint8_t* qs) {
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0F);
   return _mm256_shuffle_epi8(grid, _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4)));
+}
+
+// 16 bytes of nibbles → [low nibbles (elements 0..15) | high nibbles (16..31)] (Q4_0-style blocks).
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+
+// The 32 bits of qh (Q5_0/Q5_1: bit j = fifth bit of element j) → byte j = 0x10 where set.
+inline __m256i qh_bytes(const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)),
+                                        _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+// A Q5_0 / IQ4_NL block's 32 values + kOff in element order (Q5_0: q − 16 + kOff, so kOff 16
+// gives q (0..31) and 0 the signed value; IQ4_NL: grid value + kOff).
+template <int kOff>
+inline __m256i q5_0_bytes(const BlockQ5_0& b) {
+  const __m256i q = _mm256_or_si256(nibbles32(b.qs), qh_bytes(b.qh));
+  return kOff == 16 ? q : _mm256_add_epi8(q, _mm256_set1_epi8(static_cast<char>(kOff - 16)));
+}
+template <int kOff>
+inline __m256i iq4nl_bytes(const BlockIQ4_NL& b) {
+  return _mm256_shuffle_epi8(iq4_grid<kOff>(), nibbles32(b.qs));
 }
 
 }  // namespace
