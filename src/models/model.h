@@ -72,6 +72,9 @@ class SequenceState {
   // Whole state as bytes, and back; restore(snapshot()) is bit-identical.
   virtual std::vector<uint8_t> snapshot() const = 0;
   virtual void restore(std::span<const uint8_t> bytes) = 0;
+  // Room for positions < n_pos (at most n_ctx) in the attention caches now, so that later calls
+  // do not grow them (bench: the timed part after a depth fill). A hint: no effect on results.
+  virtual void reserve(int64_t n_pos) { (void)n_pos; }
 };
 
 // The input of one forward call: n entries. Entry i belongs to sequence states[seq[i]] and is

@@ -84,6 +84,9 @@ class Gemma4State final : public SequenceState {
     n_past_ = n;
   }
 
+  void reserve(int64_t n_pos) override {
+    for (auto& lc : caches_) lc.reserve(std::min(n_pos, n_ctx_));
+  }
   std::vector<uint8_t> snapshot() const override {
     std::vector<uint8_t> out;
     nn::SnapWriter w{out};

@@ -80,6 +80,9 @@ class State final : public SequenceState {
     for (auto& k : kv_) k.clear();
   }
   void truncate(int64_t n) override;
+  void reserve(int64_t n_pos) override {
+    for (auto& k : kv_) k.reserve(std::min(n_pos, n_ctx_));
+  }
   std::vector<uint8_t> snapshot() const override {
     std::vector<uint8_t> out;
     nn::SnapWriter w{out};
