@@ -56,7 +56,7 @@ const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
     "         [-d D[,D..]] [-npl K[,K..]] [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
     "         [--quant q8_0|q4_0|q4_k] [--verify K[,K..]] [--spec MODE[,MODE..]] [--draft-max N]\n"
-    "         [--device D] [-ngl N]\n"
+    "         [--device D] [-ngl N] [-ctk f16|f32|q8_0] [-ctv f16|f32|q8_0]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
@@ -78,6 +78,8 @@ const char* kUsage =
     "  --isa NAME              kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
     "  --device D, -ngl N      device as for run (vulkan: the whole model on it unless -ngl 0); the\n"
     "                          JSON's \"device\" names where the pass ran (\"cpu\" or the device)\n"
+    "  -ctk, -ctv TYPE         KV cache types (f16 default, f32, q8_0; -ctv q8_0 as llama.cpp needs\n"
+    "                          flash attention); the JSON's \"type_k\" / \"type_v\" (llama-bench's names)\n"
     "  --quant TYPE            quantise f32/f16/bf16 weights at load (load time includes it; the\n"
     "                          model column shows e.g. 'Q4_0 (at load)', size the quantised bytes)\n";
 
@@ -308,7 +310,7 @@ int cmd_bench(int argc, char** argv) {
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n", "-d", "--n-depth",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
                       "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "--device", "-ngl", "--n-gpu-layers",
-                      "--gpu-layers"});
+                      "--gpu-layers", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const bool parallel = args.has("-npl") || args.has("--n-parallel");
     const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, parallel ? "32" : "512"), "-p");
@@ -354,14 +356,14 @@ int cmd_bench(int argc, char** argv) {
         if (k < 1 || k > 256) usage_error("invalid value for -npl: " + std::to_string(k) + " (1..256)");
       }
       for (int64_t n : tg) {
-        if (n > 0) for (int64_t k : npl) tests.push_back({pp[0], n, 0, k});
+        if (n > 0) for (int64_t k : npl) tests.push_back({pp[0], n, 0, k, 0, ""});
       }
       if (tests.empty()) usage_error("nothing to run: every -n size is 0");
     } else {
       // llama-bench's order: for each depth, its pp tests then its tg tests.
       for (int64_t d : depths) {
-        for (int64_t n : pp) if (n > 0) tests.push_back({n, 0, d});
-        for (int64_t n : tg) if (n > 0) tests.push_back({0, n, d});
+        for (int64_t n : pp) if (n > 0) tests.push_back({n, 0, d, 0, 0, ""});
+        for (int64_t n : tg) if (n > 0) tests.push_back({0, n, d, 0, 0, ""});
       }
       if (tests.empty()) usage_error("nothing to run: every -p and -n size is 0");
     }
@@ -373,6 +375,9 @@ int cmd_bench(int argc, char** argv) {
     req.path = path;
     req.options.n_threads = static_cast<int>(threads);
     req.options.quant = quant_from_args(args);
+    const auto [ctk, ctv] = cache_types_from_args(args);
+    if (!ctk.empty()) nn::parse_kv_type(ctk, &req.options.cache_type_k);
+    if (!ctv.empty()) nn::parse_kv_type(ctv, &req.options.cache_type_v);
     req.tokenizer = false;
     req.device = args.get_or({"--device"}, "");  // "": env OXI_DEVICE, else auto
     req.gpu_layers = gpu_layers_from_args(args);
@@ -510,6 +515,8 @@ int cmd_bench(int argc, char** argv) {
       j["n_prompt"] = t.n_prompt;
       j["n_gen"] = t.n_gen;
       j["n_depth"] = t.n_depth;
+      j["type_k"] = nn::kv_type_name(lo.cache_type_k);
+      j["type_v"] = nn::kv_type_name(lo.cache_type_v);
       j["n_parallel"] = t.n_parallel > 0 ? t.n_parallel : 1;
       j["test"] = t.name();
       if (t.verify > 0) j["n_verify"] = t.verify;

@@ -49,7 +49,7 @@ function parseArgs(argv) {
     return o;
 }
 
-async function loadNodeLlamaCpp() {
+export async function loadNodeLlamaCpp() {
     const dir = process.env.NLC_DIR ?? path.join(HERE, "..", "..", "tools", "node");
     const pkgDir = path.join(dir, "node_modules", "node-llama-cpp");
     const entry = path.join(pkgDir, "dist", "index.js");
@@ -58,18 +58,18 @@ async function loadNodeLlamaCpp() {
     return { nlc: await import(pathToFileURL(entry).href), version };
 }
 
-function median(xs) {
+export function median(xs) {
     const s = [...xs].sort((a, b) => a - b);
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
 // 64-bit LCG, high bits (the generator oxinfer bench and llama_bench.mjs use for their ids)
-function lcg(seed) {
+export function lcg(seed) {
     let x = BigInt(seed) & 0xffffffffffffffffn;
     return () => { x = (x * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn; return Number(x >> 33n); };
 }
 
-function cpuModel() {
+export function cpuModel() {
     try {
         return /model name\s*:\s*(.*)/.exec(fs.readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? null;
     } catch { return null; }
@@ -160,7 +160,8 @@ async function main() {
     return res;
 }
 
-main().then((r) => {
+// Run as a script (the helpers above are also imported by llama_depth_bench.mjs).
+if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) main().then((r) => {
     const s = JSON.stringify(r, null, 1) + "\n";
     const i = process.argv.indexOf("--out");
     if (i > 0) fs.writeFileSync(process.argv[i + 1], s);
