@@ -18,12 +18,14 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
+// The value of option a as a non-negative integer (throws naming the option otherwise).
+export function int(a, v) {
+    if (!/^[0-9]+$/.test(v ?? "")) throw new Error(`${a} needs a non-negative integer (got '${v}')`);
+    return parseInt(v, 10);
+}
+
 function parseArgs(argv) {
     const o = { threads: 2, npl: [1, 2, 4, 8, 16], pp: 32, tg: 128, reps: 1, flashAttn: "auto", verbose: false };
-    const int = (a, v) => {
-        if (!/^[0-9]+$/.test(v ?? "")) throw new Error(`${a} needs a non-negative integer (got '${v}')`);
-        return parseInt(v, 10);
-    };
     for (let i = 0; i < argv.length; i++) {
         const a = argv[i], v = () => argv[++i];
         switch (a) {

@@ -11,14 +11,10 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadNodeLlamaCpp, median, lcg, cpuModel } from "./llama_batched_bench.mjs";
+import { loadNodeLlamaCpp, median, lcg, cpuModel, int } from "./llama_batched_bench.mjs";
 
 function parseArgs(argv) {
     const o = { threads: 2, depth: 4096, pp: 128, tg: 32, reps: 2, ctk: "f16", ctv: "f16", flashAttn: "auto" };
-    const int = (a, v) => {
-        if (!/^[0-9]+$/.test(v ?? "")) throw new Error(`${a} needs a non-negative integer (got '${v}')`);
-        return parseInt(v, 10);
-    };
     for (let i = 0; i < argv.length; i++) {
         const a = argv[i], v = () => argv[++i];
         switch (a) {
