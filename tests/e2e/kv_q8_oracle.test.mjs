@@ -104,6 +104,7 @@ const cases = [
   ["qwen35", qGguf, qP(20, 1), "q8_0", "f16", "off"],  // llama.cpp's non-flash path with a q8_0 K
   ["qwen35", qGguf, qP(80, 4), "q8_0", "q8_0", "on"],  // a q8_0 V needs flash attention
   ["qwen35", qGguf, qP(20, 5), "f16", "q8_0", "on"],
+  ["qwen35", qGguf, qP(20, 7), "f32", "f32", "off"],   // -ctk/-ctv f32 take the f32 path (not f16 reads of f32 rows)
 ];
 if (process.env.KV_GEMMA4 === "1")
   cases.push(["gemma4", gGguf, gP(10, 6), "q8_0", "q8_0", null], ["gemma4", gGguf, gP(40, 7), "q8_0", "f16", null]);

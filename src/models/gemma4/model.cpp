@@ -390,6 +390,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
   if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f32_ = true;
   kt_ = kv_f32_ ? nn::KvType::kF32 : opt.cache_type_k;
   vt_ = kv_f32_ ? nn::KvType::kF32 : opt.cache_type_v;
+  if (kt_ == nn::KvType::kF32 && vt_ == nn::KvType::kF32) kv_f32_ = true;  // -ctk f32 -ctv f32: the f32 path
   kv_typed_ = kt_ != vt_ || nn::kv_quantised(kt_);
   // fa_row_typed agrees with llama.cpp only loosely so far (greedy tokens part on one of three
   // synthetic cases, logprobs 1e-2..6e-2 apart: ggml's decode split and tiled prefill are not

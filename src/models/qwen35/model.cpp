@@ -260,6 +260,7 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f16_ = false;
   kt_ = kv_f16_ ? opt.cache_type_k : nn::KvType::kF32;
   vt_ = kv_f16_ ? opt.cache_type_v : nn::KvType::kF32;
+  if (kt_ == nn::KvType::kF32 && vt_ == nn::KvType::kF32) kv_f16_ = false;  // -ctk f32 -ctv f32: the f32 path
   kv_generic_ = kt_ != vt_ || nn::kv_quantised(kt_);
   if (nn::kv_quantised(vt_) && opt.attention == AttentionPath::kNoFlash)
     throw_error(ErrorCode::kInvalidArgument, std::string("cache type ") + nn::kv_type_name(vt_) +
