@@ -18,8 +18,9 @@ extern "C" {
  * fields get their defaults. 2: oxi_generate_params.json_schema. 3: speculative decoding
  * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats) and
  * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn.
- * 5: oxi_model_params.n_gpu_layers. 6: oxi_generate_params.grammar. */
-#define OXI_API_VERSION 6
+ * 5: oxi_model_params.n_gpu_layers. 6: oxi_generate_params.grammar. 7: oxi_model_params.cache_type_k
+ * / cache_type_v. */
+#define OXI_API_VERSION 7
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -53,6 +54,9 @@ typedef struct oxi_model_params {
                            (default) or N > 0: the whole model on the device (partial offload is
                            not implemented: any N > 0 means all layers); 0: weights and decode
                            stay on the CPU, large prefill matmuls go to the device */
+  const char* cache_type_k; /* llama.cpp's -ctk: NULL/"" = "f16" (default), "f32", "q8_0" */
+  const char* cache_type_v; /* llama.cpp's -ctv: the same; "q8_0" needs flash attention (refused
+                               with flash_attn 0, as llama.cpp does) */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);

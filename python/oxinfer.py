@@ -37,8 +37,11 @@ class OxinferError(RuntimeError):
 
 
 class _ModelParams(ctypes.Structure):
+    # Every field of oxi_model_params, in order: the struct comes back by value from
+    # oxi_model_default_params, so a shorter definition would let the library write past it.
     _fields_ = [("n_threads", ctypes.c_int32), ("quant", ctypes.c_char_p),
-                ("chat_template", ctypes.c_char_p), ("device", ctypes.c_char_p), ("flash_attn", ctypes.c_int32)]
+                ("chat_template", ctypes.c_char_p), ("device", ctypes.c_char_p), ("flash_attn", ctypes.c_int32),
+                ("n_gpu_layers", ctypes.c_int32), ("cache_type_k", ctypes.c_char_p), ("cache_type_v", ctypes.c_char_p)]
 
 
 class _ModelDesc(ctypes.Structure):

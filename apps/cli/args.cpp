@@ -16,6 +16,7 @@
 #include "chat/builtin_templates.h"
 #include "backend/backend.h"
 #include "nn/device.h"
+#include "nn/kv_cache.h"
 #include "hub/hub.h"
 #include "kernels/isa.h"
 
@@ -271,6 +272,7 @@ std::string quant_from_args(const Args& args) {
 
 const std::vector<std::string> kCompatFlags = {"--jinja", "--no-mmap", "--mlock"};
 const std::vector<std::string> kCompatOptions = {"-fa", "--flash-attn", "-ngl", "--n-gpu-layers", "--gpu-layers",
+                                                 "-ctk", "--cache-type-k", "-ctv", "--cache-type-v",
                                                  "-b", "--batch-size", "-ub", "--ubatch-size", "--chat-template"};
 
 std::vector<std::string> with_compat_flags(std::vector<std::string> flags) {
@@ -287,6 +289,26 @@ int flash_attn_from_args(const Args& args) {
   usage_error("invalid value for -fa: '" + *fa + "' (expected on, off or auto)");
 }
 
+const char* const kCacheTypeHelp =
+    "  -ctk, --cache-type-k T  KV cache type for K: f16 (default), f32 or q8_0 (llama.cpp's spelling)\n"
+    "  -ctv, --cache-type-v T  the same for V; q8_0 needs flash attention (refused with -fa off, as\n"
+    "                          llama.cpp does)\n";
+
+std::pair<std::string, std::string> cache_types_from_args(const Args& args) {
+  std::pair<std::string, std::string> out;
+  auto one = [&](std::optional<std::string> v, const char* flag, std::string& dst) {
+    if (!v) return;
+    nn::KvType t;
+    if (!nn::parse_kv_type(*v, &t)) usage_error(std::string("invalid value for ") + flag + ": '" + *v + "' (expected f16, f32 or q8_0)");
+    dst = *v;
+  };
+  one(args.get({"-ctk", "--cache-type-k"}), "-ctk", out.first);
+  one(args.get({"-ctv", "--cache-type-v"}), "-ctv", out.second);
+  if (out.second == "q8_0" && flash_attn_from_args(args) == 0)
+    usage_error("-ctv q8_0 needs flash attention (as in llama.cpp): drop -fa off");
+  return out;
+}
+
 int gpu_layers_from_args(const Args& args) {
   if (!args.get({"-ngl", "--n-gpu-layers", "--gpu-layers"})) return -1;
   const long long n = args.get_int({"-ngl", "--n-gpu-layers", "--gpu-layers"}, 0);
@@ -298,6 +320,7 @@ std::string apply_compat_options(const Args& args) {
   flash_attn_from_args(args);  // validated here, applied by the loader
   if (args.flag({"--no-mmap"})) set_use_mmap(false);
   gpu_layers_from_args(args);  // validated here, applied by the loader
+  cache_types_from_args(args);  // validated here, applied by the loader
   for (auto names : {std::initializer_list<const char*>{"-b", "--batch-size"}, {"-ub", "--ubatch-size"}}) {
     if (!args.get(names)) continue;
     const long long n = args.get_int(names, 0);
@@ -372,6 +395,9 @@ oxi_model* open_model_from_args(const Args& args) {
   if (!tmpl.empty()) mp.chat_template = tmpl.c_str();
   mp.flash_attn = flash_attn_from_args(args);
   mp.n_gpu_layers = gpu_layers_from_args(args);
+  const auto [ctk, ctv] = cache_types_from_args(args);
+  if (!ctk.empty()) mp.cache_type_k = ctk.c_str();
+  if (!ctv.empty()) mp.cache_type_v = ctv.c_str();
   oxi_model* model = nullptr;
   check_status(oxi_model_open(path.c_str(), &mp, &model));
   lock_memory_if_asked(args);

@@ -120,6 +120,10 @@ void apply_isa_from_args(const Args& args);
 std::string quant_from_args(const Args& args);
 // The help lines for --quant, shared by run / chat / serve / bench.
 extern const char* const kQuantHelp;
+// -ctk / --cache-type-k and -ctv / --cache-type-v (f16, f32, q8_0; llama.cpp's spelling): the
+// values as given ("" when absent); UsageError for another value, or -ctv q8_0 with -fa off.
+std::pair<std::string, std::string> cache_types_from_args(const Args& args);
+extern const char* const kCacheTypeHelp;  // their help lines
 // The start-up line on stderr: "oxinfer: isa avx512 (host: avx512 avx2 scalar), 2 threads".
 // The kernels, device and offload lines on stderr (gpu_layers: -ngl, -1 when absent).
 void log_kernels(int gpu_layers = -1);

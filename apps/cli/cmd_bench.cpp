@@ -8,6 +8,10 @@
 //        pseudo-random ids (not timed), then N decode steps in which ONE Model::forward_batch call
 //        carries one token for each of the K sequences, each fed its own previous argmax
 //   vK, tgN MODE  speculative decoding (--verify, --spec): apps/cli/bench_spec.h
+// With -d D (llama-bench's --n-depth), ppN and tgN start from a state that already holds D fixed
+// pseudo-random ids instead of an empty one ("ppN @ dD"): the depth is prefilled once per depth
+// (not timed), snapshotted, and restored before each run (not timed), so every run sees the same
+// cache; the timed part is the same as at depth 0.
 // t/s = N / seconds per repetition (tgN xK: the aggregate K·N / seconds of the decode steps; vK:
 // verify steps per second);
 // reported as mean ± sample standard deviation (n - 1).
@@ -50,12 +54,15 @@ namespace {
 
 const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
-    "         [-npl K[,K..]] [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
+    "         [-d D[,D..]] [-npl K[,K..]] [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
     "         [--quant q8_0|q4_0|q4_k] [--verify K[,K..]] [--spec MODE[,MODE..]] [--draft-max N]\n"
-    "         [--device D] [-ngl N]\n"
+    "         [--device D] [-ngl N] [-ctk f16|f32|q8_0] [-ctv f16|f32|q8_0]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
+    "  -d, --n-depth D[,D..]   run ppN / tgN after D tokens are already in the context ('ppN @ dD';\n"
+    "                          default 0); the depth fill is not timed; D + N must fit the model's\n"
+    "                          training context\n"
     "  -npl, --n-parallel K[,K..]\n"
     "                          aggregate generation with K concurrent greedy sequences, one\n"
     "                          batched forward per step: tests 'tgN xK' replace ppN / tgN; -p is\n"
@@ -72,6 +79,8 @@ const char* kUsage =
     "  --isa NAME              kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
     "  --device D, -ngl N      device as for run (vulkan: the whole model on it unless -ngl 0); the\n"
     "                          JSON's \"device\" names where the pass ran (\"cpu\" or the device)\n"
+    "  -ctk, -ctv TYPE         KV cache types (f16 default, f32, q8_0; -ctv q8_0 as llama.cpp needs\n"
+    "                          flash attention); the JSON's \"type_k\" / \"type_v\" (llama-bench's names)\n"
     "  --quant TYPE            quantise f32/f16/bf16 weights at load (load time includes it; the\n"
     "                          model column shows e.g. 'Q4_0 (at load)', size the quantised bytes)\n";
 
@@ -125,6 +134,7 @@ int64_t peak_rss_bytes() {
 
 struct Test {
   int64_t n_prompt = 0, n_gen = 0;
+  int64_t n_depth = 0;     // tokens already in the context before the timed part (ppN / tgN)
   int64_t n_parallel = 0;  // > 0: tgN xK, K sequences decoding together (n_prompt: per sequence)
   int64_t verify = 0;      // > 0: vK (n_gen steps)
   std::string spec;        // not empty: tgN through the runtime with this speculation mode
@@ -132,7 +142,8 @@ struct Test {
     if (verify > 0) return "v" + std::to_string(verify);
     if (!spec.empty()) return "tg" + std::to_string(n_gen) + " " + spec;
     if (n_parallel > 0) return "tg" + std::to_string(n_gen) + " x" + std::to_string(n_parallel);
-    return n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+    const std::string base = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+    return n_depth > 0 ? base + " @ d" + std::to_string(n_depth) : base;  // llama-bench's spelling
   }
 };
 
@@ -207,17 +218,15 @@ class Runner {
   Runner(const Model& model, int64_t n_ctx)
       : model_(model), state_(model.new_state(n_ctx)), logits_(static_cast<size_t>(model.info().n_vocab)) {}
 
-  // One timed run of `t` from an empty state; returns seconds.
+  // One timed run of `t` from an empty state (or one holding t.n_depth ids); returns seconds.
   double run(const Test& t, int64_t n) {
-    state_->clear();
+    to_depth(t.n_depth);
+    state_->reserve(t.n_depth + n + 1);  // the timed part does not grow the cache
     const int64_t n_vocab = model_.info().n_vocab;
     if (t.n_prompt > 0) {
       const std::vector<int32_t> ids = token_ids(n, n_vocab, 42);
       const auto t0 = Clock::now();
-      for (int64_t i = 0; i < n; i += kPrefillChunk) {
-        const size_t len = static_cast<size_t>(std::min(kPrefillChunk, n - i));
-        model_.forward(*state_, std::span<const int32_t>(ids.data() + i, len), logits_.data(), false);
-      }
+      prefill(ids);
       return seconds_since(t0);
     }
     int32_t tok = token_ids(1, n_vocab, 7)[0];
@@ -230,9 +239,42 @@ class Runner {
   }
 
  private:
+  void prefill(const std::vector<int32_t>& ids) {
+    const auto n = static_cast<int64_t>(ids.size());
+    for (int64_t i = 0; i < n; i += kPrefillChunk) {
+      const size_t len = static_cast<size_t>(std::min(kPrefillChunk, n - i));
+      model_.forward(*state_, std::span<const int32_t>(ids.data() + i, len), logits_.data(), false);
+    }
+  }
+
+  // State with d fixed ids consumed (d = 0: empty). The first visit of a depth prefills it and
+  // keeps a snapshot; later visits restore the snapshot (a state without snapshots prefills again).
+  // Restoring over the previous run's state keeps that run's cache capacity, so the timed part
+  // does not pay for growing the cache back.
+  void to_depth(int64_t d) {
+    if (d == 0) {
+      state_->clear();
+      return;
+    }
+    if (d == snap_depth_ && !snap_.empty()) {
+      state_->restore(snap_);
+      return;
+    }
+    state_->clear();
+    prefill(token_ids(d, model_.info().n_vocab, 4242));
+    snap_depth_ = d;
+    try {
+      snap_ = state_->snapshot();
+    } catch (const Error&) {
+      snap_.clear();  // (device states may not snapshot)
+    }
+  }
+
   const Model& model_;
   std::unique_ptr<SequenceState> state_;
   std::vector<float> logits_;
+  int64_t snap_depth_ = -1;
+  std::vector<uint8_t> snap_;
 };
 
 struct Stats {
@@ -266,14 +308,16 @@ int cmd_bench(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n",
+    args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n", "-d", "--n-depth",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
                       "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "--device", "-ngl", "--n-gpu-layers",
-                      "--gpu-layers"});
+                      "--gpu-layers", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const bool parallel = args.has("-npl") || args.has("--n-parallel");
     const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, parallel ? "32" : "512"), "-p");
     const auto tg = parse_sizes(args.get_or({"-n", "--n-gen"}, "128"), "-n");
+    const bool depth_given = args.has("-d") || args.has("--n-depth");
+    const auto depths = parse_sizes(args.get_or({"-d", "--n-depth"}, "0"), "-d");
     const long long reps = args.get_int({"-r", "--repetitions"}, 5);
     if (reps < 1 || reps > 1000) usage_error("invalid value for -r (1..1000)");
     const long long threads = args.get_int({"-t", "--threads"}, 0);
@@ -296,14 +340,15 @@ int cmd_bench(int argc, char** argv) {
     const long long draft_max = args.get_int({"--draft-max"}, 16);
     if (draft_max < 1 || draft_max > 32) usage_error("invalid value for --draft-max (1..32)");
     const bool spec_tests = args.has("--verify") || !spec_modes.empty();
+    if (depth_given && (spec_tests || parallel)) usage_error("-d applies to ppN / tgN tests; it does not combine with -npl, --verify or --spec");
     if (spec_tests) {
       if (parallel) usage_error("--verify / --spec do not combine with -npl");
       for (int64_t k : verify) {
         if (k > 33) usage_error("invalid value for --verify: " + std::to_string(k) + " (1..33)");
-        for (int64_t n : tg) if (k > 0 && n > 0) tests.push_back({0, n, 0, k, ""});
+        for (int64_t n : tg) if (k > 0 && n > 0) tests.push_back({0, n, 0, 0, k, ""});
       }
       for (const auto& m : spec_modes) {
-        for (int64_t n : tg) if (n > 0) tests.push_back({0, n, 0, 0, m});
+        for (int64_t n : tg) if (n > 0) tests.push_back({0, n, 0, 0, 0, m});
       }
       if (tests.empty()) usage_error("nothing to run: every -n size is 0");
     } else if (parallel) {
@@ -313,12 +358,15 @@ int cmd_bench(int argc, char** argv) {
         if (k < 1 || k > 256) usage_error("invalid value for -npl: " + std::to_string(k) + " (1..256)");
       }
       for (int64_t n : tg) {
-        if (n > 0) for (int64_t k : npl) tests.push_back({pp[0], n, k});
+        if (n > 0) for (int64_t k : npl) tests.push_back({pp[0], n, 0, k, 0, ""});
       }
       if (tests.empty()) usage_error("nothing to run: every -n size is 0");
     } else {
-      for (int64_t n : pp) if (n > 0) tests.push_back({n, 0});
-      for (int64_t n : tg) if (n > 0) tests.push_back({0, n});
+      // llama-bench's order: for each depth, its pp tests then its tg tests.
+      for (int64_t d : depths) {
+        for (int64_t n : pp) if (n > 0) tests.push_back({n, 0, d, 0, 0, ""});
+        for (int64_t n : tg) if (n > 0) tests.push_back({0, n, d, 0, 0, ""});
+      }
       if (tests.empty()) usage_error("nothing to run: every -p and -n size is 0");
     }
     const std::string path = resolve_model_path(args);
@@ -329,6 +377,9 @@ int cmd_bench(int argc, char** argv) {
     req.path = path;
     req.options.n_threads = static_cast<int>(threads);
     req.options.quant = quant_from_args(args);
+    const auto [ctk, ctv] = cache_types_from_args(args);
+    if (!ctk.empty()) nn::parse_kv_type(ctk, &req.options.cache_type_k);
+    if (!ctv.empty()) nn::parse_kv_type(ctv, &req.options.cache_type_v);
     req.tokenizer = false;
     req.device = args.get_or({"--device"}, "");  // "": env OXI_DEVICE, else auto
     req.gpu_layers = gpu_layers_from_args(args);
@@ -370,7 +421,17 @@ int cmd_bench(int argc, char** argv) {
     }
     const std::string type = info.arch + " " + params_label(info.n_params) + " " + wtype;
     int64_t n_ctx = 0;
-    for (const Test& t : tests) n_ctx = std::max(n_ctx, t.n_prompt + t.n_gen * std::max<int64_t>(1, t.verify) + 64);
+    for (const Test& t : tests) {
+      n_ctx = std::max(n_ctx, t.n_depth + t.n_prompt + t.n_gen * std::max<int64_t>(1, t.verify) + 64);
+      // A depth test must fit the context the model was trained for (llama-bench's n_ctx is the
+      // sum too; past n_ctx_train RoPE positions are out of the trained range).
+      if (t.n_depth > 0 && info.n_ctx_train > 0 && t.n_depth + t.n_prompt + t.n_gen > info.n_ctx_train) {
+        throw_error(ErrorCode::kInvalidArgument, "bench: " + t.name() + " needs " +
+                                                     std::to_string(t.n_depth + t.n_prompt + t.n_gen) +
+                                                     " tokens of context, more than the model's " +
+                                                     std::to_string(info.n_ctx_train) + " (n_ctx_train)");
+      }
+    }
     std::unique_ptr<Runner> runner;  // single-sequence tests; tgN xK build their states per test
     if (!parallel) runner = std::make_unique<Runner>(*model, n_ctx);
     std::unique_ptr<SequenceState> vstate;  // vK: rollback room for K - 1 dropped tokens
@@ -455,6 +516,9 @@ int cmd_bench(int argc, char** argv) {
       j["n_threads"] = n_threads;
       j["n_prompt"] = t.n_prompt;
       j["n_gen"] = t.n_gen;
+      j["n_depth"] = t.n_depth;
+      j["type_k"] = nn::kv_type_name(lo.cache_type_k);
+      j["type_v"] = nn::kv_type_name(lo.cache_type_v);
       j["n_parallel"] = t.n_parallel > 0 ? t.n_parallel : 1;
       j["test"] = t.name();
       if (t.verify > 0) j["n_verify"] = t.verify;

@@ -166,6 +166,7 @@ int cmd_chat(int argc, char** argv) {
     Args args(argc - 1, argv + 1, with_compat_flags({"--no-think", "--special-in-content", "-h", "--help", "--offline", "--progress", "--no-progress"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
+      std::fputs(kCacheTypeHelp, stdout);
       return 0;
     }
     std::vector<std::string> known = kModelOptions;

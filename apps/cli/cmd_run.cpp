@@ -157,6 +157,7 @@ int cmd_run(int argc, char** argv) {
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       std::fputs(kQuantHelp, stdout);
+      std::fputs(kCacheTypeHelp, stdout);
       return 0;
     }
     std::vector<std::string> known = kModelOptions;

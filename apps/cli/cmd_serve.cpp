@@ -5,6 +5,7 @@
 #include <malloc.h>
 #endif
 #include <filesystem>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,7 @@ int cmd_serve(int argc, char** argv) {
                                                         "--reranking", "--rerank"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
+      std::fputs(kCacheTypeHelp, stdout);
       return 0;
     }
     std::vector<std::string> known = {"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np",
@@ -119,6 +121,7 @@ int cmd_serve(int argc, char** argv) {
     if (std::string t = apply_compat_options(args); !t.empty() && o.chat_template_file.empty()) o.chat_template = t;
     o.flash_attn = flash_attn_from_args(args);
     o.gpu_layers = gpu_layers_from_args(args);
+    std::tie(o.cache_type_k, o.cache_type_v) = cache_types_from_args(args);
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
     o.mmproj = args.get_or({"--mmproj"}, "");

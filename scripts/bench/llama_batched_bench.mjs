@@ -18,12 +18,14 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
+// The value of option a as a non-negative integer (throws naming the option otherwise).
+export function int(a, v) {
+    if (!/^[0-9]+$/.test(v ?? "")) throw new Error(`${a} needs a non-negative integer (got '${v}')`);
+    return parseInt(v, 10);
+}
+
 function parseArgs(argv) {
     const o = { threads: 2, npl: [1, 2, 4, 8, 16], pp: 32, tg: 128, reps: 1, flashAttn: "auto", verbose: false };
-    const int = (a, v) => {
-        if (!/^[0-9]+$/.test(v ?? "")) throw new Error(`${a} needs a non-negative integer (got '${v}')`);
-        return parseInt(v, 10);
-    };
     for (let i = 0; i < argv.length; i++) {
         const a = argv[i], v = () => argv[++i];
         switch (a) {
@@ -49,7 +51,7 @@ function parseArgs(argv) {
     return o;
 }
 
-async function loadNodeLlamaCpp() {
+export async function loadNodeLlamaCpp() {
     const dir = process.env.NLC_DIR ?? path.join(HERE, "..", "..", "tools", "node");
     const pkgDir = path.join(dir, "node_modules", "node-llama-cpp");
     const entry = path.join(pkgDir, "dist", "index.js");
@@ -58,18 +60,18 @@ async function loadNodeLlamaCpp() {
     return { nlc: await import(pathToFileURL(entry).href), version };
 }
 
-function median(xs) {
+export function median(xs) {
     const s = [...xs].sort((a, b) => a - b);
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
 // 64-bit LCG, high bits (the generator oxinfer bench and llama_bench.mjs use for their ids)
-function lcg(seed) {
+export function lcg(seed) {
     let x = BigInt(seed) & 0xffffffffffffffffn;
     return () => { x = (x * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn; return Number(x >> 33n); };
 }
 
-function cpuModel() {
+export function cpuModel() {
     try {
         return /model name\s*:\s*(.*)/.exec(fs.readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? null;
     } catch { return null; }
@@ -160,7 +162,8 @@ async function main() {
     return res;
 }
 
-main().then((r) => {
+// Run as a script (the helpers above are also imported by llama_depth_bench.mjs).
+if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) main().then((r) => {
     const s = JSON.stringify(r, null, 1) + "\n";
     const i = process.argv.indexOf("--out");
     if (i > 0) fs.writeFileSync(process.argv[i + 1], s);

@@ -190,6 +190,8 @@ oxi_model_params oxi_model_default_params(void) {
   p.device = nullptr;
   p.flash_attn = -1;
   p.n_gpu_layers = -1;
+  p.cache_type_k = nullptr;
+  p.cache_type_v = nullptr;
   return p;
 }
 
@@ -209,6 +211,10 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
     req.gpu_layers = p.n_gpu_layers;
     OXI_REQUIRE(p.flash_attn >= -1 && p.flash_attn <= 1, "oxi_model_open: flash_attn must be -1, 0 or 1");
     if (p.flash_attn == 0) req.options.attention = oxi::AttentionPath::kNoFlash;
+    OXI_REQUIRE(!p.cache_type_k || !*p.cache_type_k || oxi::nn::parse_kv_type(p.cache_type_k, &req.options.cache_type_k),
+                "oxi_model_open: cache_type_k must be f16, f32 or q8_0");
+    OXI_REQUIRE(!p.cache_type_v || !*p.cache_type_v || oxi::nn::parse_kv_type(p.cache_type_v, &req.options.cache_type_v),
+                "oxi_model_open: cache_type_v must be f16, f32 or q8_0");
     if (p.chat_template) req.chat_template = std::string(p.chat_template);
     auto m = std::make_unique<oxi_model>();
     m->loaded = oxi::load_model_bundle(req);

@@ -18,6 +18,7 @@
 
 #include "format/model_files.h"
 #include "kernels/pack.h"
+#include "nn/kv_cache.h"
 
 namespace oxi::nn {
 class Device;
@@ -48,6 +49,11 @@ struct LoadOptions {
   // KV cache storage: true = f32, false = f16 (llama.cpp's default cache type). Environment
   // OXI_KV_F32=1 overrides to f32 (debugging, exactness tests).
   bool kv_f32 = false;
+  // llama.cpp's --cache-type-k / --cache-type-v (f16 default, f32, q8_0), used when kv_f32 is
+  // false. As llama.cpp, a quantised V cache needs flash attention: attention = kNoFlash with
+  // cache_type_v q8_0 is refused at load (kInvalidArgument); so is a q8_0 cache with a device.
+  nn::KvType cache_type_k = nn::KvType::kF16;
+  nn::KvType cache_type_v = nn::KvType::kF16;
   AttentionPath attention = AttentionPath::kAuto;  // environment OXI_GEMMA4_ATTN=0..3 overrides
   // A block-level compute device (nn/device.h) that runs the whole forward pass: weights uploaded
   // at load, KV caches and recurrent states in its memory (docs/backends.md, "Whole-model
@@ -72,6 +78,9 @@ class SequenceState {
   // Whole state as bytes, and back; restore(snapshot()) is bit-identical.
   virtual std::vector<uint8_t> snapshot() const = 0;
   virtual void restore(std::span<const uint8_t> bytes) = 0;
+  // Room for positions < n_pos (at most n_ctx) in the attention caches now, so that later calls
+  // do not grow them (bench: the timed part after a depth fill). A hint: no effect on results.
+  virtual void reserve(int64_t n_pos) { (void)n_pos; }
 };
 
 // The input of one forward call: n entries. Entry i belongs to sequence states[seq[i]] and is

@@ -520,6 +520,10 @@ class ServerEngine final : public Engine {
       req.options.n_threads = opt_.n_threads;
       req.options.quant = opt_.quant;
       if (opt_.flash_attn == 0) req.options.attention = AttentionPath::kNoFlash;
+      if (!opt_.cache_type_k.empty() && !nn::parse_kv_type(opt_.cache_type_k, &req.options.cache_type_k))
+        throw_error(ErrorCode::kInvalidArgument, "invalid --cache-type-k '" + opt_.cache_type_k + "'");
+      if (!opt_.cache_type_v.empty() && !nn::parse_kv_type(opt_.cache_type_v, &req.options.cache_type_v))
+        throw_error(ErrorCode::kInvalidArgument, "invalid --cache-type-v '" + opt_.cache_type_v + "'");
       req.gpu_layers = opt_.gpu_layers;
       req.chat_template_file = opt_.chat_template_file;
       if (opt_.chat_template) req.chat_template = *opt_.chat_template;

@@ -17,6 +17,7 @@ struct ServerOptions {
   int n_threads = 0;        // -t
   int flash_attn = -1;      // -fa: -1 auto, 1 on, 0 off (oxi_model_params.flash_attn)
   int gpu_layers = -1;      // -ngl (oxi_model_params.n_gpu_layers)
+  std::string cache_type_k, cache_type_v;  // -ctk / -ctv: f16 (""), f32, q8_0
   std::optional<std::string> chat_template;  // --chat-template: Jinja source (else the file / model's)
   std::string api_key;      // --api-key: required as "Authorization: Bearer KEY" on /v1/*
   int64_t cache_ram_mib = 2048;  // --cache-ram: prompt-cache budget

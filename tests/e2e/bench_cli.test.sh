@@ -108,6 +108,27 @@ check "npl json: tgN xK tests, n_parallel, aggregate t/s" "[ -s '$WORK/p.json' ]
 check "npl md: row 'tg2 x2'" "grep -Eq '^\| qwen35 .* \| +tg2 x2 \| +[0-9.]+ ± [0-9.]+ \|$' '$WORK/p.md'"
 check "json: pp/tg tests have n_parallel 1" "python3 -c 'import json,sys; assert all(o[\"n_parallel\"] == 1 for o in json.load(open(sys.argv[1])))' '$WORK/b.json'"
 
+# ---- 2c. -d: pp / tg after D tokens already in the context (llama-bench's n_depth) ----
+"$OXINFER" bench -m "$M" -d 0,40 -p 8 -n 3 -r 2 -t 1 -o json > "$WORK/d.json" 2> "$WORK/d.err"
+check "depth json: exit 0" "[ $? -eq 0 ]"
+python3 - "$WORK/d.json" > "$WORK/d.py" 2>&1 <<'EOF2'
+import json, sys
+res = json.load(open(sys.argv[1]))
+# llama-bench's order and spelling: per depth, pp then tg; "ppN @ dD" past depth 0
+assert [(o["test"], o["n_prompt"], o["n_gen"], o["n_depth"]) for o in res] == [
+    ("pp8", 8, 0, 0), ("tg3", 0, 3, 0), ("pp8 @ d40", 8, 0, 40), ("tg3 @ d40", 0, 3, 40)], res
+for o in res:
+    assert o["n_parallel"] == 1 and len(o["samples_ts"]) == 2
+    # t/s counts only the timed tokens (the depth fill is not timed)
+    n = o["n_prompt"] or o["n_gen"]
+    for ts, ns in zip(o["samples_ts"], o["samples_ns"]):
+        assert abs(ts - n / (ns / 1e9)) <= 1e-3 * ts, (ts, ns)
+EOF2
+check "depth json: ppN / tgN per depth, n_depth, t/s of the timed tokens only" "[ -s '$WORK/d.json' ] && [ ! -s '$WORK/d.py' ]" || cat "$WORK/d.py"
+check "json: tests without -d have n_depth 0" "python3 -c 'import json,sys; assert all(o[\"n_depth\"] == 0 for o in json.load(open(sys.argv[1])))' '$WORK/b.json'"
+"$OXINFER" bench -m "$M" --n-depth 20 -p 4 -n 2 -r 1 -t 1 > "$WORK/d.md" 2> /dev/null
+check "depth md: rows 'pp4 @ d20' and 'tg2 @ d20'" "grep -Eq '^\| qwen35 .* \| +pp4 @ d20 \| +[0-9.]+ ± [0-9.]+ \|$' '$WORK/d.md' && grep -Eq '^\| qwen35 .* \| +tg2 @ d20 \| +[0-9.]+ ± [0-9.]+ \|$' '$WORK/d.md'"
+
 # ---- 3. run --isa: start-up line on stderr, stdout stays JSON ----
 "$OXINFER" run -m "$M" --tokens 1,2,3 -n 2 --temp 0 --json --isa scalar > "$WORK/r.out" 2> "$WORK/r.err"
 check "run --isa scalar: exit 0, start-up line on stderr" "[ $? -eq 0 ] && grep -q '^oxinfer: isa scalar ' '$WORK/r.err'"
@@ -138,6 +159,13 @@ expect_fail "-npl 0 -> 2" 2 bench -m "$M" -npl 0
 expect_fail "-npl x -> 2" 2 bench -m "$M" -npl 2,x
 expect_fail "-npl with two -p sizes -> 2" 2 bench -m "$M" -npl 2 -p 8,16
 expect_fail "run --isa bogus -> 2" 2 run -m "$M" --tokens 1 --isa bogus
+expect_fail "-d -1 -> 2" 2 bench -m "$M" -d -1
+expect_fail "-d 8,x -> 2" 2 bench -m "$M" -d 8,x
+expect_fail "-d with -npl -> 2" 2 bench -m "$M" -d 8 -npl 2
+expect_fail "-d with --verify -> 2" 2 bench -m "$M" -d 8 --verify 2
+# the synthetic file's n_ctx_train is 262144 (oxi-gen): depth + prompt past it is refused
+expect_fail "-d past the training context -> 1" 1 bench -m "$M" -d 262140 -p 8 -n 0 -r 1
+check "-d past the context: the error names n_ctx_train" "grep -q 'n_ctx_train' '$WORK/e.err'"
 
 if [ $fails -gt 0 ]; then echo "FAIL ($fails)"; exit 1; fi
 echo "PASS"

@@ -6,7 +6,9 @@
 // Logprobs are the exact log-softmax over the full vocabulary (double), argmax ties → smallest id.
 //
 //   node llama_greedy.mjs --model M.gguf --tokens 2,10,20 [--n 32] [--top-k 5] [--threads 2]
-//        [--kv-type f16|f32] [--flash-attn on|off|auto] [--all-logits] [--out FILE]
+//        [--kv-type f16|f32] [--ctk f16|f32|q8_0] [--ctv f16|f32|q8_0] [--flash-attn on|off|auto]
+//        [--all-logits] [--out FILE]
+//   --ctk / --ctv set K's and V's cache types apart (llama.cpp's -ctk / -ctv; default --kv-type).
 //   --prompt-file F instead of --tokens: the prompt is F's text, tokenized by llama.cpp (special
 //   tokens parsed, nothing added). Output `text` too: the generated tokens up to the first
 //   end-of-generation token, detokenized by llama.cpp.
@@ -30,6 +32,8 @@ function parse(argv) {
       case "--top-k": o.topK = Number(v()); break;
       case "--threads": o.threads = Number(v()); break;
       case "--kv-type": o.kvType = v(); break;
+      case "--ctk": o.ctk = v(); break;
+      case "--ctv": o.ctv = v(); break;
       case "--flash-attn": o.flashAttn = v(); break;
       case "--all-logits": o.allLogits = true; break;
       case "--out": o.out = v(); break;
@@ -39,6 +43,9 @@ function parse(argv) {
   if (!o.model || !(o.tokens?.length || o.promptFile)) throw new Error("--model and --tokens (or --prompt-file) are required");
   if (o.tokens && o.tokens.some((t) => !Number.isInteger(t) || t < 0)) throw new Error("--tokens must be non-negative integers");
   if (!["f16", "f32"].includes(o.kvType)) throw new Error("--kv-type must be f16 or f32");
+  o.ctk ??= o.kvType;
+  o.ctv ??= o.kvType;
+  if (![o.ctk, o.ctv].every((t) => ["f16", "f32", "q8_0"].includes(t))) throw new Error("--ctk / --ctv must be f16, f32 or q8_0");
   if (!["on", "off", "auto"].includes(o.flashAttn)) throw new Error("--flash-attn must be on, off or auto");
   if (!(o.n >= 1) || !(o.topK >= 2)) throw new Error("--n must be ≥ 1 and --top-k ≥ 2");
   return o;
@@ -67,11 +74,11 @@ async function main() {
     logger: (level, m) => { logs.push(`[${level}] ${m}`); } });
   const model = await llama.loadModel({ modelPath: o.model, gpuLayers: 0 });
   if (o.promptFile) o.tokens = [...model.tokenize(fs.readFileSync(o.promptFile, "utf8"), true)];
-  const kv = o.kvType.toUpperCase();
+  const kvK = o.ctk.toUpperCase(), kvV = o.ctv.toUpperCase();
   const ctxSize = Math.max(512, Math.ceil((o.tokens.length + o.n + 1) / 256) * 256);
   const flash = o.flashAttn === "on" ? true : o.flashAttn === "off" ? false : "auto";
   const context = await model.createContext({ contextSize: ctxSize, batchSize: Math.min(512, ctxSize), threads: o.threads, sequences: 1,
-    flashAttention: flash, seed: 0, experimentalKvCacheKeyType: kv, experimentalKvCacheValueType: kv });
+    flashAttention: flash, seed: 0, experimentalKvCacheKeyType: kvK, experimentalKvCacheValueType: kvV });
   const result = { tool: "llama_greedy.mjs", model: path.resolve(o.model), prompt_tokens: o.tokens,
     settings: { kv_type: o.kvType, kv_type_k: context.kvCacheKeyType, kv_type_v: context.kvCacheValueType,
       flash_attention: context.flashAttention, ctx: context.contextSize, batch: context.batchSize, threads: o.threads } };

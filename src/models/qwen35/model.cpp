@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "kernels/fused.h"
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 #include "nn/ops.h"
 #include "models/common/quant_rule.h"
@@ -65,12 +66,12 @@ int64_t rec_width(const Config& c) { return c.conv_dim() + 2 * c.hv; }
 
 class State final : public SequenceState {
  public:
-  State(const Config& c, bool tiled, bool kv_f16, int64_t n_ctx, int64_t rollback, int n_gdn, int n_attn)
+  State(const Config& c, bool tiled, nn::KvType kt, nn::KvType vt, int64_t n_ctx, int64_t rollback, int n_gdn, int n_attn)
       : c_(c), tiled_(tiled), n_ctx_(n_ctx), rollback_(rollback) {
     for (int i = 0; i < n_gdn; ++i)
       gdn_.emplace_back((c.conv_k - 1) * c.conv_dim(), c.hv * c.dk * c.dv, rec_width(c), c.conv_dim(), rollback);
-    // f16 storage unless LoadOptions::kv_f32 (see kv_f16_).
-    for (int i = 0; i < n_attn; ++i) kv_.emplace_back(c.n_head_kv * c.head_dim, /*f32=*/!kv_f16, 0, n_ctx, 0);
+    // f16 storage unless LoadOptions::kv_f32 / cache_type_k / cache_type_v (see kt_).
+    for (int i = 0; i < n_attn; ++i) kv_.emplace_back(c.n_head_kv * c.head_dim, kt, vt, 0, n_ctx, 0);
   }
   int64_t n_past() const override { return n_past_; }
   int64_t n_ctx() const override { return n_ctx_; }
@@ -80,6 +81,9 @@ class State final : public SequenceState {
     for (auto& k : kv_) k.clear();
   }
   void truncate(int64_t n) override;
+  void reserve(int64_t n_pos) override {
+    for (auto& k : kv_) k.reserve(std::min(n_pos, n_ctx_));
+  }
   std::vector<uint8_t> snapshot() const override {
     std::vector<uint8_t> out;
     nn::SnapWriter w{out};
@@ -198,6 +202,9 @@ class Qwen35Model final : public Model {
   void gdn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const;
   void attn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const;
   void ffn_forward(const Layer& L, const float* u, int64_t n, float* out) const;
+  // attn_forward's attention for caches with a q8_0 (or mixed) type, see kt_: every (entry, head)
+  // of the pass, gated; qg [n, 2·H·hd] (query, gate), att [n, H·hd].
+  void attn_generic(const Layer& L, const Pass& p, State* const* sts, const float* qg, float* att) const;
 
   Config c_;
   ModelInfo info_;
@@ -211,6 +218,14 @@ class Qwen35Model final : public Model {
   // LoadOptions::kv_f32 (or OXI_KV_F32=1) stores f32 rows and keeps everything f32 (exactness
   // tests).
   bool kv_f16_ = true;
+  // Cache types (LoadOptions::cache_type_k / _v). Any q8_0 (or K and V of different types) takes
+  // attn_generic: per (token, head) scores by the K type's dot (q8_0: q quantised to Q8_0 and the
+  // Q8_0 dot, as ggml scores a q8_0 K; f16: q rounded to f16), an f32 softmax, then V by its
+  // type: q8_0 rows dequantised to f32 and accumulated in f32 with f32 weights (llama.cpp's flash
+  // attention, which a quantised V needs there), f16 with the weights rounded to f16 (ggml's
+  // non-flash f16 product), f32 as is.
+  nn::KvType kt_ = nn::KvType::kF16, vt_ = nn::KvType::kF16;
+  bool kv_generic_ = false;
   wt::Arena arena_;
   MatrixView embd_, output_;
   std::vector<float> out_norm_;
@@ -243,6 +258,15 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   if (opt.n_threads > 0) set_num_threads(opt.n_threads);
   kv_f16_ = !opt.kv_f32;
   if (const char* e = std::getenv("OXI_KV_F32"); e && *e && std::string(e) != "0") kv_f16_ = false;
+  kt_ = kv_f16_ ? opt.cache_type_k : nn::KvType::kF32;
+  vt_ = kv_f16_ ? opt.cache_type_v : nn::KvType::kF32;
+  if (kt_ == nn::KvType::kF32 && vt_ == nn::KvType::kF32) kv_f16_ = false;  // -ctk f32 -ctv f32: the f32 path
+  kv_generic_ = kt_ != vt_ || nn::kv_quantised(kt_);
+  if (nn::kv_quantised(vt_) && opt.attention == AttentionPath::kNoFlash)
+    throw_error(ErrorCode::kInvalidArgument, std::string("cache type ") + nn::kv_type_name(vt_) +
+                                                 " for V needs flash attention (as in llama.cpp): drop -fa off");
+  if ((kt_ != nn::KvType::kF16 || vt_ != nn::KvType::kF16) && kv_f16_ && opt.device)
+    throw_error(ErrorCode::kInvalidArgument, "--cache-type-k / --cache-type-v apply to the CPU path; a device keeps its own cache");
   auto set_rule = [&] {
     if (!opt.quant.empty()) lq_.rule = QuantRule{parse_quant_type(opt.quant), c_.moe ? c_.n_expert : 0, !c_.tied};
     lq_.start_progress(files.tensors());
@@ -494,14 +518,14 @@ std::unique_ptr<SequenceState> Qwen35Model::new_state(int64_t n_ctx, int64_t rol
   if (n_ctx > (int64_t{1} << 24)) throw_error(ErrorCode::kInvalidArgument, "context size " + std::to_string(n_ctx) + " is too large");
   if (rollback < 0 || rollback > 64) throw_error(ErrorCode::kInvalidArgument, "rollback " + std::to_string(rollback) + " is out of range [0, 64]");
   if (dev_) return dev_->new_state(n_ctx, rollback);
-  return std::make_unique<State>(c_, tiled_, kv_f16_, n_ctx, rollback, n_gdn_, n_attn_);
+  return std::make_unique<State>(c_, tiled_, kt_, vt_, n_ctx, rollback, n_gdn_, n_attn_);
 }
 
 std::unique_ptr<SequenceState> Qwen35Model::new_mtp_state(int64_t n_ctx) const {
   if (!has_mtp_) return Model::new_mtp_state(n_ctx);
   if (n_ctx <= 0) n_ctx = std::min<int64_t>(c_.n_ctx_train, 4096);
   if (n_ctx > (int64_t{1} << 24)) throw_error(ErrorCode::kInvalidArgument, "context size " + std::to_string(n_ctx) + " is too large");
-  return std::make_unique<State>(c_, tiled_, kv_f16_, n_ctx, 0, 0, 1);
+  return std::make_unique<State>(c_, tiled_, kt_, vt_, n_ctx, 0, 0, 1);
 }
 
 // e = norm(E[x]), hh = norm(h); u = fc · [e, hh]; u through the MTP decoder block (its own
@@ -784,7 +808,7 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
     const Segment& sg = p.segs[static_cast<size_t>(s)];
     nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
     const int64_t pos = sg.pos0 + (t - sg.row0);
-    if (kv_f16) {
+    if (kv_f16 && !kv_generic_) {
       f32_to_f16_row(k + t * KW, reinterpret_cast<uint16_t*>(kv.k_row(pos)), KW);
       f32_to_f16_row(v + t * KW, reinterpret_cast<uint16_t*>(kv.v_row(pos)), KW);
     } else {
@@ -793,6 +817,11 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
   });
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t grp = H / Hkv;
+  if (kv_generic_) {
+    attn_generic(L, p, sts, qg, att);
+    matmul(w.o, att, n, out);
+    return;
+  }
   // Per-token attention (a decode step's numerics) for short segments and for every call a state
   // may roll back (a speculative verify step, which must score each position exactly as decoding
   // would); blocked attention otherwise.
@@ -865,6 +894,65 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
     });
   }
   matmul(w.o, att, n, out);
+}
+
+void Qwen35Model::attn_generic(const Layer& L, const Pass& p, State* const* sts, const float* qg, float* att) const {
+  const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
+  const int64_t QW = 2 * H * hd, grp = H / Hkv;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t kq8 = static_cast<size_t>(hd / nn::kQ8Values) * nn::kQ8Block;  // q8_0 bytes of one head
+  parallel_for(p.n * H, [&](int64_t job) {
+    const int64_t t = job / H, hh = job % H, g = hh / grp;
+    const int64_t s = p.seg_of[static_cast<size_t>(t)];
+    const Segment& sg = p.segs[static_cast<size_t>(s)];
+    const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
+    const int64_t n_kv = sg.pos0 + (t - sg.row0) + 1;
+    thread_local std::vector<float> sc, qh, row;
+    if (sc.size() < static_cast<size_t>(n_kv)) sc.resize(static_cast<size_t>(n_kv + 64));
+    qh.resize(static_cast<size_t>(hd));
+    row.resize(static_cast<size_t>(hd));
+    const float* q = qg + t * QW + hh * 2 * hd;
+    float* o = att + t * H * hd + hh * hd;
+    // Scores by the K type's dot.
+    if (kt_ == nn::KvType::kQ8_0) {
+      nn::kq_scores_q8_0(q, hd, kv.k_row(0) + static_cast<size_t>(g) * kq8, kv.k_row_bytes(), n_kv, scale, sc.data());
+    } else {
+      const bool k16 = kt_ == nn::KvType::kF16;
+      for (int64_t e = 0; e < hd; ++e) qh[e] = k16 ? f16_to_f32(f32_to_f16(q[e])) : q[e];  // ggml: q to K's type
+      for (int64_t i = 0; i < n_kv; ++i) {
+        if (k16) f16_to_f32_row(reinterpret_cast<const uint16_t*>(kv.k_row(i)) + g * hd, row.data(), hd);
+        const float* kr = k16 ? row.data() : reinterpret_cast<const float*>(kv.k_row(i)) + g * hd;
+        float acc = 0;
+        for (int64_t e = 0; e < hd; ++e) acc += qh[e] * kr[e];
+        sc[i] = acc * scale;
+      }
+    }
+    ops::softmax(sc.data(), n_kv);
+    // Σ weight · V row, by the V type.
+    std::fill(o, o + hd, 0.0f);
+    for (int64_t i = 0; i < n_kv; ++i) {
+      const uint8_t* vr = kv.v_row(i);
+      if (vt_ == nn::KvType::kQ8_0) {
+        // f32 weight × dequantised value (qs · d), the block scale folded into the weight.
+        const uint8_t* hb = vr + static_cast<size_t>(g) * kq8;
+        for (int64_t b = 0; b < hd / nn::kQ8Values; ++b) {
+          const auto* blk = reinterpret_cast<const kern::BlockQ8_0*>(hb + static_cast<size_t>(b) * nn::kQ8Block);
+          const float wd = sc[i] * f16_to_f32(blk->d);
+          float* ob = o + b * nn::kQ8Values;
+          for (int64_t e = 0; e < nn::kQ8Values; ++e) ob[e] += wd * static_cast<float>(blk->qs[e]);
+        }
+      } else if (vt_ == nn::KvType::kF16) {
+        const float wi = f16_to_f32(f32_to_f16(sc[i]));  // ggml's non-flash f16 product: weights to f16
+        f16_to_f32_row(reinterpret_cast<const uint16_t*>(vr) + g * hd, row.data(), hd);
+        for (int64_t e = 0; e < hd; ++e) o[e] += wi * row[e];
+      } else {
+        const float* vf = reinterpret_cast<const float*>(vr) + g * hd;
+        for (int64_t e = 0; e < hd; ++e) o[e] += sc[i] * vf[e];
+      }
+    }
+    const float* gate = q + hd;
+    for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
+  });
 }
 
 void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* out) const {
