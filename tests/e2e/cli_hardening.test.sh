@@ -49,7 +49,7 @@ expect 1 "nested deeper than 512 levels" -- "$OXINFER" chat --template-only --ch
 expect 2 "unknown option --frobnicate" -- "$OXINFER" run -m "$WORK/deep" -p hi --frobnicate
 # llama.cpp flags that carry over are accepted (issue 31 item 5): --jinja is a no-op, -fa validated.
 expect 2 "invalid value for -fa" -- "$OXINFER" run -m "$WORK/deep" -p hi --jinja -fa maybe
-expect 2 "not a file or Jinja source" -- "$OXINFER" run -m "$WORK/deep" -p hi --chat-template chatml
+expect 2 "not a built-in template name, a file or Jinja source" -- "$OXINFER" run -m "$WORK/deep" -p hi --chat-template no-such-name
 expect 2 "unknown option --definitely-not-an-option" -- "$OXINFER" run -m "$WORK/deep" -p hi --definitely-not-an-option
 expect 2 "option -n needs a value" -- "$OXINFER" run -m "$WORK/deep" -p hi -n
 
