@@ -354,6 +354,10 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   }
   if (spec.draft_max <= 0) drafter = nullptr;
   tuner_.start(spec);
+  // An MTP draft runs the head (one layer and the output head: about 0.3 of a decode step on the
+  // 0.8B shape) until its cost is measured: with the tuner's prior acceptance that keeps a request
+  // from drafting before its first probe, so drafting that never pays costs only the probes.
+  if (use_mtp) tuner_.expect_draft_cost(0.3);
   std::vector<int32_t> draft, feed;
 
   int32_t pending = -1;  // a token already chosen: the replacement for a rejected draft

@@ -86,7 +86,7 @@ int32_t DraftTuner::choose(int32_t proposed) {
   int32_t best_k = 0;
   double e = 1.0, ak = 1.0;
   // A draft's own cost in decode steps (t(1) unmeasured: the first verify passes measure it).
-  const double draft_ratio = t_.size() > 1 && t_[1] > 0.0 ? draft_s_ / t_[1] : 0.0;
+  const double draft_ratio = draft_s_ > 0.0 && t_.size() > 1 && t_[1] > 0.0 ? draft_s_ / t_[1] : draft_prior_;
   for (int32_t k = 1; k <= kmax; ++k) {
     ak *= a;
     e += ak;  // E(k) = 1 + a + … + a^k

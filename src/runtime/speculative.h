@@ -100,6 +100,9 @@ class DraftTuner {
   // A drafter whose drafts cost forward passes (the MTP head): `seconds` spent making k drafts.
   // choose() then charges k drafts k times the smoothed cost of one on top of the verify pass.
   void record_draft(int32_t k, double seconds);
+  // A costly drafter's cost per draft in decode steps, assumed until record_draft measures it (so
+  // a request does not start drafting on the optimistic assumption that drafts are free).
+  void expect_draft_cost(double steps) { draft_prior_ = steps; }
   void record_verify(int32_t drafted, int32_t accepted);
   double acceptance() const;
   // t(m) / t(1): measured where possible, else a prior (1 + 0.3 (m − 1), a CPU-like guess that the
@@ -110,6 +113,7 @@ class DraftTuner {
   SpecOptions opt_;
   std::vector<double> t_;     // t_[m]: smoothed seconds of an m-token forward call (0: unmeasured)
   double draft_s_ = 0.0;      // smoothed seconds per draft (0: free or unmeasured)
+  double draft_prior_ = 0.0;  // draft cost in decode steps while draft_s_ is unmeasured
   double acc_ = 1.0, rej_ = 1.0;  // decayed counts of accepted drafts and of rejections (prior 1/1)
   int since_probe_ = 0;
   int failed_probes_ = 0;   // probes in a row that accepted nothing
