@@ -12,6 +12,7 @@
 // unrotated cache, which is bit-for-bit the same data as ours.
 // Also the refusals: -ctv q8_0 with -fa off (llama.cpp's rule) and unknown types exit 2.
 import { run, must } from "./proc.mjs";
+import { runJsonSteps } from "./lib/run_json.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -42,14 +43,7 @@ function oxiGreedy(model, toks, ctk, ctv, fa) {
     "--ignore-eos", "-t", "2", "-c", String(toks.length + N + 16), "-ctk", ctk, "-ctv", ctv];
   if (fa) args.push("-fa", fa);
   const r = must(oxinfer, args);
-  const steps = [];
-  for (const line of r.stdout.split("\n")) {
-    if (!line.trim()) continue;
-    const j = JSON.parse(line);
-    if (j.id === undefined || !Array.isArray(j.top_logprobs)) continue;
-    steps.push({ token: j.id, top: j.top_logprobs.map((e) => ({ token: e.id, logprob: e.logprob })) });
-  }
-  return { generated_tokens: steps.map((s) => s.token), steps };
+  return runJsonSteps(r.stdout);
 }
 
 function llamaGreedy(gguf, toks, ctk, ctv, fa, out) {

@@ -33,6 +33,7 @@
 // --fast-lse (ranks and gaps exact, logprobs ~4e-4 high) keeps each llama.cpp run short.
 // QUANT_CASES=a,b runs a subset. Numbers land in docs/kernels.md ("Quantised files vs llama.cpp").
 import { run, must } from "./proc.mjs";
+import { runJsonSteps } from "./lib/run_json.mjs";
 import { compareTensors } from "./lib/gguf_tensors.mjs";
 import fs from "node:fs";
 import os from "node:os";
@@ -83,14 +84,7 @@ function llama(gguf, toks, outFile, allLogits, flash) {
 function oxiGreedy(model, toks, extra = []) {
   const r = must(oxinfer, ["run", "-m", model, "--tokens", toks.join(","), "-n", String(N), "--temp", "0", "--json",
     "--top-logprobs", "5", "--ignore-eos", "-c", String(toks.length + N + 16), ...extra]);
-  const steps = [];
-  for (const line of r.stdout.split("\n")) {
-    if (!line.trim()) continue;
-    const j = JSON.parse(line);
-    if (j.id === undefined || !Array.isArray(j.top_logprobs)) continue;
-    steps.push({ token: j.id, top: j.top_logprobs.map((e) => ({ token: e.id, logprob: e.logprob })) });
-  }
-  return { generated_tokens: steps.map((s) => s.token), steps };
+  return runJsonSteps(r.stdout);
 }
 // Teacher-forced top-5 at every position (tests/models/quant_dev_run.cpp).
 // split: tokens in the first forward (then one per forward), as llama.cpp batched them.

@@ -11,6 +11,7 @@
 // oxinfer runs through `oxinfer run --json` when the CLI supports it, else through the dev runner
 // in oxi_models_tests (Qwen35Dev.Run); conversion likewise through `oxinfer convert` or Qwen35Dev.Convert.
 import { run, must } from "./proc.mjs";
+import { runJsonSteps } from "./lib/run_json.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -59,14 +60,7 @@ function oxiGreedy(model, toks, n, outFile, env = {}) {
   if (cliRun) {
     const r = must(oxinfer, ["run", "-m", model, "--tokens", toks.join(","), "-n", String(n), "--temp", "0", "--json",
       "--top-logprobs", "5", "--ignore-eos", "-t", "1", "-c", String(toks.length + n + 16)], { env: { ...process.env, ...env } });
-    const steps = [];
-    for (const line of r.stdout.split("\n")) {
-      if (!line.trim()) continue;
-      const j = JSON.parse(line);
-      if (j.id === undefined || !Array.isArray(j.top_logprobs)) continue;
-      steps.push({ token: j.id, top: j.top_logprobs.map((e) => ({ token: e.id, logprob: e.logprob })) });
-    }
-    return { generated_tokens: steps.map((s) => s.token), steps };
+    return runJsonSteps(r.stdout);
   }
   must(devBin, ["--gtest_filter=Qwen35Dev.Run"], { env: { ...process.env, ...env, OXI_Q35_MODEL: model, OXI_Q35_TOKENS: toks.join(","),
     OXI_Q35_N: String(n), OXI_Q35_TOPK: "5", OXI_Q35_OUT: outFile } });
