@@ -11,7 +11,6 @@ MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx) : m_(m), st_(m.new_mtp_sta
   h_.resize(static_cast<size_t>(m.info().n_embd));
 }
 
-int64_t MtpDrafter::pending(int64_t n) const { return n - st_->n_past(); }
 int64_t MtpDrafter::fed() const { return st_->n_past(); }
 
 void MtpDrafter::truncate(int64_t n) {

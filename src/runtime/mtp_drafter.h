@@ -33,11 +33,9 @@ class MtpDrafter {
   // never kept).
   bool propose(std::span<const int32_t> history, const float* hidden, int64_t first, int64_t hidden_rows, int32_t k,
                std::vector<int32_t>& out);
-  // Positions whose pair the head has taken in: [0, fed()).
+  // Positions whose pair the head has taken in: [0, fed()). The rest wait for the next propose,
+  // which feeds them all in one pass (a session that skips drafting calls it only to draft again).
   int64_t fed() const;
-  // Pairs not fed to the head yet when the trunk holds n positions (propose feeds them all in one
-  // pass: a session that skips drafting for a while calls propose only when it drafts again).
-  int64_t pending(int64_t n) const;
   // The trunk went back to n tokens (or was emptied: n = 0).
   void truncate(int64_t n);
 

@@ -392,7 +392,7 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
         if (want > 0) {
           // A draft's cost as measured: the head's pass over the few new pairs (1 + the drafts just
           // accepted) and the chained drafts; not a catch-up after drafting was off (an outlier).
-          const bool steady = mtp_->pending(n_past()) <= 8;
+          const bool steady = n_past() - mtp_->fed() <= 8;
           const Clock::time_point t0 = Clock::now();
           tokens_.push_back(id);
           const bool ok = mtp_->propose(tokens_, hid_.data(), hid_base_, hid_n_, want, draft);
