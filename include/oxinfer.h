@@ -19,8 +19,8 @@ extern "C" {
  * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats) and
  * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn.
  * 5: oxi_model_params.n_gpu_layers. 6: oxi_generate_params.grammar. 7: oxi_model_params.cache_type_k
- * / cache_type_v. */
-#define OXI_API_VERSION 7
+ * / cache_type_v. 8: oxi_model_params.draft_model. */
+#define OXI_API_VERSION 8
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -57,6 +57,9 @@ typedef struct oxi_model_params {
   const char* cache_type_k; /* llama.cpp's -ctk: NULL/"" = "f16" (default), "f32", "q8_0" */
   const char* cache_type_v; /* llama.cpp's -ctv: the same; "q8_0" needs flash attention (refused
                                with flash_attn 0, as llama.cpp does) */
+  const char* draft_model; /* llama.cpp's -md: NULL/"" none; a draft model's GGUF. Qwen 3.5: an
+                              MTP-only file (llama.cpp converter's --mtp), whose head drafts for
+                              OXI_SPEC_MTP / OXI_SPEC_AUTO. Other families: OXI_ERR_UNSUPPORTED */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);

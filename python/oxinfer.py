@@ -41,7 +41,8 @@ class _ModelParams(ctypes.Structure):
     # oxi_model_default_params, so a shorter definition would let the library write past it.
     _fields_ = [("n_threads", ctypes.c_int32), ("quant", ctypes.c_char_p),
                 ("chat_template", ctypes.c_char_p), ("device", ctypes.c_char_p), ("flash_attn", ctypes.c_int32),
-                ("n_gpu_layers", ctypes.c_int32), ("cache_type_k", ctypes.c_char_p), ("cache_type_v", ctypes.c_char_p)]
+                ("n_gpu_layers", ctypes.c_int32), ("cache_type_k", ctypes.c_char_p), ("cache_type_v", ctypes.c_char_p),
+                ("draft_model", ctypes.c_char_p)]
 
 
 class _ModelDesc(ctypes.Structure):

@@ -141,13 +141,41 @@ void Args::check_known(const std::vector<std::string>& known) const {
 
 std::string resolve_model_path(const Args& args) {
   if (auto m = args.get({"-m", "--model"})) return *m;
-  if (auto hf = args.get({"-hf", "--hf-repo"})) {
-    HubOptions opt;
-    if (auto t = args.get({"--hf-token"})) opt.token = *t;
-    opt.offline = args.flag({"--offline"});
-    return hub_resolve_model(*hf, opt);
-  }
+  if (args.get({"-hf", "--hf-repo"})) return model_paths_from_args(args, false).model;
   usage_error("no model given: pass -m PATH or -hf org/name[:quant]");
+}
+
+ModelPaths model_paths_from_args(const Args& args, bool want_mmproj) {
+  ModelPaths p;
+  p.mmproj = args.get_or({"--mmproj"}, "");
+  p.draft = draft_model_from_args(args);
+  if (auto m = args.get({"-m", "--model"})) {
+    p.model = *m;
+    return p;
+  }
+  const auto hf = args.get({"-hf", "--hf-repo"});
+  if (!hf) usage_error("no model given: pass -m PATH or -hf org/name[:quant]");
+  HubOptions opt;
+  if (auto t = args.get({"--hf-token"})) opt.token = *t;
+  opt.offline = args.flag({"--offline"});
+  const bool mmproj = want_mmproj && p.mmproj.empty() && !args.flag({"--no-mmproj"});
+  const bool mtp = p.draft.empty() && args.get_or({"--spec"}, "") == "mtp";
+  if (mmproj) opt.sidecars.push_back("mmproj");
+  if (mtp) opt.sidecars.push_back("mtp-");
+  const HubModel r = hub_resolve(*hf, opt);
+  p.model = r.path;
+  if (mmproj) p.mmproj = r.sidecar("mmproj");
+  if (mtp) p.draft = r.sidecar("mtp-");
+  if (!p.mmproj.empty() && mmproj) std::fprintf(stderr, "oxinfer: mmproj from the repo: %s\n", p.mmproj.c_str());
+  if (!p.draft.empty() && mtp) std::fprintf(stderr, "oxinfer: MTP head from the repo: %s\n", p.draft.c_str());
+  return p;
+}
+
+std::string draft_model_from_args(const Args& args) {
+  const auto md = args.get({"-md", "--model-draft"});
+  if (!md) return "";
+  if (md->empty()) usage_error("-md needs a file");
+  return *md;
 }
 
 void usage_error(const std::string& message) { throw UsageError(message); }
@@ -253,7 +281,7 @@ SpecArgs spec_from_args(const Args& args) {
 
 const std::vector<std::string> kModelOptions = {"-m", "--model", "-hf", "--hf-repo", "--hf-token",
                                                 "-t", "--threads", "--chat-template-file", "--isa",
-                                                "--device", "--quant"};
+                                                "--device", "--quant", "-md", "--model-draft"};
 
 const char* const kQuantHelp =
     "  --quant TYPE      quantise the weights at load: q8_0, q4_0 or q4_k, from an HF checkpoint or an\n"
@@ -378,8 +406,9 @@ void check_status(oxi_status st) {
   if (st != OXI_OK) throw Error(static_cast<ErrorCode>(st), oxi_last_error());
 }
 
-oxi_model* open_model_from_args(const Args& args) {
-  const std::string path = resolve_model_path(args);
+oxi_model* open_model_from_args(const Args& args, const ModelPaths* given) {
+  const ModelPaths paths = given ? *given : model_paths_from_args(args, false);
+  const std::string& path = paths.model;
   apply_isa_from_args(args);
   oxi_model_params mp = oxi_model_default_params();
   const long long t = args.get_int({"-t", "--threads"}, 0);
@@ -398,6 +427,7 @@ oxi_model* open_model_from_args(const Args& args) {
   const auto [ctk, ctv] = cache_types_from_args(args);
   if (!ctk.empty()) mp.cache_type_k = ctk.c_str();
   if (!ctv.empty()) mp.cache_type_v = ctv.c_str();
+  if (!paths.draft.empty()) mp.draft_model = paths.draft.c_str();
   oxi_model* model = nullptr;
   check_status(oxi_model_open(path.c_str(), &mp, &model));
   lock_memory_if_asked(args);

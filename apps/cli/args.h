@@ -55,6 +55,17 @@ class Args {
 
 // -m PATH or -hf org/name[:quant][@rev] → a local path (file or directory). Throws oxi::Error.
 std::string resolve_model_path(const Args& args);
+// -md / --model-draft FILE (llama.cpp's spelling), "" when absent.
+std::string draft_model_from_args(const Args& args);
+
+// The files a command loads: the model, its vision tower (--mmproj), its draft (-md). With -hf
+// the companions come from the repo as llama.cpp's downloader picks them (hub.h sidecars): the
+// mmproj when `want_mmproj` and neither --mmproj nor --no-mmproj is given; an `mtp-*.gguf` head
+// when --spec mtp is given without -md. Explicit paths always win.
+struct ModelPaths {
+  std::string model, mmproj, draft;
+};
+ModelPaths model_paths_from_args(const Args& args, bool want_mmproj);
 
 // Prints "error: MSG" to stderr and returns the exit code for the error (1, or 2 for not
 // implemented / usage errors).
@@ -110,7 +121,8 @@ int gpu_layers_from_args(const Args& args);
 void lock_memory_if_asked(const Args& args);
 // Opens the model named by the arguments (resolve_model_path, threads, --chat-template-file).
 // Throws oxi::Error with the C API's message on failure. Free with oxi_model_free.
-oxi_model* open_model_from_args(const Args& args);
+// `paths`: already resolved (model_paths_from_args); nullptr resolves them here (no mmproj).
+oxi_model* open_model_from_args(const Args& args, const ModelPaths* paths = nullptr);
 // --isa scalar|avx2|avx512|auto: selects the kernel set (kernels/isa.h) before a model loads;
 // absent, env OXI_ISA or the best the CPU runs applies. Unknown name: UsageError; a set this CPU
 // lacks: oxi::Error(kUnsupported).

@@ -73,6 +73,7 @@ const char* kUsage =
     "                          (replay: drafts the known greedy continuation, the 100 %-acceptance\n"
     "                          ceiling; mtp: the model's MTP head);\n"
     "                          acceptance in the test column and JSON; --draft-max N (1..32, 16)\n"
+    "  -md, --model-draft F    an MTP-only GGUF whose head drafts for --spec mtp / auto (Qwen 3.5)\n"
     "  -t, --threads N         threads (default 0: all hardware threads)\n"
     "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
     "  -o, --output md|json    markdown table (default) or a JSON array, one object per test\n"
@@ -310,7 +311,7 @@ int cmd_bench(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n", "-d", "--n-depth",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
-                      "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "--device", "-ngl", "--n-gpu-layers",
+                      "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "-md", "--model-draft", "--device", "-ngl", "--n-gpu-layers",
                       "--gpu-layers", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const bool parallel = args.has("-npl") || args.has("--n-parallel");
@@ -369,7 +370,8 @@ int cmd_bench(int argc, char** argv) {
       }
       if (tests.empty()) usage_error("nothing to run: every -p and -n size is 0");
     }
-    const std::string path = resolve_model_path(args);
+    const ModelPaths paths = model_paths_from_args(args, false);
+    const std::string& path = paths.model;
 
     apply_isa_from_args(args);
     // Threads, device (OXI_DEVICE, docs/backends.md) and weights; no tokenizer.
@@ -383,6 +385,7 @@ int cmd_bench(int argc, char** argv) {
     req.tokenizer = false;
     req.device = args.get_or({"--device"}, "");  // "": env OXI_DEVICE, else auto
     req.gpu_layers = gpu_layers_from_args(args);
+    req.draft_path = paths.draft;
     const std::unique_ptr<LoadedModel> loaded = load_model_bundle(req);
     const ModelFiles& files = loaded->files;
     const LoadOptions& lo = req.options;

@@ -1,4 +1,5 @@
 // oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k] [--mmproj MMPROJ.gguf]
+//                 [--mtp MTP.gguf] [--no-mtp]
 // Writes a GGUF that llama.cpp loads: per-architecture converters in models/<arch>/convert.cpp.
 #include <cstdio>
 #include <string>
@@ -14,6 +15,7 @@ namespace oxi::cli {
 namespace {
 const char* kHelp =
     "usage: oxinfer convert HF_DIR -o OUT.gguf [--type f32|f16|bf16|q8_0|q4_0|q4_k] [--mmproj MMPROJ.gguf]\n"
+    "                       [--mtp MTP.gguf] [--no-mtp]\n"
     "  HF_DIR may also be given as -m DIR or -hf org/name (a checkpoint in the HF cache).\n"
     "  --type: type of the 2-D weight matrices (default f32 where the checkpoint is f32,\n"
     "          else f16 for f16 checkpoints and bf16 for bf16 ones); norms stay f32.\n"
@@ -22,18 +24,22 @@ const char* kHelp =
     "          Q6_K under 4-bit): q8_0 and q4_0 give the bytes llama-quantize Q8_0 / Q4_0 would;\n"
     "          q4_k is Q4_K throughout (llama.cpp's Q4_K_S also bumps a few tensors to Q5_K).\n"
     "  --mmproj: also write the vision tower as the mmproj GGUF llama.cpp's mtmd tools load\n"
-    "          (Qwen 3.5: projector qwen3vl_merger; matrices f32 for --type f32, else f16).\n";
+    "          (Qwen 3.5: projector qwen3vl_merger; matrices f32 for --type f32, else f16).\n"
+    "  --mtp MTP.gguf: also write the MTP head alone (Qwen 3.5/3.6; as llama.cpp's converter with\n"
+    "          --mtp: block n_layer beside token_embd / output_norm / output), the draft file that\n"
+    "          run/serve/bench take as -md with --spec mtp.\n"
+    "  --no-mtp: leave the MTP head out of OUT.gguf (llama.cpp's --no-mtp).\n";
 }
 
 int cmd_convert(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline"});
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline", "--no-mtp"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kHelp, stdout);
       return 0;
     }
     args.check_known({"-o", "--outfile", "--type", "--outtype", "-m", "--model", "-hf", "--hf-repo",
-                      "--hf-token", "--mmproj"});
+                      "--hf-token", "--mmproj", "--mtp"});
     std::string dir;
     if (!args.positional().empty()) {
       if (args.positional().size() > 1) throw_error(ErrorCode::kInvalidArgument, "convert takes one HF_DIR");
@@ -56,8 +62,15 @@ int cmd_convert(int argc, char** argv) {
     } else {
       opt.out_type = checkpoint_float_type(hf);  // keep the checkpoint's float width
     }
+    if (args.flag({"--no-mtp"})) opt.mtp = ConvertOptions::Mtp::kNone;
     convert_hf_to_gguf(hf, *out, opt);
     std::fprintf(stderr, "wrote %s (%s)\n", out->c_str(), dtype_name(opt.out_type).c_str());
+    if (auto mtp = args.get({"--mtp"})) {
+      ConvertOptions mo = opt;
+      mo.mtp = ConvertOptions::Mtp::kOnly;
+      convert_hf_to_gguf(hf, *mtp, mo);
+      std::fprintf(stderr, "wrote %s (MTP head only)\n", mtp->c_str());
+    }
     if (auto mm = args.get({"--mmproj"})) {
       convert_hf_to_mmproj(hf, *mm, opt);
       std::fprintf(stderr, "wrote %s (mmproj)\n", mm->c_str());

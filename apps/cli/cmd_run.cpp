@@ -64,13 +64,16 @@ const char* kUsage =
     "  --spec MODE       speculative decoding (default auto: drafts from the model's MTP head where\n"
     "                    it has one, else prompt lookup, verified in one pass, used only while they\n"
     "                    pay; greedy output is unchanged); none: off; ngram: prompt lookup; mtp:\n"
-    "                    the MTP head (Qwen 3.5/3.6 files that carry one)\n"
+    "                    the MTP head (Qwen 3.5/3.6 files that carry one, or -md)\n"
+    "  -md, --model-draft FILE  Qwen 3.5/3.6: an MTP-only GGUF (llama.cpp's convert --mtp, our\n"
+    "                    convert --mtp) whose head drafts for --spec mtp / auto\n"
     "  --draft-max N     most drafts per verify step (0..16, default 16); --draft-min N fewest\n"
     "  --image FILE      an image (PNG, JPEG, WebP, GIF, BMP; repeatable): placed at the prompt's\n"
     "                    <__media__> markers in order, else before the prompt text (as\n"
     "                    llama-mtmd-cli); needs --mmproj (Qwen 3.5: the qwen3vl_merger tower) unless\n"
     "                    -m is an HF checkpoint with its vision tower\n"
-    "  --mmproj FILE     the model's vision tower, as llama.cpp's mmproj GGUF\n"
+    "  --mmproj FILE     the model's vision tower, as llama.cpp's mmproj GGUF (with -hf and --image:\n"
+    "                    the repo's mmproj file unless --no-mmproj, as llama.cpp picks it)\n"
     "  --image-preproc M hf (default: the HF image processor's resize) or llama (llama.cpp mtmd's)\n"
     "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
     "  --device D        device backend for large matmuls: none, auto (default; env OXI_DEVICE)\n"
@@ -153,7 +156,7 @@ int cmd_run(int argc, char** argv) {
   try {
     Args args(argc - 1, argv + 1,
               with_compat_flags({"--no-chat", "--json", "--no-think", "--ignore-eos", "--special-in-content", "-h",
-                                 "--help", "--offline", "--progress", "--no-progress"}));
+                                 "--help", "--offline", "--progress", "--no-progress", "--no-mmproj"}));
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       std::fputs(kQuantHelp, stdout);
@@ -207,7 +210,6 @@ int cmd_run(int argc, char** argv) {
                   "do not apply");
     }
     const std::vector<std::string> images = args.get_all("--image");
-    const auto mmproj = args.get({"--mmproj"});
     if (!images.empty() && tokens_text) usage_error("--image cannot be combined with --tokens");
     const std::string preproc = args.get_or({"--image-preproc"}, "hf");
     if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
@@ -222,14 +224,15 @@ int cmd_run(int argc, char** argv) {
     if (!grammar.empty() && !images.empty()) usage_error("--grammar is not supported with --image yet");
 
     ModelHolder h;
-    h.m = open_model_from_args(args);
+    const ModelPaths paths = model_paths_from_args(args, !images.empty());
+    h.m = open_model_from_args(args, &paths);
     log_kernels(gpu_layers_from_args(args));
     oxi_model_desc desc;
     check_status(oxi_model_describe(h.m, &desc));
 
     if (!images.empty()) {
       MediaRun mr;
-      mr.mmproj = mmproj.value_or("");
+      mr.mmproj = paths.mmproj;
       mr.images = images;
       mr.text = prompt_text ? *prompt_text : file_text;
       mr.system = system ? *system : "";

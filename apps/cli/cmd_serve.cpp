@@ -40,13 +40,15 @@ const char* kHelp =
     "                        ngram, mtp (the model's MTP head; Qwen 3.5/3.6 files that carry one);\n"
     "                        --draft-max N (0..16) / --draft-min N; requests may lower them with\n"
     "                        speculative.n_max / speculative.n_min\n"
+    "  -md, --model-draft F  Qwen 3.5/3.6: an MTP-only GGUF (convert --mtp) whose head drafts\n"
     "  --chat-template-file F  use this Jinja template instead of the model's\n"
     "  --chat-template T     a llama.cpp built-in template name (chatml, llama3, gemma, mistral-v7,\n"
     "                        phi4, deepseek3, command-r, …; an unknown name lists them all), a file\n"
     "                        or Jinja source\n"
     "  --alias NAME          model id reported by /v1/models\n"
     "  --mmproj FILE         the vision tower (llama.cpp mmproj GGUF; Qwen 3.5): chat messages may\n"
-    "                        carry image_url parts (data: URLs; an HF checkpoint's own tower needs none)\n"
+    "                        carry image_url parts (data: URLs; an HF checkpoint's own tower needs none);\n"
+    "                        with -hf the repo's mmproj file is used unless --no-mmproj\n"
     "  --media-dir DIR       also read file:// image URLs, only for files under DIR (default: refused;\n"
     "                        http(s) image URLs are never fetched)\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB; 1 or more)\n"
@@ -91,7 +93,7 @@ std::string api_key_from(const Args& args) {
 
 int cmd_serve(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots",
+    Args args(argc - 1, argv + 1, with_compat_flags({"-h", "--help", "--offline", "--special-in-content", "--slots", "--no-slots", "--no-mmproj",
                                                         "--webui", "--no-webui", "--embeddings", "--embedding",
                                                         "--reranking", "--rerank"}));
     if (args.flag({"-h", "--help"})) {
@@ -103,13 +105,14 @@ int cmd_serve(int argc, char** argv) {
                                       "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
                                       "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant",
-                                      "--mmproj", "--media-dir", "--pooling"};
+                                      "--mmproj", "--media-dir", "--pooling", "-md", "--model-draft"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     args.check_known(known);
     if (!args.positional().empty()) throw_error(ErrorCode::kInvalidArgument, "unexpected argument '" + args.positional()[0] + "'");
     server::ServerOptions o;
-    o.model_path = resolve_model_path(args);
+    const ModelPaths paths = model_paths_from_args(args, true);
+    o.model_path = paths.model;
     o.host = args.get_or({"--host"}, o.host);
     o.port = static_cast<int>(args.get_int({"--port"}, o.port));
     o.n_slots = static_cast<int>(args.get_int({"-np", "--parallel"}, o.n_slots));
@@ -124,7 +127,9 @@ int cmd_serve(int argc, char** argv) {
     std::tie(o.cache_type_k, o.cache_type_v) = cache_types_from_args(args);
     o.alias = args.get_or({"--alias"}, "");
     o.quant = quant_from_args(args);
-    o.mmproj = args.get_or({"--mmproj"}, "");
+    o.mmproj = paths.mmproj;
+    o.mmproj_from_repo = !o.mmproj.empty() && !args.get({"--mmproj"});
+    o.draft_model = paths.draft;
     o.media_dir = args.get_or({"--media-dir"}, "");
     if (!o.media_dir.empty() && !std::filesystem::is_directory(o.media_dir)) usage_error("--media-dir: '" + o.media_dir + "' is not a directory");
     const SpecArgs spec = spec_from_args(args);

@@ -192,6 +192,7 @@ oxi_model_params oxi_model_default_params(void) {
   p.n_gpu_layers = -1;
   p.cache_type_k = nullptr;
   p.cache_type_v = nullptr;
+  p.draft_model = nullptr;
   return p;
 }
 
@@ -216,6 +217,7 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
     OXI_REQUIRE(!p.cache_type_v || !*p.cache_type_v || oxi::nn::parse_kv_type(p.cache_type_v, &req.options.cache_type_v),
                 "oxi_model_open: cache_type_v must be f16, f32 or q8_0");
     if (p.chat_template) req.chat_template = std::string(p.chat_template);
+    if (p.draft_model) req.draft_path = p.draft_model;
     auto m = std::make_unique<oxi_model>();
     m->loaded = oxi::load_model_bundle(req);
     *out = m.release();

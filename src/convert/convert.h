@@ -13,6 +13,11 @@ namespace oxi {
 struct ConvertOptions {
   // Type for 2-D weight matrices; norms, biases and small 1-D tensors stay F32 (as llama.cpp).
   DType out_type = DType::F32;  // F32 | F16 | BF16 | Q8_0
+  // The MTP head (Qwen 3.5), as llama.cpp's converter splits it: kAll writes it as block n_layer
+  // of the model (the default); kNone leaves it out (--no-mtp: block_count = n_layer, no
+  // nextn_predict_layers); kOnly writes only the head (--mtp: block n_layer's tensors plus
+  // token_embd / output_norm / output, block_count = n_layer + 1), the draft file for -md.
+  enum class Mtp { kAll, kNone, kOnly } mtp = Mtp::kAll;
 };
 
 // The float width the checkpoint's matrices are stored in: the type of the first 2-D BF16/F16

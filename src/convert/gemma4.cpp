@@ -156,6 +156,8 @@ void write_tokenizer(const HfCheckpoint& hf, int64_t n_vocab, GgufWriter& w) {
 }  // namespace
 
 void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt) {
+  if (opt.mtp == ConvertOptions::Mtp::kOnly)
+    throw_error(ErrorCode::kUnsupported, hf.dir + ": --mtp: Gemma 4 checkpoints have no MTP head (its drafters are separate assistant models)");
   const gemma4::Config c = gemma4::config_from_hf(hf);
   const std::string prefix = gemma4::hf_prefix(hf);
   const DType out = opt.out_type;

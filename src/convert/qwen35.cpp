@@ -248,7 +248,10 @@ void Converter::run(const std::string& out_path) {
     block(lm + "layers." + std::to_string(i) + ".", "blk." + std::to_string(i) + ".", c_.recurrent[static_cast<size_t>(i)]);
   // The MTP head as llama.cpp's converter writes it: block n_layer with the nextn.* tensors
   // (nextn_predict_layers = 1). Checkpoints whose MTP tensors were stripped get none.
-  const bool mtp = c_.n_mtp > 0 && idx.contains("mtp.fc.weight");
+  const bool has_mtp = c_.n_mtp > 0 && idx.contains("mtp.fc.weight");
+  if (opt_.mtp == ConvertOptions::Mtp::kOnly && !has_mtp)
+    throw_error(ErrorCode::kUnsupported, hf_.dir + ": --mtp: the checkpoint has no MTP head (mtp.* tensors)");
+  const bool mtp = has_mtp && opt_.mtp != ConvertOptions::Mtp::kNone;
   if (mtp) {
     const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
     block("mtp.layers.0.", b, false);
@@ -262,6 +265,16 @@ void Converter::run(const std::string& out_path) {
     if (used_.count(name)) continue;
     if (name.rfind("mtp.", 0) == 0 || name.rfind("model.visual.", 0) == 0 || name.rfind("visual.", 0) == 0) continue;
     throw_error(ErrorCode::kUnsupported, hf_.dir + ": unexpected tensor " + name + " " + t.shape_string() + " for " + c_.arch);
+  }
+
+  if (opt_.mtp == ConvertOptions::Mtp::kOnly) {
+    // The head alone, as llama.cpp's converter keeps it with --mtp: block n_layer and the shared
+    // embedding, final norm and output matrix.
+    const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
+    std::erase_if(plans_, [&](const Plan& pl) {
+      return pl.name.rfind(b, 0) != 0 && pl.name != "token_embd.weight" && pl.name != "output_norm.weight" &&
+             pl.name != "output.weight";
+    });
   }
 
   GgufWriter w;

@@ -89,7 +89,8 @@ std::string not_cached_hint(const HubSpec& spec) {
 
 }  // namespace
 
-std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec) {
+std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec, const std::vector<std::string>& sidecars,
+                             std::vector<std::pair<std::string, std::string>>* found) {
   const fs::path root = fs::path(cache_dir) / repo_folder_name(spec.repo);
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
@@ -125,6 +126,12 @@ std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec) 
                                       not_cached_hint(spec));
     }
     return snap.string();
+  }
+  if (found) {
+    for (const auto& word : sidecars) {
+      const std::string side = select_sidecar(files, sel.result, word, spec.quant);
+      if (!side.empty()) found->emplace_back(word, (snap / side).string());
+    }
   }
   return (snap / sel.result).string();
 }
@@ -226,7 +233,8 @@ FileMeta head_meta(const std::string& url, const std::string& token, const Error
 }
 
 std::string resolve_online(const std::string& cache_dir, const HubSpec& spec, const HubOptions& opt,
-                           const std::string& endpoint, const std::string& token) {
+                           const std::string& endpoint, const std::string& token,
+                           std::vector<std::pair<std::string, std::string>>* found) {
   ErrorContext ctx{endpoint, spec.repo, spec.revision, "", !token.empty()};
   const std::string info_url =
       endpoint + "/api/models/" + spec.repo + "/revision/" + url_encode(spec.revision, false);
@@ -247,7 +255,17 @@ std::string resolve_online(const std::string& cache_dir, const HubSpec& spec, co
       }
     }
   }
-  const Selection sel = select_model_files(paths, spec.quant, spec.repo);
+  Selection sel = select_model_files(paths, spec.quant, spec.repo);
+  // Companions (mmproj, MTP head) are fetched with the model, into the same snapshot.
+  std::vector<std::pair<std::string, std::string>> sides;
+  if (sel.gguf) {
+    for (const auto& word : opt.sidecars) {
+      const std::string side = select_sidecar(paths, sel.result, word, spec.quant);
+      if (side.empty()) continue;
+      sides.emplace_back(word, side);
+      if (std::find(sel.files.begin(), sel.files.end(), side) == sel.files.end()) sel.files.push_back(side);
+    }
+  }
 
   const fs::path root = fs::path(cache_dir) / repo_folder_name(spec.repo);
   const fs::path snap = root / "snapshots" / commit;
@@ -358,17 +376,23 @@ std::string resolve_online(const std::string& cache_dir, const HubSpec& spec, co
       write_file_atomic(ref.string(), commit.data(), commit.size());
     }
   }
+  if (found) {
+    for (const auto& [word, side] : sides) found->emplace_back(word, (snap / side).string());
+  }
   return sel.gguf ? (snap / sel.result).string() : snap.string();
 }
 
 }  // namespace
 
-std::string hub_resolve_model(const std::string& spec_text, const HubOptions& options) {
+namespace {
+std::string resolve_model(const std::string& spec_text, const HubOptions& options,
+                          std::vector<std::pair<std::string, std::string>>* found) {
   const HubSpec spec = parse_hub_spec(spec_text);
   const std::string cache_dir = options.cache_dir.empty() ? hf_hub_cache_dir() : options.cache_dir;
-  if (options.offline || env_truthy("HF_HUB_OFFLINE")) return resolve_in_cache(cache_dir, spec);
-  // A commit is immutable: a complete cached snapshot of it needs no network at all.
-  if (is_hex(spec.revision, 40)) {
+  if (options.offline || env_truthy("HF_HUB_OFFLINE")) return resolve_in_cache(cache_dir, spec, options.sidecars, found);
+  // A commit is immutable: a complete cached snapshot of it needs no network at all (unless
+  // companions are asked for: only the listing says whether the repo has one).
+  if (is_hex(spec.revision, 40) && options.sidecars.empty()) {
     try {
       return resolve_in_cache(cache_dir, spec);
     } catch (const Error&) {
@@ -380,7 +404,7 @@ std::string hub_resolve_model(const std::string& spec_text, const HubOptions& op
   if (token.empty()) token = env_or("HF_TOKEN", env_or("HUGGING_FACE_HUB_TOKEN", ""));
   if (token.empty()) token = read_token_file();
   try {
-    return resolve_online(cache_dir, spec, options, endpoint, token);
+    return resolve_online(cache_dir, spec, options, endpoint, token, found);
   } catch (const json::exception& e) {
     // Only reachable through an unexpected shape of a Hub answer.
     throw_error(ErrorCode::kFormat, endpoint + ": unexpected answer from the Hub for " + spec.repo + ": " + e.what());
@@ -390,7 +414,7 @@ std::string hub_resolve_model(const std::string& spec_text, const HubOptions& op
     // The Hub cannot be reached: a complete cached copy still answers.
     std::string cached;
     try {
-      cached = resolve_in_cache(cache_dir, spec);
+      cached = resolve_in_cache(cache_dir, spec, options.sidecars, found);
     } catch (const Error&) {
       throw e;
     }
@@ -398,5 +422,19 @@ std::string hub_resolve_model(const std::string& spec_text, const HubOptions& op
     return cached;
   }
 }
+}  // namespace
+
+std::string hub_resolve_model(const std::string& spec_text, const HubOptions& options) {
+  HubOptions o = options;
+  o.sidecars.clear();
+  return hub_resolve(spec_text, o).path;
+}
+
+HubModel hub_resolve(const std::string& spec_text, const HubOptions& options) {
+  HubModel out;
+  out.path = resolve_model(spec_text, options, &out.sidecars);
+  return out;
+}
+
 
 }  // namespace oxi

@@ -16,6 +16,10 @@ struct HubOptions {
   bool progress = true;  // progress on stderr (a bar on a terminal, plain lines otherwise)
   std::string endpoint;  // "" → $HF_ENDPOINT, else https://huggingface.co
   std::string cache_dir; // "" → hf_hub_cache_dir()
+  // Companion files to fetch beside a GGUF model, by a word in their file name: "mmproj" (the
+  // vision tower), "mtp-" (an MTP-only draft head). The best match is picked as llama.cpp's
+  // downloader does (select_sidecar in hub_internal.h); none is not an error.
+  std::vector<std::string> sidecars;
 };
 
 struct HubSpec {
@@ -32,6 +36,18 @@ std::string hf_hub_cache_dir();
 // Throws oxi::Error: kInvalidArgument (bad spec, quant not in the repo), kIo (network, HTTP
 // errors such as 401/404, disk), kFormat (checksum mismatch, malformed Hub answer).
 std::string hub_resolve_model(const std::string& spec, const HubOptions& options);
+
+// The model and the companion files HubOptions::sidecars asked for.
+struct HubModel {
+  std::string path;                                // as hub_resolve_model
+  std::vector<std::pair<std::string, std::string>> sidecars;  // (word, local path) for each one found
+  std::string sidecar(const std::string& word) const {
+    for (const auto& [w, p] : sidecars)
+      if (w == word) return p;
+    return "";
+  }
+};
+HubModel hub_resolve(const std::string& spec, const HubOptions& options);
 
 // ---- cache management (`oxinfer list` / `oxinfer rm`, docs/hub.md "Listing and removing") ----
 

@@ -61,9 +61,20 @@ std::string gguf_quant_label(const std::string& path);  // "x-Q4_K_M-00001-of-00
 // "-00001-of-00003.gguf" split suffix: sets part/count and returns true.
 bool parse_split_suffix(const std::string& path, int* part, int* count, std::string* prefix);
 
+// The GGUF companion of `model` (a repo-relative GGUF path) whose file name contains `word`
+// ("mmproj", "mtp-"), by llama.cpp's downloader's rule: it sits in the model's folder or a folder
+// above it, the deepest such folder first; then, with a quant asked for, a name holding
+// "-QUANT."; then the nearest bit width (the first number of its quant label: Q4_K_M → 4, F16 →
+// 16) to the quant's, else to the model file's. "" when none.
+std::string select_sidecar(const std::vector<std::string>& paths, const std::string& model, const std::string& word,
+                           const std::string& quant);
+
 // ---- cache (offline) ----
-// Resolves from the cache only; throws oxi::Error(kIo) naming what is missing.
-std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec);
+// Resolves from the cache only; throws oxi::Error(kIo) naming what is missing. Sidecars found in
+// the snapshot are added to `found` (when given).
+std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec,
+                             const std::vector<std::string>& sidecars = {},
+                             std::vector<std::pair<std::string, std::string>>* found = nullptr);
 
 // ---- HTTP ----
 // A transport failure (no HTTP status): connection refused, DNS, reset, timeout.

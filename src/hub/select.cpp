@@ -356,3 +356,51 @@ Selection select_model_files(const std::vector<std::string>& paths, const std::s
 
 }  // namespace hub
 }  // namespace oxi
+
+namespace oxi::hub {
+
+namespace {
+std::string dir_of(const std::string& p) {
+  const auto s = p.rfind('/');
+  return s == std::string::npos ? "" : p.substr(0, s);
+}
+// "Q4_K_M" → 4, "F16" → 16, "BF16" → 16; 0 without a digit.
+int quant_bits(const std::string& label) {
+  const auto pos = label.find_first_of("0123456789");
+  if (pos == std::string::npos) return 0;
+  int v = 0;
+  for (size_t i = pos; i < label.size() && std::isdigit(static_cast<unsigned char>(label[i])) && v < 1000; ++i) v = v * 10 + (label[i] - '0');
+  return v;
+}
+}  // namespace
+
+std::string select_sidecar(const std::vector<std::string>& paths, const std::string& model, const std::string& word,
+                           const std::string& quant) {
+  const std::string mdir = dir_of(model);
+  const std::string q = upper(quant);
+  const int want_bits = quant_bits(q.empty() ? gguf_quant_label(model) : q);
+  std::string best;
+  size_t best_depth = 0;
+  bool best_exact = false;
+  int best_diff = 0;
+  for (const auto& p : paths) {
+    if (p == model || !ends_with_ci(p, ".gguf") || lower(basename_of(p)).find(word) == std::string::npos) continue;
+    // Its folder must be the model's or one above it.
+    const std::string d = dir_of(p);
+    if (!(d.empty() || d == mdir || mdir.rfind(d + "/", 0) == 0)) continue;
+    const size_t depth = d.empty() ? 0 : 1 + static_cast<size_t>(std::count(d.begin(), d.end(), '/'));
+    const bool exact = !q.empty() && upper(p).find("-" + q + ".") != std::string::npos;
+    const int diff = std::abs(quant_bits(gguf_quant_label(p)) - want_bits);
+    const bool better = best.empty() || depth > best_depth || (depth == best_depth && exact && !best_exact) ||
+                        (depth == best_depth && exact == best_exact && diff < best_diff);
+    if (better) {
+      best = p;
+      best_depth = depth;
+      best_exact = exact;
+      best_diff = diff;
+    }
+  }
+  return best;
+}
+
+}  // namespace oxi::hub

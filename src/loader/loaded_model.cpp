@@ -87,6 +87,11 @@ std::unique_ptr<LoadedModel> load_model_bundle(const LoadRequest& req) {
   if (req.weights) {
     LoadOptions opt = req.options;
     if (!opt.device && req.gpu_layers != 0) opt.device = backend::active_block_device();
+    if (!req.draft_path.empty()) {
+      m->draft_file = read_gguf(req.draft_path);
+      opt.draft = &*m->draft_file;
+      opt.draft_path = req.draft_path;
+    }
     m->model = load_model(m->files, opt);
     if (!m->model) throw_error(ErrorCode::kInternal, req.path + ": model loader returned nothing");
   }

@@ -529,6 +529,7 @@ class ServerEngine final : public Engine {
       if (opt_.chat_template) req.chat_template = *opt_.chat_template;
       req.require_chat_template = true;
       req.stream_special_tokens = true;
+      req.draft_path = opt_.draft_model;
       loaded_ = load_model_bundle(req);
       model_ = loaded_->model.get();
       tok_ = loaded_->tokenizer;
@@ -538,7 +539,15 @@ class ServerEngine final : public Engine {
       defaults_ = loaded_->defaults;
       pooling_ = resolve_pooling();
       // The vision tower, once per server: --mmproj, else the HF checkpoint's own.
-      tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
+      try {
+        tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
+      } catch (const Error& e) {
+        // A tower that came from the -hf repo on its own (not asked for by --mmproj) must not
+        // keep a text model from serving.
+        if (!opt_.mmproj_from_repo) throw;
+        std::fprintf(stderr, "oxinfer: warning: the repo's mmproj is not used (%s); serving text only\n", e.what());
+        tower_.reset();
+      }
       if (tower_) {
         const std::vector<int32_t> pad = tok_->encode("<|image_pad|>", false, true);
         if (pad.size() != 1) throw_error(ErrorCode::kUnsupported, "the model's vocabulary has no <|image_pad|> token (not a vision model)");

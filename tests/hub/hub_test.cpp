@@ -167,6 +167,27 @@ TEST(HubSelect, GgufDefaultAndExplicitQuant) {
   EXPECT_THROW(select_model_files({"README.md"}, "", "a/b"), Error);
 }
 
+// Companion files (mmproj, MTP head) by llama.cpp's downloader's rule (hub_internal.h).
+TEST(HubSelect, Sidecars) {
+  const std::vector<std::string> files = {"m-Q4_K_M.gguf",      "m-Q8_0.gguf",        "mmproj-m-F16.gguf",
+                                          "mmproj-m-Q8_0.gguf", "mtp-m-Q8_0.gguf",    "mtp-m-Q4_K_M.gguf",
+                                          "other/mmproj-x-Q4_0.gguf", "README.md"};
+  // Nearest bit width to the model file's (Q4_K_M → 4): Q8_0 (8) beats F16 (16).
+  EXPECT_EQ(select_sidecar(files, "m-Q4_K_M.gguf", "mmproj", ""), "mmproj-m-Q8_0.gguf");
+  EXPECT_EQ(select_sidecar(files, "m-Q8_0.gguf", "mmproj", ""), "mmproj-m-Q8_0.gguf");
+  // A quant asked for: the name that holds it exactly.
+  EXPECT_EQ(select_sidecar(files, "m-Q4_K_M.gguf", "mtp-", "q4_k_m"), "mtp-m-Q4_K_M.gguf");
+  EXPECT_EQ(select_sidecar(files, "m-Q8_0.gguf", "mtp-", "Q8_0"), "mtp-m-Q8_0.gguf");
+  // Nothing of that kind; a folder beside the model's does not count.
+  EXPECT_EQ(select_sidecar(files, "m-Q4_K_M.gguf", "eagle3-", ""), "");
+  EXPECT_EQ(select_sidecar({"a/m-Q4_K_M.gguf", "b/mmproj-F16.gguf"}, "a/m-Q4_K_M.gguf", "mmproj", ""), "");
+  // The model's own folder before the repo root; the root when the folder has none.
+  const std::vector<std::string> nested = {"Q4_K_M/m-Q4_K_M-00001-of-00002.gguf", "Q4_K_M/mmproj-F32.gguf",
+                                           "mmproj-F16.gguf", "BF16/mmproj-BF16.gguf"};
+  EXPECT_EQ(select_sidecar(nested, nested[0], "mmproj", "Q4_K_M"), "Q4_K_M/mmproj-F32.gguf");
+  EXPECT_EQ(select_sidecar({nested[0], nested[2], nested[3]}, nested[0], "mmproj", ""), "mmproj-F16.gguf");
+}
+
 TEST(HubSelect, SplitGguf) {
   const std::vector<std::string> files = {"Q4_K_M/m-Q4_K_M-00002-of-00003.gguf", "Q4_K_M/m-Q4_K_M-00001-of-00003.gguf",
                                           "Q4_K_M/m-Q4_K_M-00003-of-00003.gguf", "Q8_0/m-Q8_0-00001-of-00002.gguf",
@@ -337,4 +358,37 @@ TEST(HubFake, DownloadResumeVerify) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("available: Q4_K_M"), std::string::npos) << e.what();
   }
+}
+
+// -hf with companions: the mmproj and the MTP head come into the same snapshot as the model, only
+// when asked for; offline resolution finds them again.
+TEST(HubFake, SidecarsComeWithTheModel) {
+  if (std::system("python3 -c 1 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  ::unsetenv("HF_HUB_OFFLINE");
+  TempDir t;
+  write(t.path / "repos/o/vl/m-Q4_K_M.gguf", random_bytes(1000, 1));
+  write(t.path / "repos/o/vl/mmproj-m-F16.gguf", random_bytes(1000, 2));
+  write(t.path / "repos/o/vl/mtp-m-Q4_K_M.gguf", random_bytes(1000, 3));
+  FakeHub hub(t.path / "repos");
+  ASSERT_NE(hub.port, 0);
+  HubOptions opt;
+  opt.cache_dir = (t.path / "cache").string();
+  opt.endpoint = hub.endpoint();
+  opt.progress = false;
+  const std::string plain = hub_resolve_model("o/vl", opt);
+  const fs::path snap = fs::path(plain).parent_path();
+  EXPECT_EQ(fs::path(plain).filename(), "m-Q4_K_M.gguf");
+  EXPECT_FALSE(fs::exists(snap / "mmproj-m-F16.gguf"));
+  opt.sidecars = {"mmproj", "mtp-"};
+  const HubModel r = hub_resolve("o/vl", opt);
+  EXPECT_EQ(r.path, plain);
+  EXPECT_EQ(r.sidecar("mmproj"), (snap / "mmproj-m-F16.gguf").string());
+  EXPECT_EQ(r.sidecar("mtp-"), (snap / "mtp-m-Q4_K_M.gguf").string());
+  EXPECT_TRUE(fs::exists(r.sidecar("mmproj")));
+  EXPECT_TRUE(fs::exists(r.sidecar("mtp-")));
+  opt.offline = true;
+  const HubModel off = hub_resolve("o/vl", opt);
+  EXPECT_EQ(off.sidecar("mmproj"), r.sidecar("mmproj"));
+  opt.sidecars = {"eagle3-"};
+  EXPECT_EQ(hub_resolve("o/vl", opt).sidecars.size(), 0u);
 }

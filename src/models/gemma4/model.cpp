@@ -914,6 +914,8 @@ float gelu_tanh_exact(float x) { return gelu_tanh(x); }
 }  // namespace gemma4
 
 std::unique_ptr<Model> load_gemma4(const ModelFiles& files, const LoadOptions& options) {
+  if (options.draft)
+    throw_error(ErrorCode::kUnsupported, options.draft_path + ": draft models for Gemma 4 (the assistant drafters) are not supported yet");
   gemma4::Config cfg = files.kind == ModelFileKind::kHf ? gemma4::config_from_hf(*files.hf)
                                                         : gemma4::config_from_gguf(*files.gguf, files.path);
   return std::make_unique<gemma4::Gemma4Model>(files, std::move(cfg), options);

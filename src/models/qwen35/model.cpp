@@ -192,6 +192,9 @@ class Qwen35Model final : public Model {
  private:
   void load_hf(const HfCheckpoint& hf);
   void load_gguf(const GgufFile& g);
+  void load_gguf_layer(const TensorIndex& idx, Layer& L, const std::string& prefix);
+  void load_gguf_mtp(const TensorIndex& idx);
+  void load_draft_mtp(const GgufFile& g, const std::string& path);
   // Matrix `name` [rows, cols]; `gguf`: its GGUF name (HF loads) for the quantise-at-load rule;
   // orderings as wt::LoadQuant::matrix.
   MatrixView mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols, const std::string& gguf = "",
@@ -285,6 +288,7 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   } else {
     throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
   }
+  if (opt.draft) load_draft_mtp(*opt.draft, opt.draft_path);
   if (info_.name.empty()) info_.name = std::filesystem::path(files.path).filename().string();
   info_.arch = c_.arch;
   info_.n_vocab = output_.rows;
@@ -429,9 +433,72 @@ void Qwen35Model::load_gguf(const GgufFile& g) {
   embd_ = mat(idx, "token_embd.weight", c_.n_vocab, d);
   out_norm_ = wt::to_f32(wt::require(idx, "output_norm.weight", {d}));
   output_ = c_.tied ? embd_ : mat(idx, "output.weight", c_.n_vocab, d);
+  layers_.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    Layer& L = layers_[static_cast<size_t>(i)];
+    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
+    load_gguf_layer(idx, L, "blk." + std::to_string(i) + ".");
+  }
+  if (c_.n_mtp > 0) load_gguf_mtp(idx);
+}
+
+// The MTP block: block n_layer (nextn_predict_layers = 1), llama.cpp's nextn.* names. A file whose
+// MTP tensors were left out (llama.cpp converter's --no-mtp) has no head.
+void Qwen35Model::load_gguf_mtp(const TensorIndex& idx) {
+  const int64_t d = c_.n_embd;
+  const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
+  if (!idx.contains(b + "nextn.eh_proj.weight")) return;
+  mtp_.fc = mat(idx, b + "nextn.eh_proj.weight", d, 2 * d);
+  mtp_.enorm = wt::to_f32(wt::require(idx, b + "nextn.enorm.weight", {d}));
+  mtp_.hnorm = wt::to_f32(wt::require(idx, b + "nextn.hnorm.weight", {d}));
+  mtp_.norm = idx.contains(b + "nextn.shared_head_norm.weight") ? wt::to_f32(wt::require(idx, b + "nextn.shared_head_norm.weight", {d}))
+                                                                : out_norm_;
+  mtp_.layer = Layer{};
+  load_gguf_layer(idx, mtp_.layer, b);
+  mtp_.layer.cache = 0;
+  has_mtp_ = true;
+}
+
+// The MTP head from a draft file (LoadOptions::draft): an MTP-only GGUF as llama.cpp's converter
+// writes it with --mtp (block_count = n_layer + 1, nextn_predict_layers = 1, only block n_layer
+// plus token_embd / output_norm / output). Its trunk shape must be the model's; the embedding and
+// output head stay the model's own (the file's copies are the same matrices; keeping one copy
+// saves vocab × n_embd twice over).
+void Qwen35Model::load_draft_mtp(const GgufFile& g, const std::string& path) {
+  const Config dc = config_from_gguf(g, path);
+  auto differ = [&](const char* what, int64_t a, int64_t b) {
+    if (a != b)
+      throw_error(ErrorCode::kFormat, path + ": the draft (MTP) file does not fit the model: " + what + " " + std::to_string(b) +
+                                          ", the model has " + std::to_string(a));
+  };
+  if (dc.arch != c_.arch) throw_error(ErrorCode::kFormat, path + ": the draft (MTP) file is " + dc.arch + ", the model " + c_.arch);
+  if (dc.n_mtp <= 0) throw_error(ErrorCode::kFormat, path + ": not an MTP file (no " + dc.arch + ".nextn_predict_layers)");
+  differ("block count (without the MTP block)", c_.n_layer, dc.n_layer);
+  differ("embedding length", c_.n_embd, dc.n_embd);
+  differ("vocabulary", c_.n_vocab, dc.n_vocab);
+  differ("attention heads", c_.n_head, dc.n_head);
+  differ("KV heads", c_.n_head_kv, dc.n_head_kv);
+  differ("head dim", c_.head_dim, dc.head_dim);
+  differ("feed-forward length", c_.moe ? c_.n_ff_exp : c_.n_ff, dc.moe ? dc.n_ff_exp : dc.n_ff);
+  differ("experts", c_.n_expert, dc.n_expert);
+  differ("shared expert length", c_.n_ff_shexp, dc.n_ff_shexp);
+  const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
+  if (!g.tensors.contains(b + "nextn.eh_proj.weight")) throw_error(ErrorCode::kFormat, path + ": no MTP block (" + b + "nextn.*)");
+  const int64_t n_mtp = c_.n_mtp;
+  c_.n_mtp = dc.n_mtp;
+  try {
+    load_gguf_mtp(g.tensors);
+  } catch (...) {
+    c_.n_mtp = n_mtp;
+    throw;
+  }
+}
+
+// One decoder block of a GGUF file, tensor prefix p.
+void Qwen35Model::load_gguf_layer(const TensorIndex& idx, Layer& L, const std::string& p) {
+  const int64_t d = c_.n_embd;
   const int64_t Hv = c_.hv, C = c_.conv_dim(), VD = c_.value_dim();
-  // One decoder block, tensor prefix p.
-  auto load_layer = [&](Layer& L, const std::string& p) {
+  {
     L.attn_norm = wt::to_f32(wt::require(idx, p + "attn_norm.weight", {d}));
     L.post_norm = wt::to_f32(wt::require(idx, p + "post_attention_norm.weight", {d}));
     if (L.recurrent) {
@@ -492,24 +559,6 @@ void Qwen35Model::load_gguf(const GgufFile& g) {
         L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(*gi), 1, d);
       }
     }
-  };
-  layers_.resize(static_cast<size_t>(c_.n_layer));
-  for (int64_t i = 0; i < c_.n_layer; ++i) {
-    Layer& L = layers_[static_cast<size_t>(i)];
-    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
-    load_layer(L, "blk." + std::to_string(i) + ".");
-  }
-  // The MTP block: block n_layer (nextn_predict_layers = 1), llama.cpp's nextn.* names.
-  const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
-  if (c_.n_mtp > 0 && idx.contains(b + "nextn.eh_proj.weight")) {
-    mtp_.fc = mat(idx, b + "nextn.eh_proj.weight", d, 2 * d);
-    mtp_.enorm = wt::to_f32(wt::require(idx, b + "nextn.enorm.weight", {d}));
-    mtp_.hnorm = wt::to_f32(wt::require(idx, b + "nextn.hnorm.weight", {d}));
-    mtp_.norm = idx.contains(b + "nextn.shared_head_norm.weight") ? wt::to_f32(wt::require(idx, b + "nextn.shared_head_norm.weight", {d}))
-                                                                  : out_norm_;
-    load_layer(mtp_.layer, b);
-    mtp_.layer.cache = 0;
-    has_mtp_ = true;
   }
 }
 
