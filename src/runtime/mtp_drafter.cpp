@@ -17,6 +17,10 @@ void MtpDrafter::truncate(int64_t n) {
   if (n < st_->n_past()) st_->truncate(std::max<int64_t>(n, 0));
 }
 
+std::vector<uint8_t> MtpDrafter::snapshot() const { return st_->snapshot(); }
+
+void MtpDrafter::restore(std::span<const uint8_t> bytes) { st_->restore(bytes); }
+
 bool MtpDrafter::propose(std::span<const int32_t> history, const float* hidden, int64_t first, int64_t hidden_rows,
                          int32_t k, std::vector<int32_t>& out) {
   out.clear();

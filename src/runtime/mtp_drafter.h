@@ -38,6 +38,9 @@ class MtpDrafter {
   int64_t fed() const;
   // The trunk went back to n tokens (or was emptied: n = 0).
   void truncate(int64_t n);
+  // The head's state (its cache of pairs), for a session snapshot, and back.
+  std::vector<uint8_t> snapshot() const;
+  void restore(std::span<const uint8_t> bytes);
 
  private:
   const Model& m_;

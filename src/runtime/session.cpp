@@ -476,19 +476,49 @@ size_t Session::reuse_prefix(std::span<const int32_t> seq, size_t max_reuse) {
   return 0;
 }
 
-Session::Snapshot Session::snapshot() const { return Snapshot{tokens_, state_->snapshot(), pos_offset_}; }
+Session::Snapshot Session::snapshot() {
+  Snapshot s{tokens_, state_->snapshot(), pos_offset_};
+  const int64_t n = n_past();
+  if (!mtp_ || hid_n_ != n || n < 1 || static_cast<int64_t>(tokens_.size()) != n) return s;
+  // The head takes in every pair whose next token is known (positions < n − 1), so that only the
+  // last position's row has to travel with the snapshot.
+  if (mtp_->fed() < n - 1) {
+    std::vector<int32_t> none;
+    if (!mtp_->propose(tokens_, hid_.data(), hid_base_, hid_n_, 0, none)) return s;
+  }
+  const int64_t from = std::max(hid_base_, mtp_->fed()), d = model_.info().n_embd;
+  if (from >= n) return s;
+  s.mtp_state = mtp_->snapshot();
+  s.hidden.assign(hid_.begin() + (from - hid_base_) * d, hid_.begin() + (n - hid_base_) * d);
+  s.hidden_base = from;
+  return s;
+}
 
 void Session::restore(const Snapshot& s) {
   state_->restore(s.state);
   tokens_ = s.tokens;
   pos_offset_ = s.pos_offset;
   logits_valid_ = false;
-  drop_hidden(0);  // the snapshot carries no hidden rows: no MTP drafting until the next reset
+  drop_hidden(0);
   if (state_->n_past() != static_cast<int64_t>(tokens_.size())) {
     state_->clear();
     tokens_.clear();
     pos_offset_ = 0;
     throw_error(ErrorCode::kInternal, "restored state does not match its tokens");
+  }
+  // The head's state and its pending rows (a snapshot without them: no MTP drafting until the
+  // next reset).
+  const int64_t n = n_past(), d = model_.info().n_embd;
+  if (mtp_ && !s.mtp_state.empty() && s.hidden_base < n &&
+      static_cast<int64_t>(s.hidden.size()) == (n - s.hidden_base) * d) {
+    mtp_->restore(s.mtp_state);
+    if (mtp_->fed() >= s.hidden_base && mtp_->fed() <= n) {
+      hid_ = s.hidden;
+      hid_base_ = s.hidden_base;
+      hid_n_ = n;
+    } else {
+      mtp_->truncate(0);
+    }
   }
 }
 

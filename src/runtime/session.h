@@ -166,8 +166,19 @@ class Session {
     std::vector<int32_t> tokens;  // negative ids: image rows (the server keys them by content hash)
     std::vector<uint8_t> state;
     int64_t pos_offset = 0;       // RoPE position − cache position of the next entry
+    // MTP drafting (empty when the session keeps none): the head's state and the trunk's hidden
+    // rows of positions [hidden_base, tokens.size()) it has not taken in — one row, as snapshot()
+    // feeds the head every pair whose next token is known first.
+    std::vector<uint8_t> mtp_state;
+    std::vector<float> hidden;
+    int64_t hidden_base = 0;
+    size_t bytes() const {
+      return state.size() + tokens.size() * sizeof(int32_t) + mtp_state.size() + hidden.size() * sizeof(float);
+    }
   };
-  Snapshot snapshot() const;
+  // Not const: on an MTP model the head first takes in the pairs it has not seen (one layer's
+  // pass over them), so that the snapshot carries its state and a single hidden row.
+  Snapshot snapshot();
   void restore(const Snapshot& s);
 
  private:
@@ -187,8 +198,8 @@ class Session {
   // MTP drafting (models with an MTP head, sessions that may speculate): the trunk's final normed
   // hidden rows of positions [hid_base_, hid_n_) — kept while hid_n_ == n_past(); rows the head
   // has taken in are dropped (hid_base_ follows it), and a prompt whose rows would outgrow
-  // max_hidden_bytes_ is fed to the head chunk by chunk. A restore loses them (hid_n_ = 0) until
-  // the next reset.
+  // max_hidden_bytes_ is fed to the head chunk by chunk. Snapshots carry the head's state and the
+  // rows it still needs, so a restored session drafts at once.
   int64_t max_hidden_bytes_ = 64ll << 20;
   std::unique_ptr<MtpDrafter> mtp_;
   std::vector<float> hid_;

@@ -719,7 +719,7 @@ class ServerEngine final : public Engine {
   }
 
   void store(Session::Snapshot&& snap) {
-    const size_t bytes = snap.state.size() + snap.tokens.size() * sizeof(int32_t);
+    const size_t bytes = snap.bytes();
     const size_t budget = static_cast<size_t>(std::max<int64_t>(0, opt_.cache_ram_mib)) << 20;
     if (bytes > budget) return;
     std::lock_guard<std::mutex> lk(mu_);

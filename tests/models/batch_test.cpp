@@ -310,6 +310,53 @@ TEST_P(Qwen35Batch, MtpHiddenRowsStayBounded) {
   EXPECT_LE(ses.hidden_bytes(), 17 * row);
 }
 
+// A prompt-cache snapshot carries the MTP head's state and the one hidden row it still needs, so
+// a session restored from it (the server's second turn) drafts at once, with the drafts of the
+// session that made it; without them it could not draft until reset.
+TEST_P(Qwen35Batch, MtpSurvivesASnapshotRestore) {
+  q35test::Shape s;
+  s.moe = GetParam();
+  s.mtp = true;
+  const std::string dir = q35test::tmp_dir(s.moe ? "mtp_snap_moe" : "mtp_snap_dense");
+  q35test::write_model(dir, s);
+  Loaded l = load(dir);
+  const int64_t V = l.model->info().n_vocab, d = l.model->info().n_embd;
+  std::vector<int32_t> prompt = batchtest::ids(90, V, 91);
+  prompt.insert(prompt.end(), prompt.begin() + 5, prompt.begin() + 15);
+  const std::span<const int32_t> head(prompt.data(), 70), rest(prompt.data() + 70, prompt.size() - 70);
+  spectest::IdsOnly text(V);
+  oxi::GenerateOptions o;
+  o.max_tokens = 24;
+  o.spec.mode = oxi::SpecMode::kMtp;
+  o.spec.adaptive = false;
+  o.spec.draft_max = 2;
+  oxi::Session a(*l.model, text, 512, nullptr, 16);
+  a.prefill(head);
+  const oxi::Session::Snapshot snap = a.snapshot();
+  EXPECT_FALSE(snap.mtp_state.empty());
+  EXPECT_EQ(snap.hidden.size(), static_cast<size_t>(d)) << "only the last position's row travels";
+  EXPECT_EQ(snap.hidden_base, 69);
+  const oxi::GenerateResult ra = a.generate(rest, o, nullptr);
+  const std::vector<int32_t> plain = spectest::greedy(*l.model, prompt, 24, {}).generated;
+  EXPECT_EQ(ra.generated, plain);
+  oxi::Session b(*l.model, text, 512, nullptr, 16);
+  b.restore(snap);
+  const oxi::GenerateResult rb = b.generate(rest, o, nullptr);
+  EXPECT_EQ(rb.generated, plain);
+  EXPECT_GT(rb.n_drafted, 0);
+  EXPECT_EQ(rb.n_drafted, ra.n_drafted);
+  EXPECT_EQ(rb.n_accepted, ra.n_accepted);
+  // Without the head's part the restored session cannot draft (the old behaviour).
+  oxi::Session::Snapshot bare = snap;
+  bare.mtp_state.clear();
+  bare.hidden.clear();
+  oxi::Session c(*l.model, text, 512, nullptr, 16);
+  c.restore(bare);
+  const oxi::GenerateResult rc = c.generate(rest, o, nullptr);
+  EXPECT_EQ(rc.generated, plain);
+  EXPECT_EQ(rc.n_drafted, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(DenseAndMoe, Qwen35Batch, ::testing::Values(false, true));
 
 }  // namespace
