@@ -280,6 +280,18 @@ TEST_P(DeviceShapes, SmallBlocksOddShapesStayOnTheDevice) {
       EXPECT_LE(p.rel_diff(x3), 1e-5) << "rms_norm_heads (no weight) · sigmoid gate, width " << width << " rows " << rows;
       EXPECT_LE(p.rel_diff(x2), 1e-5) << "l2_norm_heads width " << width << " rows " << rows;
     }
+  {  // a row's one gate value over the whole row: D heads of width 1, gate head stride 0 (Qwen's shared expert)
+    const int64_t rows = 3, D = 1031;
+    Pair p = pair();
+    const int x = p.add(randn(static_cast<size_t>(rows * D + 2), 66)), g = p.add(randn(static_cast<size_t>(rows + 1), 67, 3.0f));
+    const uint64_t w0 = p.dev->waits();
+    p.dev->mul_sigmoid_heads(Heads{p.c(x, 2), D, 1}, Heads{p.c(g, 1), 1, 0}, rows, D, 1);
+    p.ref->mul_sigmoid_heads(Heads{p.r(x, 2), D, 1}, Heads{p.r(g, 1), 1, 0}, rows, D, 1);
+    if (vulkan()) {
+      EXPECT_EQ(p.dev->waits(), w0);
+    }
+    EXPECT_LE(p.rel_diff(x), 1e-6) << "row gate";
+  }
   for (int64_t T : {1, 19})
     for (int64_t H : {1, 32, 300}) {
       Pair p = pair();

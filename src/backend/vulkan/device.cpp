@@ -455,8 +455,9 @@ class VulkanDevice final : public nn::Device {
       float eps, scale;
     } pc{u32(x.at.off), u32(x.row_stride), u32(x.head_stride), u32(g.at.off), u32(g.row_stride), u32(g.head_stride),
          u32(rows), u32(heads), u32(width), op, g.at ? 1u : 0u, eps, scale};
-    uint32_t gx, gy;
-    grid(rows * heads, gx, gy);
+    uint32_t gx = 0, gy = 1;
+    if (op == 2) gx = std::max<uint32_t>(1, static_cast<uint32_t>(std::min<int64_t>((rows * heads * width + 63) / 64, 65535)));
+    else grid(rows * heads, gx, gy);  // a workgroup per vector
     ctx_->dispatch("heads", {xb, gb}, &pc, sizeof pc, gx, gy);
   }
   void eltwise(Ref a, Ref b, Ref y, int64_t n, uint32_t op, float cap, const char* what, int64_t nb = -1, int64_t width = 1) {
