@@ -96,6 +96,10 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;
+  // Times the host has waited for the device to drain its queue so far (a read, moe_route, a
+  // weight upload, …): each stalls a GPU's pipeline, so a decode step should need one, for its
+  // logits. 0 on devices that run on the calling thread (the CPU, the test device).
+  virtual uint64_t waits() const { return 0; }
 
   // ---- memory
   virtual std::shared_ptr<Buffer> alloc(int64_t floats) = 0;
@@ -138,7 +142,8 @@ class Device {
 
   // ---- small blocks with a host implementation (nn/device.cpp: read the range, compute in f32 as
   // the CPU kernels do, write it back). Correct on every device as soon as read/write work; a
-  // device overrides them with its own kernels to keep the data where it is.
+  // device overrides them with its own kernels to keep the data where it is (the Vulkan device
+  // overrides all of them: a host version waits for the queue once per call).
   // Per vector: x = x / sqrt(mean(x²) + eps) · w (w: `width` floats, optional), in place.
   virtual void rms_norm_heads(Heads x, int64_t rows, int64_t heads, int64_t width, Ref w, float eps);
   // Per vector: x = x / max(‖x‖₂, eps) · scale, in place (Gated DeltaNet q and k).

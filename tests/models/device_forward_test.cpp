@@ -180,9 +180,8 @@ TEST_P(Qwen35Device, OnVulkan) {
   s.moe = GetParam();
   const std::string dir = q35test::tmp_dir(s.moe ? "devvk_moe" : "devvk_dense");
   q35test::write_model(dir, s);
-  // (q4_k at load gives these small matrices llama-quantize's Q5_0 fallback, which has no Vulkan
-  // kernel yet: q4_0 instead.)
-  for (const std::string quant : {"", "q8_0", "q4_0"}) {
+  // (q4_k at load gives these small matrices llama-quantize's Q5_0 fallback: Q4_K, Q5_0 and Q6_K.)
+  for (const std::string quant : {"", "q8_0", "q4_k"}) {
     Loaded ref = quant.empty() ? load(dir, quant, nullptr) : load(dir, quant, oxi::backend::make_test_device());
     Loaded on_vk = load(dir, quant, vk);
     const Diff d = compare(*ref.model, *on_vk.model);
@@ -192,6 +191,26 @@ TEST_P(Qwen35Device, OnVulkan) {
     EXPECT_GT(d.scale, 0.01);
     EXPECT_LE(d.max, 1e-3 * d.scale) << quant;
     EXPECT_EQ(d.greedy_mismatch, 0) << quant;
+  }
+  // Host round trips of one decode step: every block has a shader, so the dense model waits once,
+  // for its logits; MoE also reads each layer's routing back (once per layer).
+  Loaded l = load(dir, "", vk);
+  const int64_t V = l.model->info().n_vocab, NL = l.model->info().n_layer;
+  auto st = l.model->new_state(64);
+  std::vector<float> lg(static_cast<size_t>(V));
+  l.model->forward(*st, batchtest::ids(9, V, 4), lg.data(), false);
+  for (int step = 0; step < 2; ++step) {
+    const int32_t next = argmax(lg.data(), V);
+    const uint64_t w0 = vk->waits();
+    l.model->forward(*st, std::span<const int32_t>(&next, 1), lg.data(), false);
+    const uint64_t waits = vk->waits() - w0;
+    std::printf("qwen35 %s on vulkan: %llu host waits in a decode step (%lld layers)\n", s.moe ? "moe" : "dense",
+                static_cast<unsigned long long>(waits), static_cast<long long>(NL));
+    if (s.moe) {
+      EXPECT_EQ(waits, static_cast<uint64_t>(1 + NL));
+    } else {
+      EXPECT_EQ(waits, 1u);
+    }
   }
 }
 

@@ -585,7 +585,17 @@ TEST(Gemma4, DeviceForwardMatchesTheCpuForward) {
       for (int k = 0; k < 6; ++k) {
         std::vector<float> a(static_cast<size_t>(V)), b(a.size());
         cpu->forward(*sa, std::vector<int32_t>{next}, a.data(), false);
+        const uint64_t w0 = which == 2 ? vk->waits() : 0;
         dev->forward(*sb, std::vector<int32_t>{next}, b.data(), false);
+        if (which == 2) {  // host round trips of a decode step: the logits, and (MoE) each layer's routing
+          const uint64_t waits = vk->waits() - w0;
+          if (k == 0) std::printf("gemma4 %s on vulkan: %llu host waits in a decode step\n", moe ? "moe" : "ple", static_cast<unsigned long long>(waits));
+          if (moe) {
+            EXPECT_EQ(waits, static_cast<uint64_t>(1 + dev->info().n_layer));  // every layer routes
+          } else {
+            EXPECT_EQ(waits, 1u);
+          }
+        }
         worst = std::max(worst, max_abs_diff(a, b));
         const auto ia = std::max_element(a.begin(), a.end()) - a.begin(), ib = std::max_element(b.begin(), b.end()) - b.begin();
         mism += ia != ib;

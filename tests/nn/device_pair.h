@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "backend/test_device.h"
 #include "backend/vulkan/vulkan_device.h"
+#include "core/half.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "nn/device.h"
@@ -31,6 +33,59 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   std::vector<float> v(n);
   for (auto& x : v) x = nd(rng);
   return v;
+}
+
+// The weight types the Vulkan device has shaders for (backend/vulkan/device.cpp).
+inline constexpr oxi::DType kVulkanTypes[] = {oxi::DType::F32,  oxi::DType::F16,    oxi::DType::BF16, oxi::DType::Q8_0, oxi::DType::Q4_0,
+                                              oxi::DType::Q4_1, oxi::DType::Q5_0,   oxi::DType::Q5_1, oxi::DType::IQ4_NL, oxi::DType::Q3_K,
+                                              oxi::DType::Q4_K, oxi::DType::Q5_K,   oxi::DType::Q6_K, oxi::DType::IQ4_XS};
+
+// A [rows, cols] matrix of type t: quantised from N(0, 0.05) values where the kernels have a
+// quantiser (quantize_row); else random bytes with each block's f16 scales (and mins) set to small
+// values that give elements of about that size (a random f16 could be Inf or NaN).
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  oxi::MatrixView v;
+};
+inline Matrix make_matrix(oxi::DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  using oxi::DType;
+  Matrix m;
+  const uint64_t rb = *oxi::dtype_row_bytes(t, static_cast<uint64_t>(cols));
+  m.bytes.resize(rb * static_cast<uint64_t>(rows));
+  // block bytes, then (offset, value) of its f16 fields
+  struct F16 {
+    uint32_t off;
+    float v;
+  };
+  uint32_t block = 0;
+  std::vector<F16> f16s;
+  switch (t) {
+    case DType::Q4_1: block = 20, f16s = {{0, 0.006f}, {2, -0.045f}}; break;
+    case DType::Q5_1: block = 24, f16s = {{0, 0.003f}, {2, -0.05f}}; break;
+    case DType::IQ4_NL: block = 18, f16s = {{0, 0.0005f}}; break;
+    case DType::IQ4_XS: block = 136, f16s = {{0, 3e-5f}}; break;
+    case DType::Q3_K: block = 110, f16s = {{108, 0.0015f}}; break;
+    case DType::Q5_K: block = 176, f16s = {{0, 0.002f}, {2, 0.001f}}; break;
+    default: break;
+  }
+  if (block) {
+    std::mt19937 rng(seed);
+    for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
+    for (size_t o = 0; o < m.bytes.size(); o += block)
+      for (const F16& f : f16s) {
+        const uint16_t h = oxi::f32_to_f16(f.v);
+        std::memcpy(&m.bytes[o + f.off], &h, 2);
+      }
+  } else {
+    const auto wf = randn(static_cast<size_t>(rows * cols), seed, 0.05f);
+    for (int64_t r = 0; r < rows; ++r) oxi::quantize_row(t, wf.data() + r * cols, cols, m.bytes.data() + rb * static_cast<uint64_t>(r));
+  }
+  m.v.dtype = t;
+  m.v.rows = rows;
+  m.v.cols = cols;
+  m.v.row_bytes = rb;
+  m.v.data = m.bytes.data();
+  return m;
 }
 
 // The Vulkan device, made once per process (pipelines are built lazily and kept); null with `why`.

@@ -1,5 +1,5 @@
 // The device blocks at odd sizes, on every device of device_pair.h against the test device: every
-// weight type the Vulkan device runs (Q5_K too) at rows 1 / 33 / 67, widths that are not multiples
+// weight type the Vulkan device runs (kVulkanTypes) at rows 1 / 33 / 67, widths that are not multiples
 // of a workgroup (nor of 32-element chunks for the float types), n = 1, 3, 17, 64, three weights
 // sharing one input with outputs at offsets; norms, activations, conv, Gated DeltaNet and attention
 // at 1-row / odd widths / head dims 80, 128 and 256; copies that overlap; refused weight types.
@@ -22,41 +22,11 @@ using oxi::DType;
 
 class DeviceShapes : public DeviceBlocks {};
 
-// A [rows, cols] matrix of type t: quantised from N(0, 0.05) values; Q5_K (no quantiser in the
-// kernels) from random bytes with small f16 scales.
-struct Matrix {
-  std::vector<uint8_t> bytes;
-  oxi::MatrixView v;
-};
-Matrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  Matrix m;
-  const uint64_t rb = *oxi::dtype_row_bytes(t, static_cast<uint64_t>(cols));
-  m.bytes.resize(rb * static_cast<uint64_t>(rows));
-  if (t == DType::Q5_K) {
-    std::mt19937 rng(seed);
-    for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
-    for (size_t o = 0; o < m.bytes.size(); o += 176) {
-      const uint16_t d = oxi::f32_to_f16(0.002f), dmin = oxi::f32_to_f16(0.001f);
-      std::memcpy(&m.bytes[o], &d, 2);
-      std::memcpy(&m.bytes[o + 2], &dmin, 2);
-    }
-  } else {
-    const auto wf = randn(static_cast<size_t>(rows * cols), seed, 0.05f);
-    for (int64_t r = 0; r < rows; ++r) oxi::quantize_row(t, wf.data() + r * cols, cols, m.bytes.data() + rb * static_cast<uint64_t>(r));
-  }
-  m.v.dtype = t;
-  m.v.rows = rows;
-  m.v.cols = cols;
-  m.v.row_bytes = rb;
-  m.v.data = m.bytes.data();
-  return m;
-}
-
 TEST_P(DeviceShapes, MatmulOddShapesEveryType) {
-  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t rows[3] = {67, 1, 33};
-  for (DType t : types) {
-    const bool kq = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K, q = t == DType::Q8_0 || t == DType::Q4_0;
+  for (DType t : kVulkanTypes) {
+    const uint32_t be = oxi::dtype_traits(t)->block_elems;
+    const bool kq = be == 256, q = be == 32;
     // a width under one 32 × 32 sweep of a row's lanes, and one over it
     for (int64_t cols : {kq ? int64_t{256} : q ? int64_t{96} : int64_t{100}, kq ? int64_t{1280} : q ? int64_t{1088} : int64_t{1061}}) {
       std::vector<Matrix> ms;
@@ -267,29 +237,138 @@ TEST_P(DeviceShapes, LargeTransfersAndManyDispatches) {
   auto s = dev_->alloc(4);
   const float one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
   dev_->write(Ref{s.get(), 0}, one, 4);
-  for (int i = 0; i < 700; ++i) dev_->softcap(Ref{s.get(), 0}, 4, 100.0f);  // x ← 100·tanh(x / 100), 700 times
+  const uint64_t w0 = dev_->waits();
+  // x ← 100·tanh(x / 100), 700 times: more dispatches than one descriptor pool holds (512), and
+  // still one wait, for the read.
+  for (int i = 0; i < 700; ++i) dev_->softcap(Ref{s.get(), 0}, 4, 100.0f);
   float got[4];
   dev_->read(Ref{s.get(), 0}, got, 4);
+  if (vulkan()) {
+    EXPECT_EQ(dev_->waits() - w0, 1u);
+  }
   double want = 1.0;
   for (int i = 0; i < 700; ++i) want = 100.0 * std::tanh(want / 100.0);
   for (float g : got) EXPECT_NEAR(g, want, 1e-4 * want);
 }
 
+// The small blocks (nn/device.h; kernels of their own on Vulkan) at odd sizes, on strided head views
+// from odd offsets, against the test device — and, on Vulkan, none of them waits for the queue
+// (checked before the results are read back).
+TEST_P(DeviceShapes, SmallBlocksOddShapesStayOnTheDevice) {
+  using oxi::nn::Heads;
+  for (int64_t width : {1, 80, 128, 257})
+    for (int64_t rows : {1, 5}) {
+      const int64_t heads = 3, hs = width + 7, rs = heads * hs + 2 * width + 3;  // q with a gate after it, as Qwen's
+      Pair p = pair();
+      const int x = p.add(randn(static_cast<size_t>(rows * rs + 5), 60)), x2 = p.add(randn(static_cast<size_t>(rows * rs + 5), 61));
+      const int x3 = p.add(randn(static_cast<size_t>(rows * rs + 5), 65));
+      const int w = p.add(randn(static_cast<size_t>(width + 2), 62)), g = p.add(randn(static_cast<size_t>(rows * rs + 5), 63, 4.0f));
+      const uint64_t w0 = p.dev->waits();
+      p.dev->rms_norm_heads(Heads{p.c(x, 5), rs, hs}, rows, heads, width, p.c(w, 2), 1e-6f);
+      p.ref->rms_norm_heads(Heads{p.r(x, 5), rs, hs}, rows, heads, width, p.r(w, 2), 1e-6f);
+      p.dev->rms_norm_heads(Heads{p.c(x3, 1), rs, hs}, rows, heads, width, Ref{}, 1e-6f);  // no weight (Gemma's V)
+      p.ref->rms_norm_heads(Heads{p.r(x3, 1), rs, hs}, rows, heads, width, Ref{}, 1e-6f);
+      p.dev->l2_norm_heads(Heads{p.c(x2, 3), rs, hs}, rows, heads, width, 1e-6f, 0.125f);
+      p.ref->l2_norm_heads(Heads{p.r(x2, 3), rs, hs}, rows, heads, width, 1e-6f, 0.125f);
+      // the gate: heads interleaved in another buffer (head stride 2·width), x3 gated in place
+      p.dev->mul_sigmoid_heads(Heads{p.c(x3, 1), rs, hs}, Heads{p.c(g, 4), rs, 2 * width}, rows, heads, width);
+      p.ref->mul_sigmoid_heads(Heads{p.r(x3, 1), rs, hs}, Heads{p.r(g, 4), rs, 2 * width}, rows, heads, width);
+      if (vulkan()) {
+        EXPECT_EQ(p.dev->waits(), w0) << "a per-head block waited for the queue";
+      }
+      EXPECT_LE(p.rel_diff(x), 1e-5) << "rms_norm_heads width " << width << " rows " << rows;
+      EXPECT_LE(p.rel_diff(x3), 1e-5) << "rms_norm_heads (no weight) · sigmoid gate, width " << width << " rows " << rows;
+      EXPECT_LE(p.rel_diff(x2), 1e-5) << "l2_norm_heads width " << width << " rows " << rows;
+    }
+  {  // a row's one gate value over the whole row: D heads of width 1, gate head stride 0 (Qwen's shared expert)
+    const int64_t rows = 3, D = 1031;
+    Pair p = pair();
+    const int x = p.add(randn(static_cast<size_t>(rows * D + 2), 66)), g = p.add(randn(static_cast<size_t>(rows + 1), 67, 3.0f));
+    const uint64_t w0 = p.dev->waits();
+    p.dev->mul_sigmoid_heads(Heads{p.c(x, 2), D, 1}, Heads{p.c(g, 1), 1, 0}, rows, D, 1);
+    p.ref->mul_sigmoid_heads(Heads{p.r(x, 2), D, 1}, Heads{p.r(g, 1), 1, 0}, rows, D, 1);
+    if (vulkan()) {
+      EXPECT_EQ(p.dev->waits(), w0);
+    }
+    EXPECT_LE(p.rel_diff(x), 1e-6) << "row gate";
+  }
+  for (int64_t T : {1, 19})
+    for (int64_t H : {1, 32, 300}) {
+      Pair p = pair();
+      // a + dt_bias spans −40..40: softplus' log1p regime, its linear one (> 20) and between
+      const int a = p.add(randn(static_cast<size_t>(T * H + 1), 70, 12.0f)), b = p.add(randn(static_cast<size_t>(T * H + 2), 71, 5.0f));
+      std::vector<float> sa = randn(static_cast<size_t>(H), 72);
+      for (auto& v : sa) v = -std::exp(v);
+      const int ssm_a = p.add(sa), dt = p.add(randn(static_cast<size_t>(H + 3), 73, 4.0f));
+      const int gb = p.add(std::vector<float>(static_cast<size_t>(T * 2 * H + 4)));
+      const uint64_t w0 = p.dev->waits();
+      p.dev->gdn_gates(p.c(a, 1), p.c(b, 2), p.c(ssm_a), p.c(dt, 3), T, H, p.c(gb, 4));
+      p.ref->gdn_gates(p.r(a, 1), p.r(b, 2), p.r(ssm_a), p.r(dt, 3), T, H, p.r(gb, 4));
+      if (vulkan()) {
+        EXPECT_EQ(p.dev->waits(), w0);
+      }
+      // g and β compared apart (g's scale is up to ~100, β's 1)
+      std::vector<float> dg(static_cast<size_t>(T * 2 * H)), rg(dg.size());
+      p.dev->read(p.c(gb, 4), dg.data(), T * 2 * H);
+      p.ref->read(p.r(gb, 4), rg.data(), T * 2 * H);
+      for (int64_t i = 0; i < T * 2 * H; ++i) {
+        const double want = rg[static_cast<size_t>(i)];
+        EXPECT_NEAR(dg[static_cast<size_t>(i)], want, 2e-6 * std::max(1.0, std::fabs(want))) << "gdn_gates T " << T << " H " << H << " at " << i;
+      }
+    }
+  for (int64_t D : {1, 37, 1031}) {
+    Pair p = pair();
+    const int src = p.add(randn(static_cast<size_t>(11 * D + 2), 74)), gth = p.add(std::vector<float>(static_cast<size_t>(6 * D + 1)));
+    const int32_t ids[6] = {10, 0, 3, 3, 7, 10};
+    const int acc = p.add(randn(static_cast<size_t>(11 * D + 3), 75));
+    const float wts[6] = {0.5f, -1.25f, 2.0f, 0.75f, 1e-3f, -3.0f};
+    const int cols = p.add(randn(static_cast<size_t>(3 * D + 1), 76)), cw = p.add(randn(static_cast<size_t>(D + 2), 77));
+    const uint64_t w0 = p.dev->waits();
+    p.dev->gather_rows(p.c(src, 2), ids, D, p.c(gth, 1));
+    p.ref->gather_rows(p.r(src, 2), ids, D, p.r(gth, 1));
+    p.dev->add_rows_scaled(p.c(gth, 1), ids, wts, D, p.c(acc, 3));  // rows 3 and 10 twice, in order
+    p.ref->add_rows_scaled(p.r(gth, 1), ids, wts, D, p.r(acc, 3));
+    p.dev->mul_cols(p.c(cols, 1), p.c(cw, 2), 3, D);
+    p.ref->mul_cols(p.r(cols, 1), p.r(cw, 2), 3, D);
+    if (vulkan()) {
+      EXPECT_EQ(p.dev->waits(), w0);
+    }
+    EXPECT_LE(p.rel_diff(gth), 0.0) << "gather_rows D " << D;
+    EXPECT_LE(p.rel_diff(acc), 1e-6) << "add_rows_scaled D " << D;
+    EXPECT_LE(p.rel_diff(cols), 1e-6) << "mul_cols D " << D;
+  }
+  for (int64_t n_rot : {2, 64, 256}) {
+    const int64_t rows = 4, heads = 3, hd = n_rot + 6, stride = heads * hd + 9;
+    const int32_t pos[4] = {0, 1, 513, 8191};
+    std::vector<float> div(static_cast<size_t>(n_rot / 2));
+    for (size_t j = 0; j < div.size(); ++j) div[j] = j % 3 == 2 ? 1e30f : 1.0f + 0.5f * static_cast<float>(j % 4);
+    Pair p = pair();
+    const int x = p.add(randn(static_cast<size_t>(rows * stride + 1), 78));
+    const uint64_t w0 = p.dev->waits();
+    p.dev->rope_neox_div(p.c(x, 1), rows, stride, heads, hd, n_rot, 1e6f, pos, div);
+    p.ref->rope_neox_div(p.r(x, 1), rows, stride, heads, hd, n_rot, 1e6f, pos, div);
+    if (vulkan()) {
+      EXPECT_EQ(p.dev->waits(), w0);
+    }
+    EXPECT_LE(p.rel_diff(x), 2e-4) << "rope_neox_div n_rot " << n_rot;  // f32 angles (pos / div in f32, as the host version) at 8191
+  }
+}
+
 TEST_P(DeviceShapes, UnsupportedWeightTypeIsAnError) {
   if (!vulkan()) GTEST_SKIP() << "the CPU device runs every type the kernels know";
-  std::vector<uint8_t> bytes(20 * 4);
+  std::vector<uint8_t> bytes(84 * 4);  // Q2_K: 84 bytes per 256 elements, no shader
   oxi::MatrixView v;
-  v.dtype = DType::Q4_1;
+  v.dtype = DType::Q2_K;
   v.rows = 4;
-  v.cols = 32;
-  v.row_bytes = 20;
+  v.cols = 256;
+  v.row_bytes = 84;
   v.data = bytes.data();
   try {
     dev_->upload(v);
-    ADD_FAILURE() << "Q4_1 uploaded";
+    ADD_FAILURE() << "Q2_K uploaded";
   } catch (const oxi::Error& e) {
     EXPECT_EQ(e.code(), oxi::ErrorCode::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("Q4_1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Q2_K"), std::string::npos) << e.what();
   }
 }
 

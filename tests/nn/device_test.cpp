@@ -23,18 +23,9 @@ using namespace oxi_device_test;
 
 TEST_P(DeviceBlocks, MatmulEveryWeightType) {
   const int64_t rows = 96, cols = 256, n = 7;
-  const auto wf = randn(static_cast<size_t>(rows * cols), 1, 0.05f);
-  for (oxi::DType t : {oxi::DType::F32, oxi::DType::F16, oxi::DType::BF16, oxi::DType::Q8_0, oxi::DType::Q4_0, oxi::DType::Q4_K,
-                       oxi::DType::Q6_K}) {
-    const uint64_t rb = *oxi::dtype_row_bytes(t, static_cast<uint64_t>(cols));
-    std::vector<uint8_t> bytes(rb * static_cast<uint64_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) oxi::quantize_row(t, wf.data() + r * cols, cols, bytes.data() + rb * static_cast<uint64_t>(r));
-    oxi::MatrixView v;
-    v.dtype = t;
-    v.rows = rows;
-    v.cols = cols;
-    v.row_bytes = rb;
-    v.data = bytes.data();
+  for (oxi::DType t : kVulkanTypes) {
+    const Matrix m = make_matrix(t, rows, cols, 1);
+    const oxi::MatrixView& v = m.v;
     Pair p = pair();
     auto wc = p.dev->upload(v), wr = p.ref->upload(v);
     const int x = p.add(randn(static_cast<size_t>(n * cols), 2)), y = p.add(std::vector<float>(static_cast<size_t>(n * rows)));

@@ -141,13 +141,7 @@ std::unique_ptr<Context> Context::create(int index, std::string* why) {
   check(a.vkAllocateCommandBuffers(c->dev_, &cai, &c->cmd_), "vkAllocateCommandBuffers");
   auto fci = info<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
   check(a.vkCreateFence(c->dev_, &fci, nullptr, &c->fence_), "vkCreateFence");
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
-  auto dpi = info<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
-  dpi.maxSets = kSetsPerPool;
-  dpi.poolSizeCount = 1;
-  dpi.pPoolSizes = &ps;
-  check(a.vkCreateDescriptorPool(c->dev_, &dpi, nullptr, &c->desc_pool_), "vkCreateDescriptorPool");
-  c->sets_left_ = kSetsPerPool;
+  c->add_pool();
 
   a.vkGetPhysicalDeviceMemoryProperties(c->phys_, &c->mem_);
   const VkPhysicalDeviceMemoryProperties& mp = c->mem_;
@@ -178,7 +172,7 @@ Context::~Context() {
       api_.vkDestroyPipelineLayout(dev_, p.layout, nullptr);
       api_.vkDestroyDescriptorSetLayout(dev_, p.dsl, nullptr);
     }
-    if (desc_pool_) api_.vkDestroyDescriptorPool(dev_, desc_pool_, nullptr);
+    for (VkDescriptorPool p : pools_) api_.vkDestroyDescriptorPool(dev_, p, nullptr);
     if (fence_) api_.vkDestroyFence(dev_, fence_, nullptr);
     if (cmd_pool_) api_.vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
     api_.vkDestroyDevice(dev_, nullptr);
@@ -307,9 +301,14 @@ void Context::dispatch(const char* name, std::initializer_list<Slice> bufs, cons
                        uint32_t gx, uint32_t gy, uint32_t gz) {
   if (bufs.size() > kMaxBindings || push_bytes > kPushBytes) throw_error(ErrorCode::kInternal, "vulkan device: dispatch too wide");
   const Pipeline& p = pipeline(name, static_cast<uint32_t>(bufs.size()));
-  if (sets_left_ == 0) submit_wait();  // resets the pool; host buffers of this dispatch stay
+  // A full pool: the next one (made once, kept), not a wait — a decode step of a deep model
+  // records more than one pool's sets, and waiting mid-step would stall the queue.
+  if (sets_left_ == 0) {
+    if (++pool_i_ == pools_.size()) add_pool();
+    sets_left_ = kSetsPerPool;
+  }
   auto dai = info<VkDescriptorSetAllocateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO);
-  dai.descriptorPool = desc_pool_;
+  dai.descriptorPool = pools_[pool_i_];
   dai.descriptorSetCount = 1;
   dai.pSetLayouts = &p.dsl;
   VkDescriptorSet set = VK_NULL_HANDLE;
@@ -334,6 +333,7 @@ void Context::dispatch(const char* name, std::initializer_list<Slice> bufs, cons
   api_.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) api_.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   api_.vkCmdDispatch(cmd_, gx, gy, gz);
+  ++dispatches_;
 }
 
 void Context::copy(VkBuffer src, VkDeviceSize src_off, VkBuffer dst, VkDeviceSize dst_off, VkDeviceSize bytes) {
@@ -381,11 +381,26 @@ void Context::submit_wait() {
     si.commandBufferCount = 1;
     si.pCommandBuffers = &cmd_;
     check(api_.vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+    ++waits_;
     check(api_.vkWaitForFences(dev_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     check(api_.vkResetFences(dev_, 1, &fence_), "vkResetFences");
     check(api_.vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
   }
-  check(api_.vkResetDescriptorPool(dev_, desc_pool_, 0), "vkResetDescriptorPool");
+  for (size_t i = 0; i <= pool_i_ && i < pools_.size(); ++i) check(api_.vkResetDescriptorPool(dev_, pools_[i], 0), "vkResetDescriptorPool");
+  pool_i_ = 0;
+  sets_left_ = kSetsPerPool;
+}
+
+void Context::add_pool() {
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
+  auto dpi = info<VkDescriptorPoolCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO);
+  dpi.maxSets = kSetsPerPool;
+  dpi.poolSizeCount = 1;
+  dpi.pPoolSizes = &ps;
+  VkDescriptorPool p = VK_NULL_HANDLE;
+  check(api_.vkCreateDescriptorPool(dev_, &dpi, nullptr, &p), "vkCreateDescriptorPool");
+  pools_.push_back(p);
+  pool_i_ = pools_.size() - 1;
   sets_left_ = kSetsPerPool;
 }
 

@@ -101,6 +101,9 @@ class Context {
   void read_back(VkBuffer src, VkDeviceSize src_off, void* dst, VkDeviceSize bytes);
   // Submits the recorded work and waits for it; then frees what waited on it.
   void finish();
+  // Submit-and-waits so far that had work recorded (each a host round trip: the queue drains).
+  uint64_t waits() const { return waits_; }
+  uint64_t dispatches() const { return dispatches_; }  // dispatches recorded so far
 
  private:
   struct Pipeline {
@@ -114,6 +117,7 @@ class Context {
   void begin_command();  // opens the command buffer if needed and records the barrier
   void destroy(Mem& m);
   void submit_wait();    // finish without freeing: what the next dispatch uses stays alive
+  void add_pool();       // a descriptor pool more, made current
 
   std::mutex mu_;
   Api api_;
@@ -126,8 +130,10 @@ class Context {
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
-  VkDescriptorPool desc_pool_ = VK_NULL_HANDLE;
-  uint32_t sets_left_ = 0;
+  std::vector<VkDescriptorPool> pools_;  // descriptor pools; [0, pool_i_] in use since the last finish
+  size_t pool_i_ = 0;
+  uint32_t sets_left_ = 0;                // in pools_[pool_i_]
+  uint64_t waits_ = 0, dispatches_ = 0;
   VkDeviceSize pending_bytes_ = 0;
   bool recording_ = false;
   uint32_t device_type_ = 4;

@@ -1,18 +1,22 @@
 // The Vulkan block device (vulkan_device.h): nn::Device's blocks as compute shaders
 // (vulkan/shaders/*.comp) recorded into one command buffer; the host waits only when it reads
-// (read, moe_route) or uploads a weight. Each call takes the context's mutex, so several threads
+// (read, moe_route) or uploads a weight — every block, the small per-head ones included, has a
+// shader, so a decode step waits once, for its logits (MoE: once more per routed layer). Each call takes the context's mutex, so several threads
 // may share the device (one forward at a time is what it is for).
 //
 // Memory: an nn::Buffer is one device-local VkBuffer of f32; a Ref's offset goes to the shader in
 // its push constants (whole buffers are bound). A weight keeps its file layout (GGUF blocks) in
 // device memory, split by rows into parts no larger than the device's maxStorageBufferRange
 // (128 MiB on lavapipe); the shaders dequantise as they read. Weight types: F32, F16, BF16, Q8_0,
-// Q4_0, Q4_K, Q5_K, Q6_K; others are declined at upload with oxi::Error(kUnsupported).
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; others (Q2_K, the IQ1/IQ2/IQ3
+// types, …) are declined at upload with oxi::Error(kUnsupported).
 #include "backend/vulkan/vulkan_device.h"
 
 #ifdef OXI_VULKAN_KERNELS
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -66,9 +70,15 @@ const char* type_suffix(DType t) {
     case DType::BF16: return "bf16";
     case DType::Q8_0: return "q8_0";
     case DType::Q4_0: return "q4_0";
+    case DType::Q4_1: return "q4_1";
+    case DType::Q5_0: return "q5_0";
+    case DType::Q5_1: return "q5_1";
+    case DType::IQ4_NL: return "iq4_nl";
+    case DType::Q3_K: return "q3_k";
     case DType::Q4_K: return "q4_k";
     case DType::Q5_K: return "q5_k";
     case DType::Q6_K: return "q6_k";
+    case DType::IQ4_XS: return "iq4_xs";
     default: return nullptr;
   }
 }
@@ -87,8 +97,20 @@ uint32_t stride_groups(int64_t n) { return std::max<uint32_t>(1, static_cast<uin
 
 class VulkanDevice final : public nn::Device {
  public:
-  explicit VulkanDevice(std::shared_ptr<Context> c) : ctx_(std::move(c)) {}
+  explicit VulkanDevice(std::shared_ptr<Context> c) : ctx_(std::move(c)) {
+    const char* e = std::getenv("OXI_VULKAN_HOST_BLOCKS");
+    host_blocks_ = e && std::string(e) == "1";
+  }
+  ~VulkanDevice() override {
+    if (const char* e = std::getenv("OXI_VULKAN_STATS"); e && std::string(e) == "1")
+      std::fprintf(stderr, "vulkan device: %llu host waits, %llu dispatches\n", static_cast<unsigned long long>(ctx_->waits()),
+                   static_cast<unsigned long long>(ctx_->dispatches()));
+  }
   std::string name() const override { return "vulkan"; }
+  uint64_t waits() const override {
+    Lock l(ctx_->mu());
+    return ctx_->waits();
+  }
 
   std::shared_ptr<nn::Buffer> alloc(int64_t floats) override {
     if (floats < 0) bad("negative allocation");
@@ -133,7 +155,7 @@ class VulkanDevice final : public nn::Device {
     const char* sfx = type_suffix(v.dtype);
     if (!sfx)
       throw_error(ErrorCode::kUnsupported, "vulkan device: no kernel for weight type " + dtype_name(v.dtype) +
-                                               " (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
+                                               " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
     const auto rb = dtype_row_bytes(v.dtype, static_cast<uint64_t>(v.cols));
     if (!rb || v.rows < 0 || (v.rows > 0 && !v.data)) bad("upload: " + dtype_name(v.dtype) + " rows of " + std::to_string(v.cols) + " elements");
     if (*rb > ctx_->part_limit()) throw_error(ErrorCode::kUnsupported, "vulkan device: a weight row exceeds maxStorageBufferRange");
@@ -254,11 +276,7 @@ class VulkanDevice final : public nn::Device {
       }
       ops::rope_table(slot.data(), n_rot, theta, cs.data() + r * 2 * half);
     }
-    Lock l(ctx_->mu());
-    VkBuffer xb = buf(x, (rows - 1) * row_stride + (heads - 1) * head_stride + n_rot, "rope");
-    const vk::Slice cb = ctx_->host_buffer(cs.data(), cs.size() * 4);
-    const uint32_t pc[6] = {u32(x.off), u32(rows), u32(row_stride), u32(heads), u32(head_stride), u32(n_rot)};
-    ctx_->dispatch("rope", {xb, cb}, pc, sizeof pc, stride_groups(rows * heads * half));
+    rope_table_dispatch(x, rows, row_stride, heads, head_stride, n_rot, cs);
   }
 
   void silu_mul(Ref a, Ref b, Ref y, int64_t n) override { eltwise(a, b, y, n, 0, 0.0f, "silu_mul"); }
@@ -266,6 +284,78 @@ class VulkanDevice final : public nn::Device {
   void softcap(Ref x, int64_t n, float cap) override { eltwise(x, x, x, n, 2, cap, "softcap"); }
   void add(Ref x, Ref y, int64_t n) override { eltwise(x, y, x, n, 3, 0.0f, "add"); }
   void scale(Ref x, int64_t n, float s) override { eltwise(x, x, x, n, 4, s, "scale"); }
+  void mul_cols(Ref x, Ref w, int64_t rows, int64_t width) override {
+    if (host_blocks_) return nn::Device::mul_cols(x, w, rows, width);
+    if (rows <= 0 || width <= 0) return;
+    eltwise(x, w, x, rows * width, 5, 0.0f, "mul_cols", width, width);
+  }
+
+  // The per-head blocks (heads.comp): one workgroup per vector, in place on strided views.
+  void rms_norm_heads(nn::Heads x, int64_t rows, int64_t heads, int64_t width, Ref w, float eps) override {
+    if (host_blocks_) return nn::Device::rms_norm_heads(x, rows, heads, width, w, eps);
+    heads_op(x, nn::Heads{w, 0, 0}, rows, heads, width, 0, eps, 1.0f, "rms_norm_heads");
+  }
+  void l2_norm_heads(nn::Heads x, int64_t rows, int64_t heads, int64_t width, float eps, float scale) override {
+    if (host_blocks_) return nn::Device::l2_norm_heads(x, rows, heads, width, eps, scale);
+    heads_op(x, nn::Heads{}, rows, heads, width, 1, eps, scale, "l2_norm_heads");
+  }
+  void mul_sigmoid_heads(nn::Heads x, nn::Heads gate, int64_t rows, int64_t heads, int64_t width) override {
+    if (host_blocks_) return nn::Device::mul_sigmoid_heads(x, gate, rows, heads, width);
+    if (!gate.at) bad("mul_sigmoid_heads: no gate");
+    heads_op(x, gate, rows, heads, width, 2, 0.0f, 1.0f, "mul_sigmoid_heads");
+  }
+
+  void gdn_gates(Ref a, Ref b, Ref ssm_a, Ref dt_bias, int64_t rows, int64_t H, Ref gb) override {
+    if (host_blocks_) return nn::Device::gdn_gates(a, b, ssm_a, dt_bias, rows, H, gb);
+    Lock l(ctx_->mu());
+    VkBuffer ab = buf(a, rows * H, "gdn_gates a"), bb = buf(b, rows * H, "gdn_gates b");
+    VkBuffer sb = buf(ssm_a, H, "gdn_gates ssm_a"), db = buf(dt_bias, H, "gdn_gates dt_bias"), gbb = buf(gb, rows * 2 * H, "gdn_gates out");
+    if (rows <= 0 || H <= 0) return;
+    const uint32_t pc[7] = {u32(a.off), u32(b.off), u32(ssm_a.off), u32(dt_bias.off), u32(gb.off), u32(rows), u32(H)};
+    ctx_->dispatch("gdn_gates", {ab, bb, sb, db, gbb}, pc, sizeof pc, stride_groups(rows * H));
+  }
+
+  void gather_rows(Ref src, std::span<const int32_t> ids, int64_t width, Ref dst) override {
+    if (host_blocks_) return nn::Device::gather_rows(src, ids, width, dst);
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const int64_t hi = row_range(ids, "gather_rows");
+    Lock l(ctx_->mu());
+    VkBuffer sb = buf(src, (hi + 1) * width, "gather_rows src"), db = buf(dst, n * width, "gather_rows dst");
+    if (n == 0 || width <= 0) return;
+    const vk::Slice ib = ctx_->host_buffer(ids.data(), ids.size() * 4);
+    const uint32_t pc[5] = {u32(src.off), u32(dst.off), u32(n), u32(width), 0};
+    ctx_->dispatch("rows", {sb, db, ib, ib}, pc, sizeof pc, stride_groups(n * width));
+  }
+
+  void add_rows_scaled(Ref src, std::span<const int32_t> ids, std::span<const float> w, int64_t width, Ref dst) override {
+    if (host_blocks_) return nn::Device::add_rows_scaled(src, ids, w, width, dst);
+    if (ids.size() != w.size()) bad("add_rows_scaled: ids and weights differ in count");
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const int64_t hi = row_range(ids, "add_rows_scaled");
+    Lock l(ctx_->mu());
+    VkBuffer sb = buf(src, n * width, "add_rows_scaled src"), db = buf(dst, (hi + 1) * width, "add_rows_scaled dst");
+    if (n == 0 || width <= 0) return;
+    const vk::Slice ib = ctx_->host_buffer(ids.data(), ids.size() * 4), wb = ctx_->host_buffer(w.data(), w.size() * 4);
+    const uint32_t pc[5] = {u32(src.off), u32(dst.off), u32(n), u32(width), 1};
+    ctx_->dispatch("rows", {sb, db, ib, wb}, pc, sizeof pc, stride_groups(width));
+  }
+
+  void rope_neox_div(Ref x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_stride, int64_t n_rot, float theta,
+                     std::span<const int32_t> pos, std::span<const float> div) override {
+    if (host_blocks_) return nn::Device::rope_neox_div(x, rows, row_stride, heads, head_stride, n_rot, theta, pos, div);
+    if (static_cast<int64_t>(div.size()) < n_rot / 2) bad("rope_neox_div: too few divisors");
+    if (static_cast<int64_t>(pos.size()) < rows) bad("rope_neox_div: fewer positions than rows");
+    if (rows <= 0 || heads <= 0 || n_rot < 2) return;
+    // slot j of row r at position pos[r] / div[j] (as the host version: the angle's table in double)
+    const int64_t half = n_rot / 2;
+    std::vector<float> cs(static_cast<size_t>(rows * 2 * half)), slot(static_cast<size_t>(half));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < half; ++j)
+        slot[static_cast<size_t>(j)] = static_cast<float>(pos[static_cast<size_t>(r)]) / div[static_cast<size_t>(j)];
+      ops::rope_table(slot.data(), n_rot, theta, cs.data() + r * 2 * half);
+    }
+    rope_table_dispatch(x, rows, row_stride, heads, head_stride, n_rot, cs);
+  }
 
   void conv_silu(Ref X, Ref wT, int64_t C, int64_t K, int64_t T, Ref y) override {
     Lock l(ctx_->mu());
@@ -331,18 +421,61 @@ class VulkanDevice final : public nn::Device {
     if (!t || t->ctx != ctx_) bad("a weight of another device");
     return *t;
   }
-  void eltwise(Ref a, Ref b, Ref y, int64_t n, uint32_t op, float cap, const char* what) {
+  // nb: floats of b read (n, or one row for mul_cols); width: mul_cols' row width.
+  // rope.comp over rows × heads with the cos/sin table cs [rows, n_rot/2, 2] from the host.
+  void rope_table_dispatch(Ref x, int64_t rows, int64_t row_stride, int64_t heads, int64_t head_stride, int64_t n_rot,
+                           const std::vector<float>& cs) {
     Lock l(ctx_->mu());
-    VkBuffer ab = buf(a, n, what), bb = buf(b, n, what), yb = buf(y, n, what);
+    VkBuffer xb = buf(x, (rows - 1) * row_stride + (heads - 1) * head_stride + n_rot, "rope");
+    const vk::Slice cb = ctx_->host_buffer(cs.data(), cs.size() * 4);
+    const uint32_t pc[6] = {u32(x.off), u32(rows), u32(row_stride), u32(heads), u32(head_stride), u32(n_rot)};
+    ctx_->dispatch("rope", {xb, cb}, pc, sizeof pc, stride_groups(rows * heads * (n_rot / 2)));
+  }
+  // The largest id (-1 when none), after checking that none is negative.
+  static int64_t row_range(std::span<const int32_t> ids, const char* what) {
+    int64_t hi = -1;
+    for (int32_t id : ids) {
+      if (id < 0) bad(std::string(what) + ": negative row " + std::to_string(id));
+      hi = std::max<int64_t>(hi, id);
+    }
+    return hi;
+  }
+  // heads.comp: op 0 rms (g: the weight, g.at unset: none), 1 l2, 2 sigmoid gate (g: the gate heads).
+  void heads_op(nn::Heads x, nn::Heads g, int64_t rows, int64_t heads, int64_t width, uint32_t op, float eps, float scale,
+                const char* what) {
+    if (rows <= 0 || heads <= 0 || width <= 0) return;
+    if (x.row_stride < 0 || x.head_stride < 0 || g.row_stride < 0 || g.head_stride < 0) bad(std::string(what) + ": negative stride");
+    const int64_t nx = (rows - 1) * x.row_stride + (heads - 1) * x.head_stride + width;
+    const int64_t ng = op == 2 ? (rows - 1) * g.row_stride + (heads - 1) * g.head_stride + width : width;
+    Lock l(ctx_->mu());
+    VkBuffer xb = buf(x.at, nx, what);
+    VkBuffer gb = g.at ? buf(g.at, ng, what) : xb;
+    struct {
+      uint32_t x_off, x_rs, x_hs, g_off, g_rs, g_hs, rows, heads, width, op, has_w;
+      float eps, scale;
+    } pc{u32(x.at.off), u32(x.row_stride), u32(x.head_stride), u32(g.at.off), u32(g.row_stride), u32(g.head_stride),
+         u32(rows), u32(heads), u32(width), op, g.at ? 1u : 0u, eps, scale};
+    uint32_t gx = 0, gy = 1;
+    if (op == 2) gx = std::max<uint32_t>(1, static_cast<uint32_t>(std::min<int64_t>((rows * heads * width + 63) / 64, 65535)));
+    else grid(rows * heads, gx, gy);  // a workgroup per vector
+    ctx_->dispatch("heads", {xb, gb}, &pc, sizeof pc, gx, gy);
+  }
+  void eltwise(Ref a, Ref b, Ref y, int64_t n, uint32_t op, float cap, const char* what, int64_t nb = -1, int64_t width = 1) {
+    Lock l(ctx_->mu());
+    VkBuffer ab = buf(a, n, what), bb = buf(b, nb < 0 ? n : nb, what), yb = buf(y, n, what);
     if (n <= 0) return;
     struct {
       uint32_t a_off, b_off, y_off, n, op;
       float cap;
-    } pc{u32(a.off), u32(b.off), u32(y.off), u32(n), op, cap};
+      uint32_t width;
+    } pc{u32(a.off), u32(b.off), u32(y.off), u32(n), op, cap, u32(width)};
     ctx_->dispatch("eltwise", {ab, bb, yb}, &pc, sizeof pc, stride_groups(n));
   }
 
   std::shared_ptr<Context> ctx_;
+  // OXI_VULKAN_HOST_BLOCKS=1: the small blocks take nn::Device's host versions (a read, the CPU's
+  // formula, a write: a queue wait each), as before they had shaders — to measure what that costs.
+  bool host_blocks_ = false;
 };
 
 }  // namespace

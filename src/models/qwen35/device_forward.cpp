@@ -4,14 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <string>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "nn/device_util.h"
 #include "nn/kv_cache.h"
-#include "nn/ops.h"
 
 namespace oxi::qwen35 {
 
@@ -465,8 +463,7 @@ void DeviceForward::ffn(const DevLayer& L, Ref u, int64_t n, Ref o) const {
   }
   const int64_t E = c_.n_expert, K = c_.n_expert_used;
   const Ref rt = S.get(kRt, n * E);
-  // The router and the shared expert's gate read the same rows: one batched product (and the
-  // gate's values are read back after route_experts has waited for the device anyway).
+  // The router and the shared expert's gate read the same rows: one batched product.
   const Ref sg = L.sh_gate ? S.get(kSg, n) : Ref{};
   if (L.sh_gate) {
     const nn::Weight* ws[2] = {L.router.get(), L.sh_inp.get()};
@@ -480,14 +477,12 @@ void DeviceForward::ffn(const DevLayer& L, Ref u, int64_t n, Ref o) const {
     swiglu(*L.eg[e], *L.eu[e], *L.ed[e], xin, m, y);
   });
   if (L.sh_gate) {
+    // o += sigmoid(gate_r) · shared expert row r, on the device (no read of the gate): the [n, D]
+    // rows as n × D "heads" of width 1, each gated by the row's one value (head stride 0).
     const Ref sh = S.get(kSh, n * D);
     swiglu(*L.sh_gate, *L.sh_up, *L.sh_down, u, n, sh);
-    std::vector<float> s(static_cast<size_t>(n));
-    d.read(sg, s.data(), n);
-    for (auto& x : s) x = ops::sigmoid(x);
-    std::vector<int32_t> all(static_cast<size_t>(n));
-    std::iota(all.begin(), all.end(), 0);
-    d.add_rows_scaled(sh, all, s, D, o);
+    d.mul_sigmoid_heads(nn::Heads{sh, D, 1}, nn::Heads{sg, 1, 0}, n, D, 1);
+    d.add(o, sh, n * D);
   }
 }
 
