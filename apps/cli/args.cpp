@@ -173,6 +173,15 @@ ModelPaths model_paths_from_args(const Args& args, bool want_mmproj) {
 
 std::string draft_model_from_args(const Args& args) {
   const auto md = args.get({"-md", "--model-draft"});
+  const auto hfd = args.get({"-hfd", "--hf-repo-draft"});
+  if (md && hfd) usage_error("give only one of -md and -hfd");
+  if (hfd) {
+    HubOptions opt;
+    if (auto t = args.get({"--hf-token"})) opt.token = *t;
+    opt.offline = args.flag({"--offline"});
+    opt.primary_word = "mtp-";  // the draft repo's MTP head (llama.cpp's -hfd with draft-mtp)
+    return hub_resolve_model(*hfd, opt);
+  }
   if (!md) return "";
   if (md->empty()) usage_error("-md needs a file");
   return *md;
@@ -281,7 +290,8 @@ SpecArgs spec_from_args(const Args& args) {
 
 const std::vector<std::string> kModelOptions = {"-m", "--model", "-hf", "--hf-repo", "--hf-token",
                                                 "-t", "--threads", "--chat-template-file", "--isa",
-                                                "--device", "--quant", "-md", "--model-draft"};
+                                                "--device", "--quant", "-md", "--model-draft", "-hfd",
+                                                "--hf-repo-draft"};
 
 const char* const kQuantHelp =
     "  --quant TYPE      quantise the weights at load: q8_0, q4_0 or q4_k, from an HF checkpoint or an\n"

@@ -55,7 +55,8 @@ class Args {
 
 // -m PATH or -hf org/name[:quant][@rev] → a local path (file or directory). Throws oxi::Error.
 std::string resolve_model_path(const Args& args);
-// -md / --model-draft FILE (llama.cpp's spelling), "" when absent.
+// -md / --model-draft FILE, or -hfd / --hf-repo-draft org/name[:quant] resolved through the Hub
+// (llama.cpp's spellings); "" when neither is given.
 std::string draft_model_from_args(const Args& args);
 
 // The files a command loads: the model, its vision tower (--mmproj), its draft (-md). With -hf

@@ -311,7 +311,7 @@ int cmd_bench(int argc, char** argv) {
     }
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n", "-d", "--n-depth",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
-                      "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "-md", "--model-draft", "--device", "-ngl", "--n-gpu-layers",
+                      "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "-md", "--model-draft", "-hfd", "--hf-repo-draft", "--device", "-ngl", "--n-gpu-layers",
                       "--gpu-layers", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const bool parallel = args.has("-npl") || args.has("--n-parallel");

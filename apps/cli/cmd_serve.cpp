@@ -105,7 +105,7 @@ int cmd_serve(int argc, char** argv) {
                                       "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
                                       "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant",
-                                      "--mmproj", "--media-dir", "--pooling", "-md", "--model-draft"};
+                                      "--mmproj", "--media-dir", "--pooling", "-md", "--model-draft", "-hfd", "--hf-repo-draft"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     args.check_known(known);

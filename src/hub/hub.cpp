@@ -90,7 +90,7 @@ std::string not_cached_hint(const HubSpec& spec) {
 }  // namespace
 
 std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec, const std::vector<std::string>& sidecars,
-                             std::vector<std::pair<std::string, std::string>>* found) {
+                             std::vector<std::pair<std::string, std::string>>* found, const std::string& primary_word) {
   const fs::path root = fs::path(cache_dir) / repo_folder_name(spec.repo);
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
@@ -115,7 +115,7 @@ std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec, 
   const auto files = list_snapshot(snap);
   Selection sel;
   try {
-    sel = select_model_files(files, spec.quant, spec.repo);
+    sel = select_files(files, spec, primary_word);
   } catch (const Error& e) {
     throw Error(e.code(), std::string(e.what()) + " (in the cache, offline)");
   }
@@ -255,7 +255,7 @@ std::string resolve_online(const std::string& cache_dir, const HubSpec& spec, co
       }
     }
   }
-  Selection sel = select_model_files(paths, spec.quant, spec.repo);
+  Selection sel = select_files(paths, spec, opt.primary_word);
   // Companions (mmproj, MTP head) are fetched with the model, into the same snapshot.
   std::vector<std::pair<std::string, std::string>> sides;
   if (sel.gguf) {
@@ -389,12 +389,13 @@ std::string resolve_model(const std::string& spec_text, const HubOptions& option
                           std::vector<std::pair<std::string, std::string>>* found) {
   const HubSpec spec = parse_hub_spec(spec_text);
   const std::string cache_dir = options.cache_dir.empty() ? hf_hub_cache_dir() : options.cache_dir;
-  if (options.offline || env_truthy("HF_HUB_OFFLINE")) return resolve_in_cache(cache_dir, spec, options.sidecars, found);
+  if (options.offline || env_truthy("HF_HUB_OFFLINE"))
+    return resolve_in_cache(cache_dir, spec, options.sidecars, found, options.primary_word);
   // A commit is immutable: a complete cached snapshot of it needs no network at all (unless
   // companions are asked for: only the listing says whether the repo has one).
   if (is_hex(spec.revision, 40) && options.sidecars.empty()) {
     try {
-      return resolve_in_cache(cache_dir, spec);
+      return resolve_in_cache(cache_dir, spec, {}, nullptr, options.primary_word);
     } catch (const Error&) {
     }
   }
@@ -414,7 +415,7 @@ std::string resolve_model(const std::string& spec_text, const HubOptions& option
     // The Hub cannot be reached: a complete cached copy still answers.
     std::string cached;
     try {
-      cached = resolve_in_cache(cache_dir, spec, options.sidecars, found);
+      cached = resolve_in_cache(cache_dir, spec, options.sidecars, found, options.primary_word);
     } catch (const Error&) {
       throw e;
     }

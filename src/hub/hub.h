@@ -20,6 +20,9 @@ struct HubOptions {
   // vision tower), "mtp-" (an MTP-only draft head). The best match is picked as llama.cpp's
   // downloader does (select_sidecar in hub_internal.h); none is not an error.
   std::vector<std::string> sidecars;
+  // Not the model but a companion is what is asked for (-hfd: "mtp-"): the best top-level GGUF of
+  // the repo whose name holds this word. "": the model.
+  std::string primary_word;
 };
 
 struct HubSpec {

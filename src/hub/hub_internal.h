@@ -69,12 +69,17 @@ bool parse_split_suffix(const std::string& path, int* part, int* count, std::str
 std::string select_sidecar(const std::vector<std::string>& paths, const std::string& model, const std::string& word,
                            const std::string& quant);
 
+// The files to fetch: the model's (select_model_files), or with `primary_word` ("mtp-": -hfd) the
+// best GGUF at the repo's top level whose name holds it (select_sidecar's rule).
+Selection select_files(const std::vector<std::string>& paths, const HubSpec& spec, const std::string& primary_word);
+
 // ---- cache (offline) ----
 // Resolves from the cache only; throws oxi::Error(kIo) naming what is missing. Sidecars found in
 // the snapshot are added to `found` (when given).
 std::string resolve_in_cache(const std::string& cache_dir, const HubSpec& spec,
                              const std::vector<std::string>& sidecars = {},
-                             std::vector<std::pair<std::string, std::string>>* found = nullptr);
+                             std::vector<std::pair<std::string, std::string>>* found = nullptr,
+                             const std::string& primary_word = "");
 
 // ---- HTTP ----
 // A transport failure (no HTTP status): connection refused, DNS, reset, timeout.

@@ -181,7 +181,12 @@ std::string gguf_stem(const std::string& path) {
 }  // namespace
 
 bool is_model_gguf(const std::string& p) {
-  return ends_with_ci(p, ".gguf") && lower(basename_of(p)).find("mmproj") == std::string::npos;
+  if (!ends_with_ci(p, ".gguf")) return false;
+  // Companions are never the model (llama.cpp's downloader skips the same names).
+  const std::string b = lower(basename_of(p));
+  for (const char* w : {"mmproj", "imatrix", "mtp-", "eagle3-", "dflash-", "dspark-"})
+    if (b.find(w) != std::string::npos) return false;
+  return true;
 }
 
 bool parse_split_suffix(const std::string& path, int* part, int* count, std::string* prefix) {
@@ -401,6 +406,14 @@ std::string select_sidecar(const std::vector<std::string>& paths, const std::str
     }
   }
   return best;
+}
+
+Selection select_files(const std::vector<std::string>& paths, const HubSpec& spec, const std::string& primary_word) {
+  if (primary_word.empty()) return select_model_files(paths, spec.quant, spec.repo);
+  const std::string f = select_sidecar(paths, "", primary_word, spec.quant);
+  if (f.empty())
+    throw_error(ErrorCode::kInvalidArgument, spec.repo + ": no GGUF file with '" + primary_word + "' in its name at the repo's top level");
+  return Selection{{f}, f, true};
 }
 
 }  // namespace oxi::hub

@@ -9,7 +9,9 @@
 // - llama.cpp (node-llama-cpp) runs the --no-mtp file with the one-file model's greedy tokens;
 // - `oxinfer run -m NO_MTP -md MTP --spec mtp` drafts every step (--draft-min = --draft-max) and
 //   gives llama.cpp's greedy tokens, with the draft counts of the one-file model;
+// - -hf with --spec mtp fetches the repo's mtp-*.gguf beside the model, -hfd names it (fake Hub);
 // - refusals: -md with a file that has no MTP block, a head of another model's shape, a missing file.
+import { spawn } from "node:child_process";
 import { run, must } from "./proc.mjs";
 import { runJsonSteps } from "./lib/run_json.mjs";
 import fs from "node:fs";
@@ -99,11 +101,11 @@ const refNoMtp = llama(noMtp, path.join(work, "llama_nomtp.json"));
 check(refNoMtp.length === 24 && JSON.stringify(refNoMtp) === JSON.stringify(refFull), "llama.cpp: the --no-mtp file gives the one-file model's greedy tokens");
 
 // ---- oxinfer with -md: forced drafts (3 per step) ----
-function ours(args) {
+function ours(args, env = process.env) {
   const r = must(oxinfer, ["run", ...args, "--tokens", toks.join(","), "-n", "24", "--temp", "0", "--json", "--top-logprobs", "1",
-    "--ignore-eos", "-t", "2", "--spec", "mtp", "--draft-min", "3", "--draft-max", "3"]);
+    "--ignore-eos", "-t", "2", "--spec", "mtp", "--draft-min", "3", "--draft-max", "3"], { env });
   const m = /speculative: (\d+) of (\d+) drafts accepted in (\d+) verify steps/.exec(r.stderr);
-  return { tokens: runJsonSteps(r.stdout).generated_tokens, spec: m ? m.slice(1).join("/") : "none" };
+  return { tokens: runJsonSteps(r.stdout).generated_tokens, spec: m ? m.slice(1).join("/") : "none", stderr: r.stderr };
 }
 const a = ours(["-m", full]);
 const b = ours(["-m", noMtp, "-md", mtp]);
@@ -114,6 +116,40 @@ check(JSON.stringify(b.tokens) === JSON.stringify(refFull), "-m NO_MTP -md MTP -
 check(a.spec !== "none" && a.spec === b.spec, "-md drafts every step with the same counts as the one-file model's head");
 const c = ours(["-m", hf, "-md", mtp]);
 check(JSON.stringify(c.tokens) === JSON.stringify(refFull) && c.spec === a.spec, "-m HF_DIR -md MTP: the same tokens and drafts");
+
+// ---- from the Hub (tests/hub/fake_hub.py): -hf with --spec mtp fetches the repo's mtp-*.gguf
+// beside the model (as llama.cpp's downloader does for draft-mtp); -hfd names the head's repo ----
+const repos = path.join(work, "repos");
+fs.mkdirSync(path.join(repos, "o", "qwen"), { recursive: true });
+fs.copyFileSync(noMtp, path.join(repos, "o", "qwen", "qwen-F32.gguf"));
+fs.copyFileSync(mtp, path.join(repos, "o", "qwen", "mtp-qwen-F32.gguf"));
+const hubProc = spawn("python3", [path.join(root, "tests/hub/fake_hub.py"), "serve", repos, "--idle", "120"], { stdio: ["ignore", "pipe", "inherit"] });
+try {
+  const port = await new Promise((resolve, reject) => {
+    let buf = "";
+    const t = setTimeout(() => reject(new Error("fake hub did not start")), 10000);
+    hubProc.stdout.on("data", (d) => {
+      buf += d;
+      const m = buf.match(/PORT (\d+)/);
+      if (m) {
+        clearTimeout(t);
+        resolve(Number(m[1]));
+      }
+    });
+  });
+  const cache = path.join(work, "hf-cache");
+  const env = { ...process.env, HF_HUB_CACHE: cache, HF_ENDPOINT: `http://127.0.0.1:${port}`, HF_TOKEN: "", HF_HUB_OFFLINE: "" };
+  const listed = () => fs.existsSync(cache) ? fs.readdirSync(cache, { recursive: true }).map(String).filter((f) => f.endsWith(".gguf")) : [];
+  must(oxinfer, ["run", "-hf", "o/qwen:F32", "--tokens", toks.join(","), "-n", "4", "--spec", "none", "-t", "2"], { env });
+  check(listed().some((f) => f.endsWith("qwen-F32.gguf")) && !listed().some((f) => f.includes("mtp-")), "-hf without --spec mtp: the model only, no MTP file fetched");
+  const h = ours(["-hf", "o/qwen:F32"], env);
+  check(/MTP head from the repo/.test(h.stderr) && listed().some((f) => f.endsWith("mtp-qwen-F32.gguf")), "-hf with --spec mtp: the repo's mtp-qwen-F32.gguf fetched and used");
+  check(JSON.stringify(h.tokens) === JSON.stringify(refFull) && h.spec === a.spec, "-hf --spec mtp: llama.cpp's tokens, the one-file model's draft counts");
+  const hd = ours(["-hf", "o/qwen:F32", "-hfd", "o/qwen:F32"], env);
+  check(JSON.stringify(hd.tokens) === JSON.stringify(refFull) && hd.spec === a.spec, "-hfd org/name: the MTP head from the Hub");
+} finally {
+  hubProc.kill();
+}
 
 // ---- refusals ----
 function refused(args, re, what) {

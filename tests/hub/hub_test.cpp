@@ -188,6 +188,13 @@ TEST(HubSelect, Sidecars) {
   EXPECT_EQ(select_sidecar({nested[0], nested[2], nested[3]}, nested[0], "mmproj", ""), "mmproj-F16.gguf");
 }
 
+TEST(HubSelect, CompanionsAreNeverTheModel) {
+  for (const char* f : {"mmproj-m-F16.gguf", "m.imatrix.gguf", "mtp-m-Q8_0.gguf", "eagle3-m.gguf", "x/dflash-m.gguf"})
+    EXPECT_FALSE(is_model_gguf(f)) << f;
+  EXPECT_TRUE(is_model_gguf("m-Q8_0.gguf"));
+  EXPECT_EQ(select_model_files({"mtp-m-Q4_K_M.gguf", "m-Q4_K_M.gguf"}, "Q4_K_M", "a/b").result, "m-Q4_K_M.gguf");
+}
+
 TEST(HubSelect, SplitGguf) {
   const std::vector<std::string> files = {"Q4_K_M/m-Q4_K_M-00002-of-00003.gguf", "Q4_K_M/m-Q4_K_M-00001-of-00003.gguf",
                                           "Q4_K_M/m-Q4_K_M-00003-of-00003.gguf", "Q8_0/m-Q8_0-00001-of-00002.gguf",
@@ -391,4 +398,11 @@ TEST(HubFake, SidecarsComeWithTheModel) {
   EXPECT_EQ(off.sidecar("mmproj"), r.sidecar("mmproj"));
   opt.sidecars = {"eagle3-"};
   EXPECT_EQ(hub_resolve("o/vl", opt).sidecars.size(), 0u);
+  // -hfd: the repo's MTP head is what is fetched (the model is never its own companion).
+  opt.offline = false;
+  opt.sidecars.clear();
+  opt.primary_word = "mtp-";
+  EXPECT_EQ(hub_resolve_model("o/vl", opt), (snap / "mtp-m-Q4_K_M.gguf").string());
+  opt.primary_word = "eagle3-";
+  EXPECT_THROW(hub_resolve_model("o/vl", opt), Error);
 }
