@@ -24,7 +24,7 @@ function engineRequest(o) {
     maxTokens: 'max_tokens', temperature: 'temperature', topK: 'top_k', topP: 'top_p', minP: 'min_p',
     seed: 'seed', topLogprobs: 'top_logprobs', stop: 'stop', enableThinking: 'enable_thinking',
     repeatPenalty: 'repeat_penalty', presencePenalty: 'presence_penalty', frequencyPenalty: 'frequency_penalty',
-    tools: 'tools', ignoreEos: 'ignore_eos', spec: 'spec',
+    tools: 'tools', ignoreEos: 'ignore_eos', spec: 'spec', grammar: 'grammar',
   };
   for (const [k, v] of Object.entries(map)) if (o[k] !== undefined) req[v] = o[k];
   const rf = o.responseFormat;

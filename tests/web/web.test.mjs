@@ -267,6 +267,22 @@ try {
     const r = await inPage(page, async (oxi, { src }) => { await oxi.loadModel(src); return { loaded: true }; }, { src });
     check(r.error && want.test(r.error), `${what}: rejected with "${r.error}"`);
   }
+  // grammar (GBNF) through the JS API: the native CLI's --grammar tokens, and a bad grammar's message.
+  {
+    const G = 'root ::= [a-z ]+ "."';
+    const ref = native(models[0].file, ['--tokens', PROMPT.join(','), '--grammar', G]);
+    const g = await inPage(page, async (oxi, { url, prompt, n, G }) => {
+      const m = await oxi.loadModel(url);
+      const ok = await m.generate({ tokens: prompt, maxTokens: n, temperature: 0, topLogprobs: 5, grammar: G });
+      let err = '';
+      try { await m.generate({ tokens: prompt, maxTokens: 2, grammar: 'root ::= [' }); } catch (e) { err = e.message; }
+      await m.free();
+      return { ok, err };
+    }, { url, prompt: PROMPT, n: N, G });
+    const d = g.ok ? compare(g.ok.tokens, ref, 1e-4) : 'no output';
+    check(!d && /^[a-z .]*$/.test(g.ok.text), `grammar: the tokens of native --grammar, text "${g.ok && g.ok.text}"${d ? ': ' + d : ''}`);
+    check(/grammar|parse|expected/i.test(g.err), `a bad grammar rejects: "${g.err}"`);
+  }
   const after = await inPage(page, async (oxi, { url }) => { const m = await oxi.loadModel(url);
     const o = await m.generate({ tokens: [1, 2, 3], maxTokens: 3, temperature: 0 }); await m.free(); return o.tokens.length; }, { url });
   check(after === 3, 'the page still loads and runs a model after the bad ones');

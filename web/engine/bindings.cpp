@@ -198,6 +198,15 @@ std::string generate(const std::string& request) {
   // json_schema: a schema, or null for any JSON object (the C API's "null").
   if (req.contains("json_schema")) schema = req["json_schema"].dump();
   if (!schema.empty()) p.json_schema = schema.c_str();
+  // grammar: GBNF text (llama.cpp's syntax, rule root), as the CLI's --grammar; with messages the
+  // template's reasoning block should be off (enableThinking: false), as the CLI does.
+  std::string grammar;
+  if (req.contains("grammar") && !req["grammar"].is_null()) {
+    if (!req["grammar"].is_string()) bad("grammar must be a string (GBNF)");
+    grammar = req["grammar"].get<std::string>();
+    if (!schema.empty() && !grammar.empty()) bad("give only one of grammar and responseFormat");
+    if (!grammar.empty()) p.grammar = grammar.c_str();
+  }
   if (req.contains("spec")) {  // "auto" (default) | "none" | "ngram"
     const json& sp = req["spec"];
     if (sp == "none") p.spec_mode = OXI_SPEC_NONE;
