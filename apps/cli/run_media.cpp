@@ -41,7 +41,9 @@ std::string render(oxi_model* m, const MediaRun& r, const std::string& content) 
   if (!r.system.empty()) msgs.push_back({{"role", "system"}, {"content", r.system}});
   msgs.push_back({{"role", "user"}, {"content", content}});
   nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
-  if (r.no_think) opts["enable_thinking"] = false;
+  // As llama-mtmd-cli --jinja renders (its enable_thinking is true unless reasoning is off): Gemma 4's
+  // template opens a system turn with <|think|> for it; Qwen 3.5's output is the same either way.
+  opts["enable_thinking"] = !r.no_think;
   const std::string mj = msgs.dump(), oj = opts.dump();
   size_t n = 0;
   if (oxi_chat_render(m, mj.c_str(), oj.c_str(), nullptr, 0, &n) != OXI_OK)
