@@ -537,8 +537,11 @@ class ServerEngine final : public Engine {
       model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
       defaults_ = loaded_->defaults;
       pooling_ = resolve_pooling();
-      // The vision tower, once per server: --mmproj, else the HF checkpoint's own.
-      tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
+      // The vision tower, once per server: --mmproj, else the HF checkpoint's own. Images here are
+      // Qwen 3.5's only: a Gemma 4 checkpoint with its own tower is served text-only (an image part
+      // gets the no-tower 400), a Gemma 4 --mmproj is refused at start (docs/multimodal.md).
+      if (!opt_.mmproj.empty() || model_family(model_->info().arch) == "qwen35")
+        tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
       if (tower_) {
         const std::vector<int32_t> pad = tok_->encode("<|image_pad|>", false, true);
         if (pad.size() != 1) throw_error(ErrorCode::kUnsupported, "the model's vocabulary has no <|image_pad|> token (not a vision model)");
