@@ -18,12 +18,14 @@
 #include "format/gguf.h"
 #include "format/hf.h"
 #include "../models/qwen35_test_util.h"
+#include "vision_test_util.h"
 #include "vision/gemma4v.h"
 #include "vision/qwen3vl.h"
 
 namespace {
 
 using namespace oxi::vision;
+using visiontest::noise_image;
 namespace fs = std::filesystem;
 
 constexpr int64_t kH = 32, kDepth = 2, kHeads = 2, kFfn = 48, kPos = 48, kOut = 24;
@@ -79,12 +81,6 @@ std::string write_ckpt(const std::string& name, float clamp_out, uint32_t seed =
   return dir.string();
 }
 
-RgbImage noise_image(int64_t w, int64_t hgt, uint32_t seed) {
-  std::mt19937 rng(seed);
-  RgbImage img{w, hgt, std::vector<uint8_t>(static_cast<size_t>(w * hgt * 3))};
-  for (auto& b : img.rgb) b = static_cast<uint8_t>(rng() & 0xff);
-  return img;
-}
 
 double nmse(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
@@ -98,10 +94,7 @@ double nmse(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(Gemma4V, HfEqualsConvertedMmproj) {
   const std::string dir = write_ckpt("eq", 1e30f);
   const oxi::HfCheckpoint hf = oxi::read_hf_checkpoint(dir);
-  const std::string mm = dir + "/mmproj.gguf";
-  oxi::ConvertOptions opt;
-  opt.out_type = oxi::DType::F32;
-  oxi::convert_hf_to_mmproj(hf, mm, opt);
+  const std::string mm = visiontest::convert_mmproj_f32(hf, dir);
 
   const oxi::GgufFile f = oxi::read_gguf(mm);
   EXPECT_EQ(f.metadata.get_string("general.architecture"), "clip");

@@ -19,12 +19,14 @@
 #include "format/hf.h"
 #include "format/safetensors.h"
 #include "../models/qwen35_test_util.h"
+#include "vision_test_util.h"
 #include "vision/gemma4v.h"
 #include "vision/qwen3vl.h"
 
 namespace {
 
 using namespace oxi::vision;
+using visiontest::noise_image;
 namespace fs = std::filesystem;
 
 struct VShape {
@@ -83,21 +85,12 @@ std::string write_vision_ckpt(const std::string& name, const VShape& s, uint32_t
   return dir.string();
 }
 
-RgbImage noise_image(int64_t w, int64_t hgt, uint32_t seed) {
-  std::mt19937 rng(seed);
-  RgbImage img{w, hgt, std::vector<uint8_t>(static_cast<size_t>(w * hgt * 3))};
-  for (auto& b : img.rgb) b = static_cast<uint8_t>(rng() & 0xff);
-  return img;
-}
 
 TEST(Qwen3VL, HfEqualsConvertedMmproj) {
   const VShape s;
   const std::string dir = write_vision_ckpt("eq", s);
   const oxi::HfCheckpoint hf = oxi::read_hf_checkpoint(dir);
-  const std::string mm = dir + "/mmproj.gguf";
-  oxi::ConvertOptions opt;
-  opt.out_type = oxi::DType::F32;
-  oxi::convert_hf_to_mmproj(hf, mm, opt);
+  const std::string mm = visiontest::convert_mmproj_f32(hf, dir);
 
   // The keys and names llama.cpp's clip loader reads.
   const oxi::GgufFile f = oxi::read_gguf(mm);
