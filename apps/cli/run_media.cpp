@@ -1,9 +1,10 @@
 // `oxinfer run --image FILE` (see run_media.h). The prompt is rendered with the chat template with
 // one `<__media__>` marker per image (prepended when the prompt has none, as llama-mtmd-cli does),
 // split at the markers and tokenized piece by piece with special-token text parsed (so the same
-// command line gives the same tokens as llama-mtmd-cli). Each image becomes
-// `<|vision_start|>` + its embedding rows + `<|vision_end|>`, at the mRoPE positions of
-// vision::MediaEntries (vision/media_prompt.h, shared with the server).
+// command line gives the same tokens as llama-mtmd-cli). Each image becomes, for Qwen 3.5,
+// `<|vision_start|>` + its embedding rows + `<|vision_end|>` at the mRoPE positions of
+// vision::MediaEntries (vision/media_prompt.h, shared with the server); for Gemma 4, `<|image>` +
+// its rows + `<image|>` at plain positions (the rows as the tower gives them: not scaled by √d).
 #include "run_media.h"
 
 #include <algorithm>
@@ -40,7 +41,9 @@ std::string render(oxi_model* m, const MediaRun& r, const std::string& content) 
   if (!r.system.empty()) msgs.push_back({{"role", "system"}, {"content", r.system}});
   msgs.push_back({{"role", "user"}, {"content", content}});
   nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
-  if (r.no_think) opts["enable_thinking"] = false;
+  // As llama-mtmd-cli --jinja renders (its enable_thinking is true unless reasoning is off): Gemma 4's
+  // template opens a system turn with <|think|> for it; Qwen 3.5's output is the same either way.
+  opts["enable_thinking"] = !r.no_think;
   const std::string mj = msgs.dump(), oj = opts.dump();
   size_t n = 0;
   if (oxi_chat_render(m, mj.c_str(), oj.c_str(), nullptr, 0, &n) != OXI_OK)
@@ -65,15 +68,22 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
   const LoadedModel& lm = loaded_of(m);
   const Model& model = *lm.model;
   const std::string fam = model_family(model.info().arch);
-  if (fam != "qwen35")
+  // The tower: the mmproj file, else the HF checkpoint's own read in place. Qwen 3.5: rows between
+  // <|vision_start|> / <|vision_end|> at mRoPE positions; Gemma 4: between <|image> / <image|> at
+  // plain positions (llama.cpp's mtmd uses the same strings).
+  std::unique_ptr<vision::Qwen3VLTower> qwen;
+  std::unique_ptr<vision::Gemma4VTower> gemma;
+  if (fam == "qwen35")
+    qwen = vision::load_vision_tower(model.info(), lm.files, r.mmproj);
+  else if (fam == "gemma4")
+    gemma = vision::load_gemma4_vision_tower(model.info(), lm.files, r.mmproj);
+  else
     throw_error(ErrorCode::kUnsupported, "images: the model (" + model.info().arch +
-                                             ") has no vision support in oxinfer yet (Qwen 3.5 has)");
-  // The tower: the mmproj file, else the HF checkpoint's own model.visual.* read in place.
-  std::unique_ptr<vision::Qwen3VLTower> tower = vision::load_vision_tower(model.info(), lm.files, r.mmproj);
-  if (!tower)
+                                             ") has no vision support in oxinfer yet (Qwen 3.5 and Gemma 4 have)");
+  if (!qwen && !gemma)
     throw_error(ErrorCode::kInvalidArgument,
                 "--image needs --mmproj FILE (the model's vision tower); this model has none, a text-only model cannot take images");
-  const int32_t vs = special_id(m, "<|vision_start|>"), ve = special_id(m, "<|vision_end|>");
+  const int32_t vs = special_id(m, qwen ? "<|vision_start|>" : "<|image>"), ve = special_id(m, qwen ? "<|vision_end|>" : "<image|>");
 
   // The prompt text with its markers.
   std::string content = r.text;
@@ -92,6 +102,8 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
   const vision::PrepOptions po{r.llama_preproc ? vision::ResizeMode::kLlamaCpp : vision::ResizeMode::kHf};
   const int64_t d = model.info().n_embd;
   vision::MediaEntries ent;
+  ent.mrope = qwen != nullptr;
+  std::vector<size_t> image_at;  // [images] the first row of each image in ent
   std::vector<float> embd;
   const int32_t image_row[1] = {-1};
   double encode_ms = 0;
@@ -106,9 +118,11 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
     seg.push_back(vs);
     ent.add_text(seg);
     const auto t0 = std::chrono::steady_clock::now();
-    const vision::ImageEmbedding e = tower->encode(vision::load_image(r.images[i]), po);
+    const vision::RgbImage img = vision::load_image(r.images[i]);
+    const vision::ImageEmbedding e = qwen ? qwen->encode(img, po) : gemma->encode(img);
     encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     embd.resize(ent.tok.size() * static_cast<size_t>(d), 0.0f);
+    image_at.push_back(ent.tok.size());
     ent.add_image(e.nx, e.ny, image_row);
     embd.insert(embd.end(), e.rows.begin(), e.rows.end());
     ent.add_text(std::span<const int32_t>(&ve, 1));
@@ -134,15 +148,35 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
 
   const auto t_pp = std::chrono::steady_clock::now();
   SequenceState* states[1] = {st.get()};
-  Batch b;
-  b.n = static_cast<int64_t>(tok.size());
-  b.token = tok.data();
-  b.embd = embd.data();
-  b.pos = ent.pos.data();
-  b.pos3 = ent.pos3.data();
   BatchOutput out;
   out.logits = logits.data();
-  model.forward_batch(states, b, out);
+  // Prefill. Qwen 3.5: one batch. Gemma 4: chunk by chunk as llama.cpp's mtmd decodes them (text
+  // up to and with <|image>, the image rows, <image|> and the text after, ...), each image as one
+  // batch that is non-causal where mtmd makes it so (vision::gemma4_image_non_causal); only the
+  // last entry gives logits.
+  std::vector<size_t> cuts{0};
+  if (gemma)
+    for (size_t i = 0; i < image_at.size(); ++i) {
+      size_t e = image_at[i];
+      while (e < tok.size() && tok[e] < 0) ++e;
+      cuts.insert(cuts.end(), {image_at[i], e});
+    }
+  cuts.push_back(tok.size());
+  std::vector<uint8_t> no_out(tok.size(), 0);
+  const bool bidir = gemma && vision::gemma4_image_non_causal(d);
+  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const size_t a = cuts[c], z = cuts[c + 1];
+    if (z == a) continue;
+    Batch b;
+    b.n = static_cast<int64_t>(z - a);
+    b.token = tok.data() + a;
+    b.embd = embd.data() + a * static_cast<size_t>(d);
+    b.pos = ent.pos.data() + a;
+    b.pos3 = ent.pos3.data() + 3 * a;
+    if (z != tok.size()) b.output = no_out.data();
+    b.non_causal = bidir && tok[a] < 0;
+    model.forward_batch(states, b, out);
+  }
   const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pp).count();
 
   auto stream = lm.text->new_stream();

@@ -13,6 +13,8 @@ void convert_qwen35(const HfCheckpoint& hf, const std::string& out_path, const C
 void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
 // Implemented in convert/qwen35_mmproj.cpp.
 void convert_qwen35_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
+// Implemented in convert/gemma4_mmproj.cpp.
+void convert_gemma4_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
 
 DType checkpoint_float_type(const HfCheckpoint& hf) {
   for (const auto& [name, t] : hf.tensors.all())
@@ -39,6 +41,7 @@ void convert_hf_to_gguf(const HfCheckpoint& hf, const std::string& out_path, con
 void convert_hf_to_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& options) {
   const std::string arch = hf.config.value("model_type", std::string());
   if (model_family(arch) == "qwen35") return convert_qwen35_mmproj(hf, out_path, options);
+  if (model_family(arch) == "gemma4") return convert_gemma4_mmproj(hf, out_path, options);
   throw_error(ErrorCode::kUnsupported, hf.dir + ": no mmproj converter for architecture '" + arch + "'");
 }
 

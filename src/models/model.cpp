@@ -53,6 +53,11 @@ void Model::forward_batch(std::span<SequenceState* const> states, const Batch& b
                                                    std::to_string(count[static_cast<size_t>(s)]) +
                                                    " tokens exceed the context size " + std::to_string(st.n_ctx()));
   }
+  if (b.non_causal && !non_causal_ok())
+    throw_error(ErrorCode::kUnsupported, mi.arch + ": this model (or its device) has no non-causal attention");
+  if (b.non_causal && b.n > kMaxUbatch)
+    throw_error(ErrorCode::kInvalidArgument, "forward: a non-causal batch of " + std::to_string(b.n) +
+                                                 " entries exceeds one pass (" + std::to_string(kMaxUbatch) + ")");
   // Passes of at most kMaxUbatch entries.
   std::vector<int32_t> pos_buf;
   BatchOutput o = out;
@@ -62,6 +67,7 @@ void Model::forward_batch(std::span<SequenceState* const> states, const Batch& b
     p.token = b.token ? b.token + e0 : nullptr;
     p.embd = b.embd ? b.embd + e0 * mi.n_embd : nullptr;
     p.pos3 = b.pos3 ? b.pos3 + 3 * e0 : nullptr;
+    p.non_causal = b.non_causal;
     for (int64_t i = 0; i < p.n; ++i) {
       const int32_t s = b.seq ? b.seq[e0 + i] : 0;
       if (p.segs.empty() || p.segs.back().state != s) {

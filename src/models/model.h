@@ -106,6 +106,11 @@ struct Batch {
   const int32_t* pos = nullptr;     // [n]; nullptr: cache positions
   const int32_t* pos3 = nullptr;    // [n, 3]; nullptr: pos in every stream
   const uint8_t* output = nullptr;  // [n]; nullptr: the last entry of every sequence
+  // Every entry also sees the later entries of its sequence in this batch (llama.cpp's
+  // llama_set_causal_attn(false), which its mtmd uses for the image rows of some models, e.g.
+  // Gemma 4 26B/31B). The batch must fit one pass (kMaxUbatch); only models whose
+  // non_causal_ok() is true take it.
+  bool non_causal = false;
 };
 
 // Rows for the entries whose output was asked for, in entry order. Either pointer may be null.
@@ -144,10 +149,13 @@ class Model {
     std::vector<Segment> segs;       // in entry order, one per sequence
     std::vector<int32_t> seg_of;     // [n] the segment (index into segs) of each entry
     std::vector<int64_t> out_rows;   // entries whose output is wanted, ascending
+    bool non_causal = false;         // Batch::non_causal
     int32_t token_at(int64_t i) const { return token ? token[i] : -1; }
   };
 
   virtual const ModelInfo& info() const = 0;
+  // Whether forward_batch takes Batch::non_causal.
+  virtual bool non_causal_ok() const { return false; }
   // n_ctx ≤ 0: the model's default. rollback: how many of the most recent tokens truncate() must
   // be able to drop (speculative decoding keeps this at the draft length + 1).
   virtual std::unique_ptr<SequenceState> new_state(int64_t n_ctx, int64_t rollback = 0) const = 0;

@@ -538,9 +538,12 @@ class ServerEngine final : public Engine {
       model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
       defaults_ = loaded_->defaults;
       pooling_ = resolve_pooling();
-      // The vision tower, once per server: --mmproj, else the HF checkpoint's own.
+      // The vision tower, once per server: --mmproj, else the HF checkpoint's own. Images here are
+      // Qwen 3.5's only: a Gemma 4 checkpoint with its own tower is served text-only (an image part
+      // gets the no-tower 400), a Gemma 4 --mmproj is refused at start (docs/multimodal.md).
       try {
-        tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
+        if (!opt_.mmproj.empty() || model_family(model_->info().arch) == "qwen35")
+          tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
       } catch (const Error& e) {
         // A tower that came from the -hf repo on its own (not asked for by --mmproj) must not
         // keep a text model from serving.

@@ -59,4 +59,17 @@ RgbImage resize_bicubic(const RgbImage& in, Size out);
 // The image fitted to `target` as `mode` says (see ResizeMode).
 RgbImage fit_image(const RgbImage& in, Size target, ResizeMode mode);
 
+// How an image is brought to the tower's grid. kHf (default): the HF processor's arithmetic and
+// its pixel limits. kLlamaCpp: llama.cpp mtmd's (its own limits: 8 … 4096 merged tokens).
+struct PrepOptions {
+  ResizeMode mode = ResizeMode::kHf;
+};
+
+struct ImageEmbedding {
+  int64_t nx = 0, ny = 0;    // merged grid (tokens per row, rows); n_tokens = nx · ny
+  int64_t width = 0, height = 0;  // the resized image the tower saw
+  std::vector<float> rows;   // [nx · ny, out]
+  int64_t n_tokens() const { return nx * ny; }
+};
+
 }  // namespace oxi::vision

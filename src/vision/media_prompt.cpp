@@ -11,8 +11,9 @@ std::unique_ptr<Qwen3VLTower> load_vision_tower(const ModelInfo& info, const Mod
   const bool hf_tower = files.hf && files.hf->config.contains("vision_config");
   if (mmproj.empty() && !hf_tower) return nullptr;
   if (model_family(info.arch) != "qwen35")
-    throw_error(ErrorCode::kUnsupported, "images: the model (" + info.arch +
-                                             ") has no vision support in oxinfer yet (Qwen 3.5 has)");
+    throw_error(ErrorCode::kUnsupported, "images: the model (" + info.arch + ") has no vision support here" +
+                                             (model_family(info.arch) == "gemma4" ? std::string(" (Gemma 4 images: oxinfer run --image)")
+                                                                                  : std::string(" (Qwen 3.5 has)")));
   std::unique_ptr<Qwen3VLTower> tower = mmproj.empty() ? Qwen3VLTower::from_hf(*files.hf) : Qwen3VLTower::from_mmproj(mmproj);
   if (tower->config().out != info.n_embd)
     throw_error(ErrorCode::kInvalidArgument, (mmproj.empty() ? files.path : mmproj) + ": projection width " +
@@ -21,6 +22,23 @@ std::unique_ptr<Qwen3VLTower> load_vision_tower(const ModelInfo& info, const Mod
                                                  std::to_string(info.n_embd));
   return tower;
 }
+
+std::unique_ptr<Gemma4VTower> load_gemma4_vision_tower(const ModelInfo& info, const ModelFiles& files,
+                                                       const std::string& mmproj) {
+  const bool hf_tower = files.hf && files.hf->config.contains("vision_config");
+  if (mmproj.empty() && !hf_tower) return nullptr;
+  if (model_family(info.arch) != "gemma4")
+    throw_error(ErrorCode::kUnsupported, "images: the model (" + info.arch + ") is not a Gemma 4 model");
+  std::unique_ptr<Gemma4VTower> tower = mmproj.empty() ? Gemma4VTower::from_hf(*files.hf) : Gemma4VTower::from_mmproj(mmproj);
+  if (tower->config().out != info.n_embd)
+    throw_error(ErrorCode::kInvalidArgument, (mmproj.empty() ? files.path : mmproj) + ": projection width " +
+                                                 std::to_string(tower->config().out) +
+                                                 " does not match the model's embedding width " +
+                                                 std::to_string(info.n_embd));
+  return tower;
+}
+
+bool gemma4_image_non_causal(int64_t n_embd) { return n_embd != 1536 && n_embd != 2560; }
 
 void MediaEntries::add_text(std::span<const int32_t> ids) {
   for (int32_t id : ids) {
@@ -33,6 +51,15 @@ void MediaEntries::add_text(std::span<const int32_t> ids) {
 
 void MediaEntries::add_image(int64_t nx, int64_t ny, std::span<const int32_t> row_ids) {
   if (nx <= 0 || ny <= 0 || row_ids.empty()) throw_error(ErrorCode::kInternal, "add_image: an empty image or no row ids");
+  if (!mrope) {
+    for (int64_t k = 0; k < nx * ny; ++k) {
+      const auto p = static_cast<int32_t>(next++);
+      tok.push_back(row_ids[static_cast<size_t>(k) % row_ids.size()]);
+      pos.push_back(p);
+      pos3.insert(pos3.end(), {p, p, p});
+    }
+    return;
+  }
   const auto p = static_cast<int32_t>(next);
   for (int64_t k = 0; k < nx * ny; ++k) {
     tok.push_back(row_ids[static_cast<size_t>(k) % row_ids.size()]);

@@ -11,6 +11,7 @@
 
 #include "format/model_files.h"
 #include "models/model.h"
+#include "vision/gemma4v.h"
 #include "vision/qwen3vl.h"
 
 namespace oxi::vision {
@@ -23,6 +24,17 @@ namespace oxi::vision {
 std::unique_ptr<Qwen3VLTower> load_vision_tower(const ModelInfo& info, const ModelFiles& files,
                                                 const std::string& mmproj);
 
+// The Gemma 4 vision tower of a text model (family gemma4): the mmproj file (projector gemma4v) when
+// given, else the HF checkpoint's own (model.vision_tower.*); nullptr when neither. Errors as above.
+std::unique_ptr<Gemma4VTower> load_gemma4_vision_tower(const ModelInfo& info, const ModelFiles& files,
+                                                       const std::string& mmproj);
+
+// Whether a Gemma 4 model attends to its image rows bidirectionally (one non-causal batch per
+// image), as llama.cpp's mtmd decides it (mtmd_decode_use_non_causal): causal for the E2B / E4B
+// widths (1536, 2560), non-causal for every other width (26B-A4B, 31B; HF's
+// use_bidirectional_attention = "vision").
+bool gemma4_image_non_causal(int64_t n_embd);
+
 // A prompt as model entries, built in order. Positions (Qwen3-VL get_rope_index; llama.cpp's mtmd
 // advances the same way): text at p takes (p, p, p); an image whose first row is at p gives merged
 // cell (r, c) the positions (t, h, w) = (p, p + r, p + c), and what follows resumes at
@@ -33,6 +45,9 @@ struct MediaEntries {
   std::vector<int32_t> pos;   // [n] the t stream (what a model without mRoPE would use)
   std::vector<int32_t> pos3;  // [n, 3] (t, h, w)
   int64_t next = 0;           // the RoPE position of the next entry
+  // true: Qwen3-VL's 3-stream positions for image rows (below); false: plain 1-D positions, one
+  // per row (Gemma 4, as llama.cpp's mtmd for a model without mRoPE).
+  bool mrope = true;
 
   void add_text(std::span<const int32_t> ids);
   // The nx × ny rows of one image (row-major over the merged grid). Row k gets id

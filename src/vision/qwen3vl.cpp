@@ -16,6 +16,7 @@
 #include "kernels/thread_pool.h"
 #include "models/common/weights.h"
 #include "nn/ops.h"
+#include "vision/vit_ops.h"
 
 namespace oxi::vision {
 
@@ -102,10 +103,6 @@ void check_config(const Qwen3VLConfig& c, const std::string& what) {
   if (!(c.eps > 0 && c.eps < 1)) bad("layer norm epsilon out of range");
   for (int i = 0; i < 3; ++i)
     if (!(c.stdv[static_cast<size_t>(i)] > 0) || !std::isfinite(c.mean[static_cast<size_t>(i)])) bad("image mean/std out of range");
-}
-
-MatrixView f32_view(const float* p, int64_t rows, int64_t cols) {
-  return MatrixView{DType::F32, rows, cols, reinterpret_cast<const uint8_t*>(p), static_cast<uint64_t>(cols) * 4};
 }
 
 // y[t] += b for each of n rows of width k.
@@ -321,9 +318,6 @@ std::vector<float> Qwen3VLTower::forward(const float* planes, int64_t width, int
   }
   std::vector<float> Y(static_cast<size_t>(N * h)), QKV(static_cast<size_t>(N * 3 * h)), A(static_cast<size_t>(N * h));
   std::vector<float> F(static_cast<size_t>(N * c_.ffn));
-  const int64_t QC = 256;  // queries per attention chunk
-  std::vector<float> Kh(static_cast<size_t>(N * hd)), VTh(static_cast<size_t>(hd * N)), Qc(static_cast<size_t>(QC * hd));
-  std::vector<float> Sc(static_cast<size_t>(QC * N)), Oc(static_cast<size_t>(QC * hd));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (const auto& b : w_->blocks) {
     layer_norm_rows(X.data(), b.ln1_w, b.ln1_b, Y.data(), N, h, c_.eps);
@@ -335,26 +329,7 @@ std::vector<float> Qwen3VLTower::forward(const float* planes, int64_t width, int
         ops::rope_neox(QKV.data() + k * 3 * h + h + hh * hd, hd, cs.data() + k * hd);
       }
     });
-    for (int64_t hh = 0; hh < H; ++hh) {
-      parallel_for_chunked(N, 256, [&](int64_t r0, int64_t r1) {
-        for (int64_t k = r0; k < r1; ++k) {
-          const float* row = QKV.data() + k * 3 * h;
-          std::memcpy(Kh.data() + k * hd, row + h + hh * hd, static_cast<size_t>(hd) * 4);
-          for (int64_t j = 0; j < hd; ++j) VTh[static_cast<size_t>(j * N + k)] = row[2 * h + hh * hd + j];
-        }
-      });
-      const MatrixView Kv = f32_view(Kh.data(), N, hd), Vv = f32_view(VTh.data(), hd, N);
-      for (int64_t q0 = 0; q0 < N; q0 += QC) {
-        const int64_t nq = std::min(QC, N - q0);
-        for (int64_t i = 0; i < nq; ++i)
-          for (int64_t j = 0; j < hd; ++j) Qc[static_cast<size_t>(i * hd + j)] = QKV[static_cast<size_t>((q0 + i) * 3 * h + hh * hd + j)] * scale;
-        matmul(Kv, Qc.data(), nq, Sc.data());
-        parallel_for(nq, [&](int64_t i) { softmax_row(Sc.data() + i * N, N); });
-        matmul(Vv, Sc.data(), nq, Oc.data());
-        for (int64_t i = 0; i < nq; ++i)
-          std::memcpy(A.data() + (q0 + i) * h + hh * hd, Oc.data() + i * hd, static_cast<size_t>(hd) * 4);
-      }
-    }
+    vit_attention(QKV.data(), 3 * h, QKV.data() + h, 3 * h, QKV.data() + 2 * h, 3 * h, N, H, hd, scale, A.data());
     matmul(b.o, A.data(), N, Y.data());
     parallel_for_chunked(N, 64, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)
@@ -362,21 +337,7 @@ std::vector<float> Qwen3VLTower::forward(const float* planes, int64_t width, int
     });
     layer_norm_rows(X.data(), b.ln2_w, b.ln2_b, Y.data(), N, h, c_.eps);
     matmul(b.up, Y.data(), N, F.data());
-    const int64_t I = c_.ffn;
-    // GELU (tanh form) with the kernels' vector tanh: 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))).
-    parallel_for_chunked(N, 16, [&](int64_t r0, int64_t r1) {
-      std::vector<float> u(static_cast<size_t>(I));
-      for (int64_t r = r0; r < r1; ++r) {
-        float* row = F.data() + r * I;
-        for (int64_t j = 0; j < I; ++j) {
-          const float x = row[j] + b.up_b[static_cast<size_t>(j)];
-          row[j] = x;
-          u[static_cast<size_t>(j)] = 0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x);
-        }
-        softcap(u.data(), u.data(), I, 1.0f);
-        for (int64_t j = 0; j < I; ++j) row[j] = 0.5f * row[j] * (1.0f + u[static_cast<size_t>(j)]);
-      }
-    });
+    gelu_tanh_rows(F.data(), b.up_b.data(), N, c_.ffn);
     matmul(b.down, F.data(), N, Y.data());
     parallel_for_chunked(N, 64, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r)

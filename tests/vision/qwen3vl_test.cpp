@@ -19,11 +19,14 @@
 #include "format/hf.h"
 #include "format/safetensors.h"
 #include "../models/qwen35_test_util.h"
+#include "vision_test_util.h"
+#include "vision/gemma4v.h"
 #include "vision/qwen3vl.h"
 
 namespace {
 
 using namespace oxi::vision;
+using visiontest::noise_image;
 namespace fs = std::filesystem;
 
 struct VShape {
@@ -82,21 +85,12 @@ std::string write_vision_ckpt(const std::string& name, const VShape& s, uint32_t
   return dir.string();
 }
 
-RgbImage noise_image(int64_t w, int64_t hgt, uint32_t seed) {
-  std::mt19937 rng(seed);
-  RgbImage img{w, hgt, std::vector<uint8_t>(static_cast<size_t>(w * hgt * 3))};
-  for (auto& b : img.rgb) b = static_cast<uint8_t>(rng() & 0xff);
-  return img;
-}
 
 TEST(Qwen3VL, HfEqualsConvertedMmproj) {
   const VShape s;
   const std::string dir = write_vision_ckpt("eq", s);
   const oxi::HfCheckpoint hf = oxi::read_hf_checkpoint(dir);
-  const std::string mm = dir + "/mmproj.gguf";
-  oxi::ConvertOptions opt;
-  opt.out_type = oxi::DType::F32;
-  oxi::convert_hf_to_mmproj(hf, mm, opt);
+  const std::string mm = visiontest::convert_mmproj_f32(hf, dir);
 
   // The keys and names llama.cpp's clip loader reads.
   const oxi::GgufFile f = oxi::read_gguf(mm);
@@ -185,19 +179,38 @@ TEST(Qwen3VL, BadFilesAreErrors) {
 
 // Dev/e2e hook: OXI_VIS_MMPROJ=M OXI_VIS_IMAGE=F OXI_VIS_OUT=E [OXI_VIS_MODE=hf|llama]
 // oxi_vision_tests --gtest_filter=VisionDev.Embed writes the image's embeddings as llama.cpp's
-// MTMD_DEBUG_EMBEDDINGS dump does: int32 n_tokens, int32 n_embd, then f32 rows.
+// MTMD_DEBUG_EMBEDDINGS dump does: int32 n_tokens, int32 n_embd, then f32 rows. The tower:
+// OXI_VIS_MMPROJ (Qwen 3.5's, or Gemma 4's with OXI_VIS_TOWER=gemma4v), or with
+// OXI_VIS_TOWER=gemma4v and OXI_VIS_HF=DIR the HF checkpoint's Gemma 4 tower in place.
 TEST(VisionDev, Embed) {
   const char* mm = std::getenv("OXI_VIS_MMPROJ");
   const char* im = std::getenv("OXI_VIS_IMAGE");
   const char* out = std::getenv("OXI_VIS_OUT");
-  if (!mm || !im || !out) GTEST_SKIP() << "OXI_VIS_MMPROJ / OXI_VIS_IMAGE / OXI_VIS_OUT not set";
-  const auto t = Qwen3VLTower::from_mmproj(mm);
-  PrepOptions po;
-  const char* mode = std::getenv("OXI_VIS_MODE");
-  if (mode && std::string(mode) == "llama") po.mode = ResizeMode::kLlamaCpp;
-  const ImageEmbedding e = t->encode(load_image(im), po);
+  const char* hf_dir = std::getenv("OXI_VIS_HF");
+  const char* tower = std::getenv("OXI_VIS_TOWER");
+  if ((!mm && !hf_dir) || !im || !out) GTEST_SKIP() << "OXI_VIS_MMPROJ (or OXI_VIS_HF) / OXI_VIS_IMAGE / OXI_VIS_OUT not set";
+  ImageEmbedding e;
+  int64_t width = 0;
+  if (tower && std::string(tower) == "gemma4v") {
+    std::unique_ptr<Gemma4VTower> t;
+    if (hf_dir) {
+      const oxi::HfCheckpoint hf = oxi::read_hf_checkpoint(hf_dir);
+      t = Gemma4VTower::from_hf(hf);
+    } else {
+      t = Gemma4VTower::from_mmproj(mm);
+    }
+    e = t->encode(load_image(im));
+    width = t->config().out;
+  } else {
+    const auto t = Qwen3VLTower::from_mmproj(mm);
+    PrepOptions po;
+    const char* mode = std::getenv("OXI_VIS_MODE");
+    if (mode && std::string(mode) == "llama") po.mode = ResizeMode::kLlamaCpp;
+    e = t->encode(load_image(im), po);
+    width = t->config().out;
+  }
   std::ofstream f(out, std::ios::binary);
-  const int32_t hdr[2] = {static_cast<int32_t>(e.n_tokens()), static_cast<int32_t>(t->config().out)};
+  const int32_t hdr[2] = {static_cast<int32_t>(e.n_tokens()), static_cast<int32_t>(width)};
   f.write(reinterpret_cast<const char*>(hdr), sizeof(hdr));
   f.write(reinterpret_cast<const char*>(e.rows.data()), static_cast<std::streamsize>(e.rows.size() * 4));
   std::printf("{\"n_tokens\": %lld, \"nx\": %lld, \"ny\": %lld, \"width\": %lld, \"height\": %lld}\n",

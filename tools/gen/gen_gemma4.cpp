@@ -36,6 +36,59 @@ std::vector<float> mat(Rng& rng, int64_t out, int64_t in, double gain = 1.0) {
 }
 std::vector<float> norm_w(Rng& rng, int64_t n) { return randn(rng, n, 0.1, 1.0); }
 
+// The Gemma 4 vision tower (spec B.6; docs/multimodal.md "Gemma 4") under model.vision_tower. and
+// its projection model.embed_vision.: a bias-free linear patch embedding over 3·P·P pixels in
+// (row, column, channel) order, a learned position table [2, S, h] (x table, y table), `depth`
+// blocks (RMS norms used as stored; q/k/v/o and gate/up/down as clippable linears `.linear.weight`
+// with scalar input/output bounds; per-head q/k norms; layer_scalar), optional standardisation
+// (std_bias / std_scale) and the projection [d_text, h]. Pooling (3×3) has no weights.
+struct Vision {
+  int64_t hidden, depth, heads, ffn, pos, patch, pool;
+  bool clip, standardize;
+};
+
+void add_vision(Checkpoint& ck, Rng& rng, const Vision& v, int64_t d_text) {
+  const std::string p = "model.vision_tower.";
+  const int64_t h = v.hidden, hd = h / v.heads, kin = 3 * v.patch * v.patch;
+  ck.add(p + "patch_embedder.input_proj.weight", {h, kin}, mat(rng, h, kin));
+  ck.add(p + "patch_embedder.position_embedding_table", {2, v.pos, h}, randn(rng, 2 * v.pos * h, 0.5));
+  // A clippable linear: the weight, and (with --vision-clip) bounds that cut the tails of its input
+  // and output (the real checkpoints' bounds are calibrated activation ranges).
+  auto linear = [&](const std::string& name, int64_t out, int64_t in, double gain) {
+    ck.add(name + ".linear.weight", {out, in}, mat(rng, out, in, gain));
+    if (!v.clip) return;
+    ck.add(name + ".input_min", {}, randu(rng, 1, -2.5, -1.5));
+    ck.add(name + ".input_max", {}, randu(rng, 1, 1.5, 2.5));
+    ck.add(name + ".output_min", {}, randu(rng, 1, -3.0, -2.0));
+    ck.add(name + ".output_max", {}, randu(rng, 1, 2.0, 3.0));
+  };
+  const double qk = std::pow(static_cast<double>(hd), -0.25);
+  for (int64_t i = 0; i < v.depth; ++i) {
+    const std::string b = p + "encoder.layers." + std::to_string(i) + ".";
+    ck.add(b + "input_layernorm.weight", {h}, norm_w(rng, h));
+    linear(b + "self_attn.q_proj", h, h, 1.0);
+    linear(b + "self_attn.k_proj", h, h, 1.0);
+    linear(b + "self_attn.v_proj", h, h, 1.0);
+    linear(b + "self_attn.o_proj", h, h, 0.7);
+    ck.add(b + "self_attn.q_norm.weight", {hd}, randn(rng, hd, 0.1 * qk, 1.5 * qk));
+    ck.add(b + "self_attn.k_norm.weight", {hd}, randn(rng, hd, 0.1 * qk, 1.5 * qk));
+    ck.add(b + "post_attention_layernorm.weight", {h}, norm_w(rng, h));
+    ck.add(b + "pre_feedforward_layernorm.weight", {h}, norm_w(rng, h));
+    linear(b + "mlp.gate_proj", v.ffn, h, 1.0);
+    linear(b + "mlp.up_proj", v.ffn, h, 1.0);
+    linear(b + "mlp.down_proj", h, v.ffn, 0.7);
+    ck.add(b + "post_feedforward_layernorm.weight", {h}, norm_w(rng, h));
+    ck.add(b + "layer_scalar", {1}, randu(rng, 1, 0.5, 1.0));
+  }
+  if (v.standardize) {
+    ck.add(p + "std_bias", {h}, randn(rng, h, 0.5));
+    ck.add(p + "std_scale", {h}, randu(rng, h, 0.5, 1.5));
+  }
+  // The soft tokens enter the text model unscaled: keep them at the RMS of the scaled token
+  // embeddings (~1).
+  ck.add("model.embed_vision.embedding_projection.weight", {d_text, h}, mat(rng, d_text, h));
+}
+
 int gen_gemma4(GenArgs& a) {
   const std::string shape = a.get_str("--shape", "e2b");
   G4 c{};
@@ -77,7 +130,21 @@ int gen_gemma4(GenArgs& a) {
     c.expert_ffn = a.get_int("--expert-ffn", c.expert_ffn);
   }
   const double emb_gain = a.get_float("--emb-gain", 1.0);
+  const bool vision = a.flag("--vision");
+  Vision v{};
+  v.hidden = a.get_int("--vision-hidden", 64);
+  v.depth = a.get_int("--vision-depth", 2);
+  v.heads = a.get_int("--vision-heads", 4);
+  v.ffn = a.get_int("--vision-ffn", 128);
+  v.pos = a.get_int("--vision-pos", 64);  // position_embedding_size: patches per side at most
+  v.patch = 16;
+  v.pool = 3;
+  v.clip = !a.flag("--vision-no-clip");
+  v.standardize = a.flag("--vision-standardize");
   a.finish();
+  if (vision && (v.hidden <= 0 || v.depth <= 0 || v.heads <= 0 || v.ffn <= 0 || v.pos < 4 || v.hidden % v.heads ||
+                 (v.hidden / v.heads) % 4))
+    throw_error(ErrorCode::kInvalidArgument, "gemma4: vision sizes must be positive, the head dim a multiple of 4");
   if (c.d <= 0 || c.layers <= 0 || c.n_head <= 0 || c.n_kv <= 0 || c.hd <= 0 || c.hd_global <= 0 ||
       c.ffn <= 0 || c.vocab <= 0 || c.window <= 0 || c.full_every <= 0 || c.kv_shared < 0 ||
       c.kv_shared >= c.layers || c.n_head % c.n_kv != 0)
@@ -145,6 +212,7 @@ int gen_gemma4(GenArgs& a) {
     ck.add(b + "layer_scalar", {1}, randu(rng, 1, 0.5, 1.0));
   }
   ck.add(p + "norm.weight", {c.d}, norm_w(rng, c.d));
+  if (vision) add_vision(ck, rng, v, c.d);
   ck.write(a);
 
   json layer_types = json::array();
@@ -202,6 +270,41 @@ int gen_gemma4(GenArgs& a) {
       {"torch_dtype", "bfloat16"},
       {"transformers_version", "5.5.0"},
   };
+  if (vision) {
+    cfg["vision_config"] = {
+        {"model_type", "gemma4_vision"},
+        {"hidden_size", v.hidden},
+        {"intermediate_size", v.ffn},
+        {"num_hidden_layers", v.depth},
+        {"num_attention_heads", v.heads},
+        {"num_key_value_heads", v.heads},
+        {"head_dim", v.hidden / v.heads},
+        {"hidden_activation", "gelu_pytorch_tanh"},
+        {"rms_norm_eps", 1e-6},
+        {"patch_size", v.patch},
+        {"pooling_kernel_size", v.pool},
+        {"position_embedding_size", v.pos},
+        {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 100.0}}},
+        {"standardize", v.standardize},
+        {"use_clipped_linears", v.clip},
+        {"attention_bias", false},
+    };
+    cfg["vision_soft_tokens_per_image"] = 280;
+    // The Gemma 4 image processor: rescale to [0, 1], no mean/std (the tower maps x → 2x − 1).
+    write_json(a.out_dir, "preprocessor_config.json",
+               json{{"image_processor_type", "Gemma4ImageProcessor"},
+                    {"do_convert_rgb", true},
+                    {"do_resize", true},
+                    {"resample", 3},
+                    {"do_rescale", true},
+                    {"rescale_factor", 1.0 / 255.0},
+                    {"do_normalize", false},
+                    {"image_mean", {0.0, 0.0, 0.0}},
+                    {"image_std", {1.0, 1.0, 1.0}},
+                    {"patch_size", v.patch},
+                    {"pooling_kernel_size", v.pool},
+                    {"max_soft_tokens", 280}});
+  }
   write_json(a.out_dir, "config.json", cfg);
   write_json(a.out_dir, "generation_config.json",
              json{{"bos_token_id", 2}, {"eos_token_id", {1, 106}}, {"pad_token_id", 0}, {"do_sample", true},
@@ -215,5 +318,7 @@ int gen_gemma4(GenArgs& a) {
 OXI_GEN_FAMILY(gemma4,
                "--shape e2b|26b|31b [--window 16] [--hidden N] [--layers N] [--heads N] [--kv-heads N] "
                "[--global-kv-heads N] [--head-dim N] [--global-head-dim N] [--ffn N] [--kv-shared N] [--ple N] "
-               "[--experts N] [--top-k N] [--expert-ffn N] [--full-every N] [--vocab N] [--emb-gain 1.0]",
+               "[--experts N] [--top-k N] [--expert-ffn N] [--full-every N] [--vocab N] [--emb-gain 1.0] "
+               "[--vision [--vision-hidden 64 --vision-depth 2 --vision-heads 4 --vision-ffn 128 --vision-pos 64 "
+               "--vision-no-clip --vision-standardize]]",
                oxi::gen::gen_gemma4);

@@ -66,7 +66,12 @@ std::vector<float> to_f32(const TensorInfo& t) {
     std::memcpy(out.data(), t.data(), sizeof(float) * static_cast<size_t>(n));
     return out;
   }
-  const int64_t cols = t.shape.empty() ? 1 : t.shape.back();
+  if (t.shape.empty()) {  // a 0-d scalar (HF Gemma 4's clamp bounds): one value
+    const MatrixView one{t.dtype, 1, 1, t.data(), dtype_row_bytes(t.dtype, 1).value_or(0)};
+    dequantize_row(one, 0, out.data());
+    return out;
+  }
+  const int64_t cols = t.shape.back();
   MatrixView m = matrix(t, n / cols, cols);
   for (int64_t r = 0; r < m.rows; ++r) dequantize_row(m, r, out.data() + r * cols);
   return out;

@@ -188,6 +188,7 @@ class Gemma4Model final : public Model {
  public:
   Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions& opt);
   const ModelInfo& info() const override { return info_; }
+  bool non_causal_ok() const override { return !dev_; }
   // ggml multiplies f32 weights in one summation order for one token and another for several
   // (mm()): with those emulated, only single-token calls score like decoding.
   int64_t exact_batch_tokens() const override {
@@ -785,6 +786,7 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
       parallel_for(g.n * hkv, [&](int64_t u) {
         const int64_t i = u / hkv, kh = u % hkv, t = g.row0 + i, p = g.pos0 + i;
         const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
+        const int64_t hi = pass.non_causal ? p_last : p;  // last cell seen (see Batch::non_causal)
         thread_local std::vector<float> acc;
         thread_local std::vector<const float*> qs;
         thread_local std::vector<float*> outs;
@@ -796,7 +798,7 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
           outs[static_cast<size_t>(e)] = att.data() + (t * H + kh * group + e) * hd;
         }
         fa_avx512::tiled_rows(qs.data(), static_cast<int>(group), hd, kv_tiles_k.data() + per_head * static_cast<size_t>(kh),
-                              kv_tiles_v.data() + per_head * static_cast<size_t>(kh), tile0, lo, p - lo + 1, acc.data(),
+                              kv_tiles_v.data() + per_head * static_cast<size_t>(kh), tile0, lo, hi - lo + 1, acc.data(),
                               outs.data());
       });
     }
@@ -806,12 +808,14 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
         const int64_t t = vec_rows[static_cast<size_t>(u / H)], h = u % H, kh = h / group;
         const Segment& g = pass.segs[static_cast<size_t>(pass.seg_of[static_cast<size_t>(t)])];
         const int64_t p = g.pos0 + (t - g.row0);
+        // Causal: cells up to p; non-causal (Batch::non_causal): up to the segment's last.
+        const int64_t hi = pass.non_causal ? g.pos0 + g.n - 1 : p;
         const int64_t lo = swa ? std::max<int64_t>(0, p - c.window + 1) : 0;
-        const int64_t n = p - lo + 1;
+        const int64_t n = hi - lo + 1;
         // llama.cpp's cache view: the used cells padded to 256 (its cache holding the sequence)
-        const int64_t n_view = std::max<int64_t>(256, (p + 256) / 256 * 256);
+        const int64_t n_view = std::max<int64_t>(256, (hi + 256) / 256 * 256);
         thread_local std::vector<const void*> krows, vrows;
-        cell_rows(g, lo, p, kh, krows, vrows);
+        cell_rows(g, lo, hi, kh, krows, vrows);
         const float* qh = q.data() + (t * H + h) * hd;
         float* oh = att.data() + (t * H + h) * hd;
         if (kv_typed_)

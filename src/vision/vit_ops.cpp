@@ -1,0 +1,64 @@
+#include "vision/vit_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/fused.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+
+namespace oxi::vision {
+
+namespace {
+
+MatrixView f32_view(const float* p, int64_t rows, int64_t cols) {
+  return MatrixView{DType::F32, rows, cols, reinterpret_cast<const uint8_t*>(p), static_cast<uint64_t>(cols) * 4};
+}
+
+}  // namespace
+
+void vit_attention(const float* q, int64_t q_stride, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                   int64_t N, int64_t H, int64_t hd, float scale, float* out) {
+  const int64_t QC = 256;  // queries per chunk
+  std::vector<float> Kh(static_cast<size_t>(N * hd)), VTh(static_cast<size_t>(hd * N)), Qc(static_cast<size_t>(QC * hd));
+  std::vector<float> Sc(static_cast<size_t>(QC * N)), Oc(static_cast<size_t>(QC * hd));
+  for (int64_t hh = 0; hh < H; ++hh) {
+    parallel_for_chunked(N, 256, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        std::memcpy(Kh.data() + r * hd, k + r * k_stride + hh * hd, static_cast<size_t>(hd) * 4);
+        for (int64_t j = 0; j < hd; ++j) VTh[static_cast<size_t>(j * N + r)] = v[r * v_stride + hh * hd + j];
+      }
+    });
+    const MatrixView Kv = f32_view(Kh.data(), N, hd), Vv = f32_view(VTh.data(), hd, N);
+    for (int64_t q0 = 0; q0 < N; q0 += QC) {
+      const int64_t nq = std::min(QC, N - q0);
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t j = 0; j < hd; ++j) Qc[static_cast<size_t>(i * hd + j)] = q[(q0 + i) * q_stride + hh * hd + j] * scale;
+      matmul(Kv, Qc.data(), nq, Sc.data());
+      parallel_for(nq, [&](int64_t i) { softmax_row(Sc.data() + i * N, N); });
+      matmul(Vv, Sc.data(), nq, Oc.data());
+      for (int64_t i = 0; i < nq; ++i)
+        std::memcpy(out + (q0 + i) * H * hd + hh * hd, Oc.data() + i * hd, static_cast<size_t>(hd) * 4);
+    }
+  }
+}
+
+void gelu_tanh_rows(float* x, const float* bias, int64_t n, int64_t k) {
+  parallel_for_chunked(n, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> u(static_cast<size_t>(k));
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = x + r * k;
+      for (int64_t j = 0; j < k; ++j) {
+        const float y = row[j] + (bias ? bias[j] : 0.0f);
+        row[j] = y;
+        u[static_cast<size_t>(j)] = 0.79788456080286535587989211986876f * y * (1.0f + 0.044715f * y * y);
+      }
+      softcap(u.data(), u.data(), k, 1.0f);
+      for (int64_t j = 0; j < k; ++j) row[j] = 0.5f * row[j] * (1.0f + u[static_cast<size_t>(j)]);
+    }
+  });
+}
+
+}  // namespace oxi::vision

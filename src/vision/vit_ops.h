@@ -1,0 +1,20 @@
+// Pieces the vision towers share (Qwen3-VL in qwen3vl.cpp, Gemma 4 in gemma4v.cpp), all on the
+// kernels' thread pool and SIMD matmul.
+#pragma once
+
+#include <cstdint>
+
+namespace oxi::vision {
+
+// Full (non-causal) multi-head attention over N rows: for head hh, query row i reads
+// q[i·q_stride + hh·hd …], keys/values likewise; out[i·H·hd + hh·hd …] = softmax(scale·q·Kᵀ)·V.
+// Per head on blocks of 256 queries as two f32 matmuls (q·Kᵀ, P·V) with softmax_row between.
+void vit_attention(const float* q, int64_t q_stride, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
+                   int64_t N, int64_t H, int64_t hd, float scale, float* out);
+
+// GELU (tanh form, HF gelu_pytorch_tanh / ggml_gelu) in place over n rows of width k, with the
+// kernels' vector tanh: 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x²))). bias (may be null) is added
+// to every row first.
+void gelu_tanh_rows(float* x, const float* bias, int64_t n, int64_t k);
+
+}  // namespace oxi::vision
