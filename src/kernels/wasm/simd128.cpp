@@ -398,19 +398,38 @@ struct TileK {
       const int64_t nb = a.cols / 256;
       for (int64_t b = 0; b < nb; ++b) {
         KRow rw[R];
-        for (int i = 0; i < R; ++i) unpack(reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b], rw[i]);
+        // Several tokens: the group scales go into the int16 weights once per row (|q·scale| ≤
+        // 4096: Q6_K's 32·128, IQ4_XS's 127·32), so the dot loop is dot + add only; each dot lane
+        // sums two products (≤ 2·4096·128). One token: an int32 multiply per group instead (fewer
+        // multiplies). Either way the super-block total is the reference's int sumi: exact.
+        constexpr bool kPrescale = T > 1;
+        for (int i = 0; i < R; ++i) {
+          unpack(reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b], rw[i]);
+          if constexpr (kPrescale)
+            for (int g = 0; g < 32; ++g)
+              rw[i].q[g] = wasm_i16x8_mul(rw[i].q[g], wasm_i16x8_splat(static_cast<int16_t>(rw[i].sc[g / (G / 8)])));
+        }
         for (int j = 0; j < T; ++j) {
           const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(a.x + (t + j) * a.x_stride)[b];
           v128_t xv[32];
           for (int g = 0; g < 16; ++g) widen(wasm_v128_load(xb.qs + 16 * g), &xv[2 * g]);
           for (int i = 0; i < R; ++i) {
-            v128_t s = wasm_i32x4_splat(0);
-            for (int g = 0; g < 32; g += G / 8) {
-              v128_t d = wasm_i32x4_dot_i16x8(rw[i].q[g], xv[g]);
-              for (int c = 1; c < G / 8; ++c) d = wasm_i32x4_add(d, wasm_i32x4_dot_i16x8(rw[i].q[g + c], xv[g + c]));
-              s = wasm_i32x4_add(s, wasm_i32x4_mul(d, wasm_i32x4_splat(rw[i].sc[g / (G / 8)])));
+            v128_t s0 = wasm_i32x4_splat(0), s1 = wasm_i32x4_splat(0);
+            for (int g = 0; g < 32; g += 2 * (G / 8)) {  // two groups per step, one per accumulator
+              v128_t d0 = wasm_i32x4_dot_i16x8(rw[i].q[g], xv[g]);
+              v128_t d1 = wasm_i32x4_dot_i16x8(rw[i].q[g + G / 8], xv[g + G / 8]);
+              for (int c = 1; c < G / 8; ++c) {
+                d0 = wasm_i32x4_add(d0, wasm_i32x4_dot_i16x8(rw[i].q[g + c], xv[g + c]));
+                d1 = wasm_i32x4_add(d1, wasm_i32x4_dot_i16x8(rw[i].q[g + G / 8 + c], xv[g + G / 8 + c]));
+              }
+              if constexpr (!kPrescale) {
+                d0 = wasm_i32x4_mul(d0, wasm_i32x4_splat(rw[i].sc[g / (G / 8)]));
+                d1 = wasm_i32x4_mul(d1, wasm_i32x4_splat(rw[i].sc[g / (G / 8) + 1]));
+              }
+              s0 = wasm_i32x4_add(s0, d0);
+              s1 = wasm_i32x4_add(s1, d1);
             }
-            const int32_t sumi = hsum_i32(s);
+            const int32_t sumi = hsum_i32(wasm_i32x4_add(s0, s1));
             if constexpr (Mins) {
               int32_t summ = 0;
               for (int k = 0; k < 8; ++k) summ += rw[i].mins[k] * (xb.bsums[2 * k] + xb.bsums[2 * k + 1]);
@@ -476,17 +495,25 @@ void act_q8_1(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_1(x, s
 void mm_f32(const MMArgs& a) { drive_tiles<TF32, 4, 4>(a); }
 void mm_f16(const MMArgs& a) { drive_tiles<TF16, 4, 4>(a); }
 void mm_bf16(const MMArgs& a) { drive_tiles<TBF16, 4, 4>(a); }
-void mm_q8_0(const MMArgs& a) { drive_tiles<TQ8_0, 2, 4>(a); }
-void mm_q4_0(const MMArgs& a) { drive_tiles<TQ4_0, 2, 4>(a); }
-void mm_q4_K(const MMArgs& a) { drive_tiles<TQ4_K, 1, 4>(a); }
-void mm_q5_K(const MMArgs& a) { drive_tiles<TQ5_K, 1, 4>(a); }
-void mm_q6_K(const MMArgs& a) { drive_tiles<TQ6_K, 1, 4>(a); }
-void mm_q3_K(const MMArgs& a) { drive_tiles<TQ3_K, 1, 4>(a); }
-void mm_iq4_xs(const MMArgs& a) { drive_tiles<TIQ4_XS, 1, 4>(a); }
-void mm_q5_0(const MMArgs& a) { drive_tiles<TQ5_0, 2, 4>(a); }
-void mm_iq4_nl(const MMArgs& a) { drive_tiles<TIQ4_NL, 2, 4>(a); }
-void mm_q4_1(const MMArgs& a) { drive_tiles<TQ4_1, 2, 4>(a); }
-void mm_q5_1(const MMArgs& a) { drive_tiles<TQ5_1, 2, 4>(a); }
+// 32-element types: 2-row tiles for 1–3 tokens (faster GEMV), 4×4 above.
+template <template <int, int> class Tl>
+void mm_q(const MMArgs& a) {
+  if (a.t1 - a.t0 < 4)
+    drive_tiles<Tl, 2, 4>(a);
+  else
+    drive_tiles<Tl, 4, 4>(a);
+}
+void mm_q8_0(const MMArgs& a) { mm_q<TQ8_0>(a); }
+void mm_q4_0(const MMArgs& a) { mm_q<TQ4_0>(a); }
+void mm_q4_K(const MMArgs& a) { drive_tiles<TQ4_K, 4, 4>(a); }
+void mm_q5_K(const MMArgs& a) { drive_tiles<TQ5_K, 4, 4>(a); }
+void mm_q6_K(const MMArgs& a) { drive_tiles<TQ6_K, 4, 4>(a); }
+void mm_q3_K(const MMArgs& a) { drive_tiles<TQ3_K, 4, 4>(a); }
+void mm_iq4_xs(const MMArgs& a) { drive_tiles<TIQ4_XS, 4, 4>(a); }
+void mm_q5_0(const MMArgs& a) { mm_q<TQ5_0>(a); }
+void mm_iq4_nl(const MMArgs& a) { mm_q<TIQ4_NL>(a); }
+void mm_q4_1(const MMArgs& a) { mm_q<TQ4_1>(a); }
+void mm_q5_1(const MMArgs& a) { mm_q<TQ5_1>(a); }
 
 }  // namespace
 
