@@ -367,23 +367,26 @@ TEST(Matmul, EveryIsaMatchesScalar) {
   set_num_threads(0);
 }
 
-// simd128's Q8_0 / Q4_0 tiles sum each output in the scalar reference's order (lanes hold
-// different outputs), so the wasm build's numbers are the native scalar build's, bit for bit
+// simd128's quantised tiles sum each output in the scalar reference's order (Q8_0-like tiles:
+// lanes hold different outputs; K-quants and IQ4_XS: exact integer sums, then the reference's
+// float expression), so the wasm build's numbers are the native scalar build's, bit for bit
 // (tests/web compares the browser module with the native CLI). Any token count, tile edges.
-TEST(Matmul, Simd128Q8TilesBitIdenticalToScalar) {
+TEST(Matmul, Simd128QuantTilesBitIdenticalToScalar) {
   IsaGuard g;
   const auto isas = available_isas();
   if (std::find(isas.begin(), isas.end(), "simd128") == isas.end()) GTEST_SKIP() << "not the wasm build";
-  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS}) {
     for (int64_t nt : {1, 3, 4, 5, 9, 19}) {
       const int64_t rows = 37, cols = 512;
-      auto wb = random_weights(t, rows, cols, 300 + static_cast<int>(nt));
+      auto wb = random_weights(t, rows, cols, 300 + static_cast<int>(nt) + 7 * static_cast<int>(t));
       MatrixView w{t, rows, cols, wb.data(), *dtype_row_bytes(t, cols)};
       auto x = randn(nt * cols, 11 + static_cast<int>(nt));
       std::vector<float> ref(nt * rows), y(nt * rows, NAN);
       set_isa("scalar");
       matmul(w, x.data(), nt, ref.data());
       set_isa("simd128");
+      ASSERT_STREQ(matmul_path(t), "kernel") << dtype_name(t);
       matmul(w, x.data(), nt, y.data());
       for (int64_t i = 0; i < nt * rows; ++i) ASSERT_EQ(y[i], ref[i]) << dtype_name(t) << " nt=" << nt << " i=" << i;
     }
@@ -531,16 +534,16 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
   set_num_threads(0);
 }
 
-// The 32-element fallback types have kernels on every set but SIMD128, and matmul_path says so
-// (what `oxinfer inspect` / `bench` report); Q2_K is still dequantised everywhere.
+// Q3_K, IQ4_XS and the 32-element types have kernels on every set (SIMD128 too since
+// 2026-12-07), and matmul_path says so (what `oxinfer inspect` / `bench` report); Q2_K is still
+// dequantised everywhere.
 TEST(Matmul, PathNamesKernelTypes) {
   IsaGuard g;
   for (const auto& isa : available_isas()) {
     set_isa(isa);
-    const char* want = isa == "simd128" ? "dequantise" : "kernel";
-    for (DType t : {DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1}) {
-      EXPECT_STREQ(matmul_path(t), want) << isa << " " << dtype_name(t);
-      EXPECT_EQ(matmul_is_native(t), isa != "simd128") << isa << " " << dtype_name(t);
+    for (DType t : {DType::Q3_K, DType::IQ4_XS, DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1}) {
+      EXPECT_STREQ(matmul_path(t), "kernel") << isa << " " << dtype_name(t);
+      EXPECT_TRUE(matmul_is_native(t)) << isa << " " << dtype_name(t);
     }
     EXPECT_STREQ(matmul_path(DType::Q2_K), "dequantise") << isa;
   }

@@ -3,8 +3,9 @@
 // engine without it), so this set is a build-time choice: the wasm build compiles everything with
 // -msimd128 and registers it next to "scalar" (OXI_ISA=scalar still selects the reference).
 //
-// Integer dot products: int8 → int16 (extend) then i32x4.dot_i16x8_s, exact; K-quant weights are
-// unpacked to int16 once per super-block and reused for every token of the tile.
+// Integer dot products: int8 → int16 (extend) then i32x4.dot_i16x8_s, exact; K-quant (and
+// IQ4_XS) weights are unpacked to int16 once per super-block and reused for every token of the
+// tile. Every quantised type has a kernel here, each bit-identical to the scalar reference.
 #include <wasm_simd128.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "core/half.h"
 #include "kernels/dispatch.h"
+#include "kernels/kq_scales.h"
 #include "kernels/quant.h"
 #include "kernels/tile_drive.h"
 
@@ -126,27 +128,77 @@ struct TileFloat {
   };
 };
 
-// ---- Q8_0 / Q4_0 × Q8_0: one 32-element block per step as four int16x8 ------------------------
+// ---- 32-element block types × Q8_0 / Q8_1: one block per step as four int16x8 -----------------
 inline void widen(v128_t v, v128_t* o) {
   o[0] = wasm_i16x8_extend_low_i8x16(v);
   o[1] = wasm_i16x8_extend_high_i8x16(v);
 }
-struct Q8_0W {
-  static constexpr int kBytes = 34;
-  static void load(const uint8_t* p, v128_t* o) {  // o[4]: elements 0..31 as int16
-    widen(wasm_v128_load(p + 2), o);
-    widen(wasm_v128_load(p + 18), o + 2);
-  }
-};
-struct Q4_0W {  // low nibbles: elements 0..15, high: 16..31; value = nibble − 8
-  static constexpr int kBytes = 18;
+// 16 nibble bytes: low nibbles are elements 0..15, high 16..31 (Q4_0, Q4_1, Q5_x, IQ4_NL).
+inline void nibbles(const uint8_t* qs, v128_t& lo, v128_t& hi) {
+  const v128_t v = wasm_v128_load(qs);
+  lo = wasm_v128_and(v, wasm_i8x16_splat(0x0F));
+  hi = wasm_u8x16_shr(v, 4);
+}
+// Q5_0/Q5_1: bit j of the 32-bit qh (element j) → 0x10 in byte j of [lo | hi]: each qh byte is
+// spread over 8 lanes (swizzle), tested against that lane's bit.
+inline void qh_bits(const uint8_t* qh, v128_t& lo, v128_t& hi) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const v128_t v = wasm_i32x4_splat(static_cast<int32_t>(h));
+  const v128_t bits = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+  const v128_t b4 = wasm_i8x16_splat(0x10);
+  const v128_t l = wasm_i8x16_swizzle(v, wasm_i8x16_make(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const v128_t u = wasm_i8x16_swizzle(v, wasm_i8x16_make(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  lo = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(l, bits), bits), b4);
+  hi = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(u, bits), bits), b4);
+}
+// Q5_0/Q5_1: the 32 five-bit values (qh, then the 16 nibble bytes).
+inline void five_bits(const uint8_t* qh, v128_t& lo, v128_t& hi) {
+  v128_t bl, bh;
+  nibbles(qh + 4, lo, hi);
+  qh_bits(qh, bl, bh);
+  lo = wasm_v128_or(lo, bl);
+  hi = wasm_v128_or(hi, bh);
+}
+// A weight block's 32 values as int8 (elements 0..15 in lo, 16..31 in hi), before any bias.
+inline void q8_0_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) {
+  lo = wasm_v128_load(p + 2);
+  hi = wasm_v128_load(p + 18);
+}
+inline void q4_0_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) { nibbles(p + 2, lo, hi); }
+inline void q5_0_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) { five_bits(p + 2, lo, hi); }
+inline void iq4_nl_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) {  // grid[nibble]: swizzle is a 16-byte table
+  nibbles(p + 2, lo, hi);
+  const v128_t grid = wasm_v128_load(kIQ4NL);
+  lo = wasm_i8x16_swizzle(grid, lo);
+  hi = wasm_i8x16_swizzle(grid, hi);
+}
+inline void q4_1_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) { nibbles(p + 4, lo, hi); }
+inline void q5_1_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) { five_bits(p + 4, lo, hi); }
+
+// A 32-element weight block type: Bytes per block, value = byte − Bias; Min: Q4_1/Q5_1 (f16 m
+// after d; Q8_1 activations, + m_w·s_x per block). load → o[4]: elements 0..31 as int16.
+template <int Bytes, int Bias, bool Min, void (*Values)(const uint8_t*, v128_t&, v128_t&)>
+struct BlockW {
+  static constexpr int kBytes = Bytes;
+  static constexpr bool kMin = Min;
   static void load(const uint8_t* p, v128_t* o) {
-    const v128_t v = wasm_v128_load(p + 2);
-    const v128_t eight = wasm_i8x16_splat(8);
-    widen(wasm_i8x16_sub(wasm_v128_and(v, wasm_i8x16_splat(0x0F)), eight), o);
-    widen(wasm_i8x16_sub(wasm_u8x16_shr(v, 4), eight), o + 2);
+    v128_t lo, hi;
+    Values(p, lo, hi);
+    if constexpr (Bias != 0) {
+      lo = wasm_i8x16_sub(lo, wasm_i8x16_splat(Bias));
+      hi = wasm_i8x16_sub(hi, wasm_i8x16_splat(Bias));
+    }
+    widen(lo, o);
+    widen(hi, o + 2);
   }
 };
+using Q8_0W = BlockW<34, 0, false, q8_0_bytes>;
+using Q4_0W = BlockW<18, 8, false, q4_0_bytes>;
+using Q5_0W = BlockW<22, 16, false, q5_0_bytes>;
+using IQ4_NLW = BlockW<18, 0, false, iq4_nl_bytes>;
+using Q4_1W = BlockW<20, 0, true, q4_1_bytes>;
+using Q5_1W = BlockW<24, 0, true, q5_1_bytes>;
 
 // Four int32x4 partial-sum vectors → one vector of their four totals (integer adds: exact).
 inline v128_t hsum4_i32(v128_t a, v128_t b, v128_t c, v128_t d) {
@@ -155,15 +207,18 @@ inline v128_t hsum4_i32(v128_t a, v128_t b, v128_t c, v128_t d) {
   return wasm_i32x4_add(wasm_i32x4_shuffle(ab, cd, 0, 1, 4, 5), wasm_i32x4_shuffle(ab, cd, 2, 3, 6, 7));
 }
 
-// Bit-identical to ref_dot_q8_0 / ref_dot_q4_0 for every output: per block the whole integer dot,
-// then sum += float(s) · (d_w · d_x) in block order. The vector lanes hold four different outputs
-// (R rows × T tokens, flattened) instead of four parts of one sum, so each output's additions
-// happen in the scalar order (the wasm build then gives the native build's numbers).
+// Bit-identical to ref_dot_q8_0 / q4_0 / q5_0 / iq4_nl (and q4_1 / q5_1) for every output: per
+// block the whole integer dot, then sum += float(s)·(d_w·d_x) (+ m_w·s_x) in block order. The
+// vector lanes hold four different outputs (R rows × T tokens, flattened) instead of four parts
+// of one sum, so each output's additions happen in the scalar order (the wasm build then gives
+// the native scalar build's numbers). Activations: Q8_0 blocks (34 bytes, qs at 2), or Q8_1
+// (36, s at 2, qs at 4) for the kMin types.
 template <class W>
 struct TileQ8 {
   template <int R, int T>
   struct Tile {
     static constexpr int P = R * T, G = (P + 3) / 4;
+    static constexpr int kXB = W::kMin ? 36 : 34, kXQ = W::kMin ? 4 : 2;
     static void run(const MMArgs& a, int64_t r, int64_t t) {
       v128_t acc[G];
       for (int g = 0; g < G; ++g) acc[g] = wasm_f32x4_splat(0.0f);
@@ -172,33 +227,40 @@ struct TileQ8 {
         // The T tokens' activation blocks stay in registers; each row's weights are loaded and
         // used at once (four rows × one token needs ~13 vector registers: no spills in decode).
         v128_t xv[T][4];
-        float dx[T];
+        float dx[T], sx[T];
         for (int j = 0; j < T; ++j) {
-          const uint8_t* q = a.x + (t + j) * a.x_stride + b * 34;
-          Q8_0W::load(q, xv[j]);
+          const uint8_t* q = a.x + (t + j) * a.x_stride + b * kXB;
+          widen(wasm_v128_load(q + kXQ), xv[j]);
+          widen(wasm_v128_load(q + kXQ + 16), xv[j] + 2);
           dx[j] = h2f(q);
+          if constexpr (W::kMin) sx[j] = h2f(q + 2);
         }
         v128_t sv[4 * G];
         alignas(16) float d[4 * G];
+        alignas(16) float m[W::kMin ? 4 * G : 1];
         for (int i = 0; i < R; ++i) {
           const uint8_t* p = a.w + (r + i) * a.w_stride + b * W::kBytes;
           v128_t wv[4];
           W::load(p, wv);
-          const float dw = h2f(p);
+          const float dw = h2f(p), mw = W::kMin ? h2f(p + 2) : 0.0f;
           for (int j = 0; j < T; ++j) {
             v128_t s = wasm_i32x4_dot_i16x8(wv[0], xv[j][0]);
             for (int c = 1; c < 4; ++c) s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(wv[c], xv[j][c]));
             sv[i * T + j] = s;
             d[i * T + j] = dw * dx[j];
+            if constexpr (W::kMin) m[i * T + j] = mw * sx[j];
           }
         }
         for (int p = P; p < 4 * G; ++p) {
           sv[p] = wasm_i32x4_splat(0);
           d[p] = 0.0f;
+          if constexpr (W::kMin) m[p] = 0.0f;
         }
         for (int g = 0; g < G; ++g) {
           const v128_t tot = hsum4_i32(sv[4 * g], sv[4 * g + 1], sv[4 * g + 2], sv[4 * g + 3]);
-          acc[g] = wasm_f32x4_add(acc[g], wasm_f32x4_mul(wasm_f32x4_convert_i32x4(tot), wasm_v128_load(d + 4 * g)));
+          v128_t v = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(tot), wasm_v128_load(d + 4 * g));
+          if constexpr (W::kMin) v = wasm_f32x4_add(v, wasm_v128_load(m + 4 * g));
+          acc[g] = wasm_f32x4_add(acc[g], v);
         }
       }
       alignas(16) float out[4 * G];
@@ -210,8 +272,9 @@ struct TileQ8 {
 };
 
 // ---- K-quants × Q8_K ----------------------------------------------------------------------------
-// A weight super-block as 32 int16x8 in element order (Q4_K/Q5_K: 0..31, Q6_K: q − 32), the
-// integer scale of each G-element group and the Q4_K/Q5_K sub-block mins.
+// A weight super-block as 32 int16x8 in element order (Q4_K/Q5_K: 0..31, Q6_K: q − 32, Q3_K:
+// −4..3, IQ4_XS: grid values), the integer scale of each G-element group and the Q4_K/Q5_K
+// sub-block mins.
 struct KRow {
   v128_t q[32];
   int32_t sc[16];
@@ -286,7 +349,47 @@ inline void unpack(const BlockQ6_K& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
-template <class B, int G>  // G: elements per scale (32: Q4_K/Q5_K with mins; 16: Q6_K)
+// Q3_K: element 128h + 32g + l = the 2-bit field at shift 2g of qs[32h + l], minus 4 unless bit
+// 4h + g of hmask[l] is set; 16 signed scales (kernels/kq_scales.h).
+inline void unpack(const BlockQ3_K& b, KRow& o) {
+  const v128_t m3 = wasm_i8x16_splat(3), four = wasm_i8x16_splat(4), zero = wasm_i8x16_splat(0);
+  for (int p = 0; p < 2; ++p) {
+    const v128_t H = wasm_v128_load(b.hmask + 16 * p);
+    for (int h = 0; h < 2; ++h) {
+      const v128_t Q = wasm_v128_load(b.qs + 32 * h + 16 * p);
+      for (int g = 0; g < 4; ++g) {
+        const int c = 4 * h + g;
+        const v128_t field = wasm_v128_and(wasm_u8x16_shr(Q, 2 * g), m3);
+        const v128_t unset = wasm_i8x16_eq(wasm_v128_and(H, wasm_i8x16_splat(static_cast<int8_t>(1u << c))), zero);
+        widen(wasm_i8x16_sub(field, wasm_v128_and(unset, four)), &o.q[4 * c + 2 * p]);
+      }
+    }
+  }
+  uint64_t lo, hi;
+  q3k_scale_bytes(b.scales, lo, hi);
+  for (int j = 0; j < 16; ++j) o.sc[j] = static_cast<int32_t>(((j < 8 ? lo : hi) >> (8 * (j % 8))) & 0xFF) - 32;
+  o.d = h2f(&b.d);
+  o.dmin = 0.0f;
+}
+// IQ4_XS: sub-block ib's 16 bytes, low nibbles (elements 0..15) and high (16..31), looked up in
+// the IQ4_NL grid (swizzle); 8 signed scales, no mins.
+inline void unpack(const BlockIQ4_XS& b, KRow& o) {
+  const v128_t grid = wasm_v128_load(kIQ4NL);
+  const uint64_t ls = iq4xs_scale_bytes(b);
+  for (int ib = 0; ib < 8; ++ib) {
+    v128_t lo, hi;
+    nibbles(b.qs + 16 * ib, lo, hi);
+    widen(wasm_i8x16_swizzle(grid, lo), &o.q[4 * ib]);
+    widen(wasm_i8x16_swizzle(grid, hi), &o.q[4 * ib + 2]);
+    o.sc[ib] = static_cast<int32_t>((ls >> (8 * ib)) & 0xFF) - 32;
+  }
+  o.d = h2f(&b.d);
+  o.dmin = 0.0f;
+}
+
+// G: elements per scale (32: Q4_K/Q5_K, IQ4_XS; 16: Q6_K, Q3_K); Mins: the Q4_K/Q5_K mins term.
+// Bit-identical to the scalar reference: exact integer sums, then its float expression.
+template <class B, int G, bool Mins = G == 32>
 struct TileK {
   template <int R, int T>
   struct Tile {
@@ -295,20 +398,39 @@ struct TileK {
       const int64_t nb = a.cols / 256;
       for (int64_t b = 0; b < nb; ++b) {
         KRow rw[R];
-        for (int i = 0; i < R; ++i) unpack(reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b], rw[i]);
+        // Several tokens: the group scales go into the int16 weights once per row (|q·scale| ≤
+        // 4096: Q6_K's 32·128, IQ4_XS's 127·32), so the dot loop is dot + add only; each dot lane
+        // sums two products (≤ 2·4096·128). One token: an int32 multiply per group instead (fewer
+        // multiplies). Either way the super-block total is the reference's int sumi: exact.
+        constexpr bool kPrescale = T > 1;
+        for (int i = 0; i < R; ++i) {
+          unpack(reinterpret_cast<const B*>(a.w + (r + i) * a.w_stride)[b], rw[i]);
+          if constexpr (kPrescale)
+            for (int g = 0; g < 32; ++g)
+              rw[i].q[g] = wasm_i16x8_mul(rw[i].q[g], wasm_i16x8_splat(static_cast<int16_t>(rw[i].sc[g / (G / 8)])));
+        }
         for (int j = 0; j < T; ++j) {
           const BlockQ8_K& xb = reinterpret_cast<const BlockQ8_K*>(a.x + (t + j) * a.x_stride)[b];
           v128_t xv[32];
           for (int g = 0; g < 16; ++g) widen(wasm_v128_load(xb.qs + 16 * g), &xv[2 * g]);
           for (int i = 0; i < R; ++i) {
-            v128_t s = wasm_i32x4_splat(0);
-            for (int g = 0; g < 32; g += G / 8) {
-              v128_t d = wasm_i32x4_dot_i16x8(rw[i].q[g], xv[g]);
-              for (int c = 1; c < G / 8; ++c) d = wasm_i32x4_add(d, wasm_i32x4_dot_i16x8(rw[i].q[g + c], xv[g + c]));
-              s = wasm_i32x4_add(s, wasm_i32x4_mul(d, wasm_i32x4_splat(rw[i].sc[g / (G / 8)])));
+            v128_t s0 = wasm_i32x4_splat(0), s1 = wasm_i32x4_splat(0);
+            for (int g = 0; g < 32; g += 2 * (G / 8)) {  // two groups per step, one per accumulator
+              v128_t d0 = wasm_i32x4_dot_i16x8(rw[i].q[g], xv[g]);
+              v128_t d1 = wasm_i32x4_dot_i16x8(rw[i].q[g + G / 8], xv[g + G / 8]);
+              for (int c = 1; c < G / 8; ++c) {
+                d0 = wasm_i32x4_add(d0, wasm_i32x4_dot_i16x8(rw[i].q[g + c], xv[g + c]));
+                d1 = wasm_i32x4_add(d1, wasm_i32x4_dot_i16x8(rw[i].q[g + G / 8 + c], xv[g + G / 8 + c]));
+              }
+              if constexpr (!kPrescale) {
+                d0 = wasm_i32x4_mul(d0, wasm_i32x4_splat(rw[i].sc[g / (G / 8)]));
+                d1 = wasm_i32x4_mul(d1, wasm_i32x4_splat(rw[i].sc[g / (G / 8) + 1]));
+              }
+              s0 = wasm_i32x4_add(s0, d0);
+              s1 = wasm_i32x4_add(s1, d1);
             }
-            const int32_t sumi = hsum_i32(s);
-            if constexpr (G == 32) {
+            const int32_t sumi = hsum_i32(wasm_i32x4_add(s0, s1));
+            if constexpr (Mins) {
               int32_t summ = 0;
               for (int k = 0; k < 8; ++k) summ += rw[i].mins[k] * (xb.bsums[2 * k] + xb.bsums[2 * k + 1]);
               acc[i][j] += xb.d * (rw[i].d * static_cast<float>(sumi)) - xb.d * (rw[i].dmin * static_cast<float>(summ));
@@ -329,9 +451,15 @@ template <int R, int T> using TF16 = TileFloat<F16L>::Tile<R, T>;
 template <int R, int T> using TBF16 = TileFloat<BF16L>::Tile<R, T>;
 template <int R, int T> using TQ8_0 = TileQ8<Q8_0W>::Tile<R, T>;
 template <int R, int T> using TQ4_0 = TileQ8<Q4_0W>::Tile<R, T>;
+template <int R, int T> using TQ5_0 = TileQ8<Q5_0W>::Tile<R, T>;
+template <int R, int T> using TIQ4_NL = TileQ8<IQ4_NLW>::Tile<R, T>;
+template <int R, int T> using TQ4_1 = TileQ8<Q4_1W>::Tile<R, T>;
+template <int R, int T> using TQ5_1 = TileQ8<Q5_1W>::Tile<R, T>;
 template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 32>::Tile<R, T>;
 template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 32>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 16>::Tile<R, T>;
+template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 16>::Tile<R, T>;
+template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 32, false>::Tile<R, T>;
 
 // ---- activations (bytes identical to the scalar converters) -------------------------------------
 // No f16 conversion instruction in SIMD128: the scalar converters (identical by construction).
@@ -367,17 +495,32 @@ void act_q8_1(const float* x, void* dst, int64_t n) { ref_quantize_act_q8_1(x, s
 void mm_f32(const MMArgs& a) { drive_tiles<TF32, 4, 4>(a); }
 void mm_f16(const MMArgs& a) { drive_tiles<TF16, 4, 4>(a); }
 void mm_bf16(const MMArgs& a) { drive_tiles<TBF16, 4, 4>(a); }
-void mm_q8_0(const MMArgs& a) { drive_tiles<TQ8_0, 2, 4>(a); }
-void mm_q4_0(const MMArgs& a) { drive_tiles<TQ4_0, 2, 4>(a); }
-void mm_q4_K(const MMArgs& a) { drive_tiles<TQ4_K, 1, 4>(a); }
-void mm_q5_K(const MMArgs& a) { drive_tiles<TQ5_K, 1, 4>(a); }
-void mm_q6_K(const MMArgs& a) { drive_tiles<TQ6_K, 1, 4>(a); }
+// 32-element types: 2-row tiles for 1–3 tokens (faster GEMV), 4×4 above.
+template <template <int, int> class Tl>
+void mm_q(const MMArgs& a) {
+  if (a.t1 - a.t0 < 4)
+    drive_tiles<Tl, 2, 4>(a);
+  else
+    drive_tiles<Tl, 4, 4>(a);
+}
+void mm_q8_0(const MMArgs& a) { mm_q<TQ8_0>(a); }
+void mm_q4_0(const MMArgs& a) { mm_q<TQ4_0>(a); }
+void mm_q4_K(const MMArgs& a) { drive_tiles<TQ4_K, 4, 4>(a); }
+void mm_q5_K(const MMArgs& a) { drive_tiles<TQ5_K, 4, 4>(a); }
+void mm_q6_K(const MMArgs& a) { drive_tiles<TQ6_K, 4, 4>(a); }
+void mm_q3_K(const MMArgs& a) { drive_tiles<TQ3_K, 4, 4>(a); }
+void mm_iq4_xs(const MMArgs& a) { drive_tiles<TIQ4_XS, 4, 4>(a); }
+void mm_q5_0(const MMArgs& a) { mm_q<TQ5_0>(a); }
+void mm_iq4_nl(const MMArgs& a) { mm_q<TIQ4_NL>(a); }
+void mm_q4_1(const MMArgs& a) { mm_q<TQ4_1>(a); }
+void mm_q5_1(const MMArgs& a) { mm_q<TQ5_1>(a); }
 
 }  // namespace
 
 const Kernels kSimd128Kernels = {
     "simd128",
-    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K},
+    {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
+     mm_q4_1, mm_q5_1},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
 };
 
