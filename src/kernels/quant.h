@@ -88,6 +88,15 @@ struct BlockQ3_K {  // 110 bytes
   uint8_t scales[12];
   uint16_t d;
 };
+// Q2_K: 16 sub-blocks of 16, scales[j] low nibble the scale, high nibble the min of sub-block j;
+// value = d·sc·q − dmin·m, q the 2-bit field at shift 2g of byte 32h + l of qs for element
+// 128h + 32g + l (as Q3_K's, without the hmask bit).
+struct BlockQ2_K {  // 84 bytes
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d;
+  uint16_t dmin;
+};
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales biased by 32 (low 4 bits: nibble ib of
 // scales_l, high 2: bits 2ib..2ib+1 of scales_h); value = d·(ls − 32)·kIQ4NL[nibble], sub-block
 // ib's 16 bytes of qs hold elements 0..15 in their low nibbles and 16..31 in their high ones.
@@ -116,6 +125,7 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -137,6 +147,10 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // --- scalar reference -------------------------------------------------------------------------
 // Dequantise n elements (n a multiple of the type's block size).
 void ref_dequantize(DType t, const void* src, float* dst, int64_t n);
+// The codebook types IQ2_XXS/XS/S, IQ3_XXS/S, IQ1_S/M and MXFP4 (ref_iq.cpp), bit-exact with
+// ggml's to_float; false for any other type.
+bool ref_dequantize_codebook(DType t, const void* src, float* dst, int64_t n);
+bool is_codebook_type(DType t);  // the types ref_dequantize_codebook handles
 // Quantise n floats (multiple of the block size). Q8_0/Q4_0 round exactly as ggml's
 // reference quantisers; Q8_K as ggml's quantize_row_q8_K_ref.
 void ref_quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n);
@@ -172,6 +186,7 @@ float ref_dot_q4_K(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_q2_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
 // The 32-element fallback types as ggml's vec_dot: Q5_0 / IQ4_NL × Q8_0 (d_w·d_x·Σ q_w·q_x per
 // block), Q4_1 / Q5_1 × Q8_1 (d_w·d_x·Σ q_w·q_x + m_w·s_x per block).
@@ -181,8 +196,8 @@ float ref_dot_q4_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
 float ref_dot_q5_1(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
 
 // The activation format a weight type's dot product consumes (ggml's vec_dot_type):
-// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0/Q5_0/IQ4_NL → Q8_0, Q4_1/Q5_1 → Q8_1, K-quants
-// and IQ4_XS → Q8_K.
+// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4 → Q8_0, Q4_1/Q5_1 → Q8_1,
+// K-quants and the IQ1/IQ2/IQ3/IQ4_XS types → Q8_K.
 DType activation_type(DType weight);
 
 }  // namespace oxi::kern

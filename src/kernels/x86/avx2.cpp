@@ -282,6 +282,24 @@ inline void unpack(const BlockQ3_K& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
+// Q2_K: chunk c = 4h + g as Q3_K's (the 2-bit field at shift 2g of qs[32h + l]), no high bit;
+// scales (low nibbles) per 16 elements, mins (high nibbles) for the bsums correction (Kind 0).
+inline void unpack(const BlockQ2_K& b, KRow& o) {
+  const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  o.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+    for (int g = 0; g < 4; ++g) {
+      const int c = 4 * h + g;
+      o.q[c] = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * g), m3);
+      o.sc[c] = split16(b.scales[2 * c] & 0xF, b.scales[2 * c + 1] & 0xF);
+    }
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+
 // IQ4_XS: chunk ib = sub-block ib, its 16 bytes' low nibbles then high nibbles looked up in the
 // IQ4_NL grid (signed values; TileK's Kind 3 multiplies them by the sign trick); one int16 scale.
 inline void unpack(const BlockIQ4_XS& b, KRow& o) {
@@ -295,7 +313,7 @@ inline void unpack(const BlockIQ4_XS& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
-// Kind 0: mins (Q4_K/Q5_K); 1: offset 32 (Q6_K); 2: offset 4 (Q3_K); 3: signed quants, no
+// Kind 0: mins (Q4_K/Q5_K/Q2_K); 1: offset 32 (Q6_K); 2: offset 4 (Q3_K); 3: signed quants, no
 // correction (IQ4_XS: |q| × sign(x, q), pairs ≤ 2·127·127, no int16 saturation).
 template <class B, int Kind>
 struct TileK {
@@ -357,6 +375,7 @@ template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
 template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 2>::Tile<R, T>;
 template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
+template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 0>::Tile<R, T>;
 
 // ---- activations --------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -417,6 +436,7 @@ void mm_q5_K(const MMArgs& a) { drive_stream_tiles<TQ5_K, 1, 4>(a); }
 void mm_q6_K(const MMArgs& a) { drive_stream_tiles<TQ6_K, 1, 4>(a); }
 void mm_q3_K(const MMArgs& a) { drive_stream_tiles<TQ3_K, 1, 4>(a); }
 void mm_iq4_xs(const MMArgs& a) { drive_stream_tiles<TIQ4_XS, 1, 4>(a); }
+void mm_q2_K(const MMArgs& a) { drive_stream_tiles<TQ2_K, 1, 4>(a); }
 void mm_q5_0(const MMArgs& a) { drive_stream_tiles<TQ5_0, 4, 2>(a); }
 void mm_iq4_nl(const MMArgs& a) { drive_stream_tiles<TIQ4_NL, 4, 2>(a); }
 void mm_q4_1(const MMArgs& a) { drive_stream_tiles<TQ4_1, 4, 2>(a); }
@@ -427,7 +447,7 @@ void mm_q5_1(const MMArgs& a) { drive_stream_tiles<TQ5_1, 4, 2>(a); }
 const Kernels kAvx2Kernels = {
     "avx2",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
-     mm_q4_1, mm_q5_1},
+     mm_q4_1, mm_q5_1, mm_q2_K},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     8,
 };
