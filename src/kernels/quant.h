@@ -97,6 +97,18 @@ struct BlockQ2_K {  // 84 bytes
   uint16_t d;
   uint16_t dmin;
 };
+// IQ3_S: 8 sub-blocks of 32 = 4 groups of 8 = 8 grid entries of 4 magnitudes (kIQ3SGrid, 9-bit
+// index: qs[8ib + m] | bit m of qh[ib] << 8), sign bits per group (signs[4ib + l], bit j: element
+// 8l + j), scale nibble s (scales[ib/2], low for even ib); value = d·(1 + 2s)·±magnitude.
+struct BlockIQ3_S {  // 110 bytes
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+// IQ3_S's codebook (the format's data, kernels/iq_grids.inc): entry i's byte j is magnitude j.
+extern const uint32_t* const kIQ3SGrid;
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales biased by 32 (low 4 bits: nibble ib of
 // scales_l, high 2: bits 2ib..2ib+1 of scales_h); value = d·(ls − 32)·kIQ4NL[nibble], sub-block
 // ib's 16 bytes of qs hold elements 0..15 in their low nibbles and 16..31 in their high ones.
@@ -126,6 +138,7 @@ static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockIQ3_S) == 110);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -187,6 +200,7 @@ float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q2_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
 // The 32-element fallback types as ggml's vec_dot: Q5_0 / IQ4_NL × Q8_0 (d_w·d_x·Σ q_w·q_x per
 // block), Q4_1 / Q5_1 × Q8_1 (d_w·d_x·Σ q_w·q_x + m_w·s_x per block).

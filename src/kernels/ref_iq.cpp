@@ -199,6 +199,32 @@ void dequant_mxfp4(const uint8_t* b, float* y, int64_t nb) {
 
 }  // namespace
 
+const uint32_t* const kIQ3SGrid = kGridIQ3S;
+
+// IQ3_S as ggml's vec_dot: per sub-block Σ ±magnitude·x_q in integers times 1 + 2s, summed over
+// the block, then one float multiply by d_w·d_x.
+float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const BlockIQ3_S& b = w[i];
+    int bsum = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      int s = 0;
+      for (int m = 0; m < 8; ++m) {  // grid entry m: elements 4m..4m+3 of the sub-block
+        const uint32_t e = kGridIQ3S[b.qs[8 * ib + m] | (((b.qh[ib] >> m) & 1) << 8)];
+        for (int j = 0; j < 4; ++j) {
+          const int el = 4 * m + j, v = static_cast<int>((e >> (8 * j)) & 0xFF);
+          const bool neg = (b.signs[4 * ib + el / 8] >> (el % 8)) & 1;
+          s += (neg ? -v : v) * x[i].qs[32 * ib + el];
+        }
+      }
+      bsum += s * (1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15));
+    }
+    sum += f16_to_f32(b.d) * x[i].d * static_cast<float>(bsum);
+  }
+  return sum;
+}
+
 bool is_codebook_type(DType t) {
   switch (t) {
     case DType::IQ2_XXS:

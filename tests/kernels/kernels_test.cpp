@@ -63,7 +63,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
       case DType::Q6_K: put16(208, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::Q3_K: put16(108, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::Q2_K: put16(80, f32_to_f16(sc(rng) * 0.1f)); put16(82, f32_to_f16(sc(rng) * 0.1f)); break;
-      case DType::IQ4_XS: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
+      case DType::IQ4_XS:
+      case DType::IQ3_S: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
       case DType::Q5_0:
       case DType::IQ4_NL: put16(0, f32_to_f16(sc(rng))); break;
       case DType::Q4_1:
@@ -76,7 +77,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
 
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,  DType::Q4_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K,  DType::IQ4_XS,
-                           DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL, DType::Q2_K};
+                           DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL, DType::Q2_K,
+                           DType::IQ3_S};
 
 struct IsaGuard {
   ~IsaGuard() { set_isa("auto"); }
@@ -507,7 +509,7 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
                   DType::Q5_1})
     for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
       for (int64_t nt : {1, 2, 3, 4, 67, 68}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS, DType::Q2_K})
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS, DType::Q2_K, DType::IQ3_S})
     for (int64_t cols : {256, 768, 1280})
       for (int64_t nt : {1, 2, 3, 4, 66, 68}) cases.push_back({t, {13, cols, nt}});
   for (const auto& [t, s] : cases) {
@@ -546,7 +548,8 @@ TEST(Matmul, PathNamesKernelTypes) {
     }
     const bool q2k = isa == "scalar" || isa.rfind("avx", 0) == 0;
     EXPECT_STREQ(matmul_path(DType::Q2_K), q2k ? "kernel" : "dequantise") << isa;
-    for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
+    EXPECT_STREQ(matmul_path(DType::IQ3_S), q2k ? "kernel" : "dequantise") << isa;
+    for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
                     DType::IQ1_S, DType::IQ1_M, DType::MXFP4}) {
       EXPECT_STREQ(matmul_path(t), "dequantise") << isa << " " << dtype_name(t);
       EXPECT_TRUE(matmul_supports(t)) << dtype_name(t);

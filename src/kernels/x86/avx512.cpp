@@ -834,6 +834,27 @@ inline void unpack_q2k(const BlockQ2_K& b, KRow& o, const __m512i* idx) {
   o.dmin = _cvtsh_ss(b.dmin);
 }
 
+// IQ3_S: chunk k = sub-blocks 2k, 2k+1: 16 grid indices (qs bytes, ninth bits from qh[2k] and
+// qh[2k+1] as one 16-bit mask), one gather of their 4-byte entries gives |value| in element
+// order, and the 8 sign bytes are the negative lanes (Kind 3). Scales 1 + 2s per 32 elements.
+inline void unpack_iq3s(const BlockIQ3_S& b, KRow& o, const __m512i* idx) {
+  uint64_t sc = 0;
+  for (int ib = 0; ib < 8; ++ib) sc |= static_cast<uint64_t>(1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15)) << (8 * ib);
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+  const __m512i nine = _mm512_set1_epi32(256);
+  for (int k = 0; k < 4; ++k) {
+    __m512i ix = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k)));
+    ix = _mm512_mask_or_epi32(ix, static_cast<__mmask16>(b.qh[2 * k] | (b.qh[2 * k + 1] << 8)), ix, nine);
+    o.q[k] = _mm512_i32gather_epi32(ix, kIQ3SGrid, 4);
+    uint64_t sg;
+    std::memcpy(&sg, b.signs + 8 * k, 8);
+    o.neg[k] = sg;
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
 template <class B>
 inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
   if constexpr (std::is_same_v<B, BlockQ4_K>) unpack_q4k(blk, o, idx);
@@ -841,6 +862,7 @@ inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
   else if constexpr (std::is_same_v<B, BlockQ6_K>) unpack_q6k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockQ3_K>) unpack_q3k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockQ2_K>) unpack_q2k(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ3_S>) unpack_iq3s(blk, o, idx);
   else unpack_iq4xs(blk, o, idx);
 }
 
@@ -936,6 +958,7 @@ template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
 template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 2>::Tile<R, T>;
 template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
 template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 4>::Tile<R, T>;
+template <int R, int T> using TIQ3_S = TileK<BlockIQ3_S, 3>::Tile<R, T>;
 
 // ---- activations ------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -1077,13 +1100,17 @@ void mm_q2_K(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ2_K, 4, 2, 4>(a);
   gemv_k<TQ2_K>(a);
 }
+void mm_iq3_s(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ3_S, 3, 2, 4>(a);
+  gemv_k<TIQ3_S>(a);
+}
 
 }  // namespace
 
 const Kernels kAvx512Kernels = {
     "avx512",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
@@ -1096,7 +1123,7 @@ const Kernels kAvx512Kernels = {
 const Kernels kAvx512AmxKernels = {
     "avx512-amx",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
