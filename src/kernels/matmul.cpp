@@ -39,6 +39,7 @@ int wtype_index(DType t) {
     case DType::Q5_1: return kWQ5_1;
     case DType::Q2_K: return kWQ2_K;
     case DType::IQ3_S: return kWIQ3_S;
+    case DType::IQ3_XXS: return kWIQ3_XXS;
     default: return -1;
   }
 }
@@ -62,7 +63,7 @@ DType wtype_dtype(int wtype) {
   static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                             DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS,
                             DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1, DType::Q2_K,
-                            DType::IQ3_S};
+                            DType::IQ3_S, DType::IQ3_XXS};
   return k[wtype];
 }
 
@@ -160,7 +161,7 @@ bool is_fallback_type(DType t) {
     case DType::IQ4_XS:
     case DType::Q2_K:
     case DType::Q3_K: return true;
-    default: return kern::is_codebook_type(t);  // IQ1/IQ2/IQ3, MXFP4 (IQ3_S: kernels on x86 only)
+    default: return kern::is_codebook_type(t);  // IQ1/IQ2/IQ3, MXFP4 (IQ3_S/XXS: kernels on x86 only)
   }
 }
 

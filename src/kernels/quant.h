@@ -107,8 +107,18 @@ struct BlockIQ3_S {  // 110 bytes
   uint8_t signs[32];
   uint8_t scales[4];
 };
-// IQ3_S's codebook (the format's data, kernels/iq_grids.inc): entry i's byte j is magnitude j.
+// IQ3_XXS: as IQ3_S with 8-bit indices (qs[8ib + m]) into kIQ3XXSGrid; after the 64 index bytes,
+// a u32 per sub-block: bits 7l..7l+6 group l's signs (eighth bit: even parity), bits 28..31 s;
+// value = d·(2s + 1)/4·±magnitude.
+struct BlockIQ3_XXS {  // 98 bytes
+  uint16_t d;
+  uint8_t qs[96];
+};
+// The IQ3 codebooks (the format's data, kernels/iq_grids.inc): entry i's byte j is magnitude j.
 extern const uint32_t* const kIQ3SGrid;
+extern const uint32_t* const kIQ3XXSGrid;
+// IQ3_XXS sign bytes of one sub-block (4 groups) from its u32.
+void iq3xxs_signs(uint32_t aux, uint8_t* sg);
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales biased by 32 (low 4 bits: nibble ib of
 // scales_l, high 2: bits 2ib..2ib+1 of scales_h); value = d·(ls − 32)·kIQ4NL[nibble], sub-block
 // ib's 16 bytes of qs hold elements 0..15 in their low nibbles and 16..31 in their high ones.
@@ -139,6 +149,7 @@ static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockIQ3_S) == 110);
+static_assert(sizeof(BlockIQ3_XXS) == 98);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -201,6 +212,7 @@ float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q2_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq3_xxs(const BlockIQ3_XXS* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
 // The 32-element fallback types as ggml's vec_dot: Q5_0 / IQ4_NL × Q8_0 (d_w·d_x·Σ q_w·q_x per
 // block), Q4_1 / Q5_1 × Q8_1 (d_w·d_x·Σ q_w·q_x + m_w·s_x per block).

@@ -200,6 +200,21 @@ void dequant_mxfp4(const uint8_t* b, float* y, int64_t nb) {
 }  // namespace
 
 const uint32_t* const kIQ3SGrid = kGridIQ3S;
+const uint32_t* const kIQ3XXSGrid = kGridIQ3XXS;
+
+namespace {
+// One IQ3 sub-block against Q8_K in integers: grid entries idx[m] (elements 4m..4m+3), signs
+// sg[l] (bit j: element 8l + j).
+int iq3_sub_dot(const uint32_t* grid, const int* idx, const uint8_t* sg, const int8_t* xq) {
+  int s = 0;
+  for (int m = 0; m < 8; ++m)
+    for (int j = 0; j < 4; ++j) {
+      const int el = 4 * m + j, v = static_cast<int>((grid[idx[m]] >> (8 * j)) & 0xFF);
+      s += ((sg[el / 8] >> (el % 8)) & 1 ? -v : v) * xq[el];
+    }
+  return s;
+}
+}  // namespace
 
 // IQ3_S as ggml's vec_dot: per sub-block Σ ±magnitude·x_q in integers times 1 + 2s, summed over
 // the block, then one float multiply by d_w·d_x.
@@ -209,20 +224,38 @@ float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n) {
     const BlockIQ3_S& b = w[i];
     int bsum = 0;
     for (int ib = 0; ib < 8; ++ib) {
-      int s = 0;
-      for (int m = 0; m < 8; ++m) {  // grid entry m: elements 4m..4m+3 of the sub-block
-        const uint32_t e = kGridIQ3S[b.qs[8 * ib + m] | (((b.qh[ib] >> m) & 1) << 8)];
-        for (int j = 0; j < 4; ++j) {
-          const int el = 4 * m + j, v = static_cast<int>((e >> (8 * j)) & 0xFF);
-          const bool neg = (b.signs[4 * ib + el / 8] >> (el % 8)) & 1;
-          s += (neg ? -v : v) * x[i].qs[32 * ib + el];
-        }
-      }
-      bsum += s * (1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15));
+      int idx[8];
+      for (int m = 0; m < 8; ++m) idx[m] = b.qs[8 * ib + m] | (((b.qh[ib] >> m) & 1) << 8);
+      bsum += iq3_sub_dot(kGridIQ3S, idx, b.signs + 4 * ib, x[i].qs + 32 * ib) *
+              (1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15));
     }
     sum += f16_to_f32(b.d) * x[i].d * static_cast<float>(bsum);
   }
   return sum;
+}
+
+void iq3xxs_signs(uint32_t aux, uint8_t* sg) {
+  for (int l = 0; l < 4; ++l) sg[l] = signs7(aux >> (7 * l));
+}
+
+// IQ3_XXS as ggml's vec_dot: Σ (2s + 1)·Σ ±magnitude·x_q per block in integers, times d_w·d_x,
+// and the sum over blocks times 0.25 (the scale's (0.5 + s)·0.5 = (2s + 1)/4).
+float ref_dot_iq3_xxs(const BlockIQ3_XXS* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const BlockIQ3_XXS& b = w[i];
+    int bsum = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint32_t aux = rd32(b.qs + 64 + 4 * ib);
+      int idx[8];
+      uint8_t sg[4];
+      for (int m = 0; m < 8; ++m) idx[m] = b.qs[8 * ib + m];
+      iq3xxs_signs(aux, sg);
+      bsum += iq3_sub_dot(kGridIQ3XXS, idx, sg, x[i].qs + 32 * ib) * static_cast<int>(2 * (aux >> 28) + 1);
+    }
+    sum += f16_to_f32(b.d) * x[i].d * static_cast<float>(bsum);
+  }
+  return 0.25f * sum;
 }
 
 bool is_codebook_type(DType t) {

@@ -64,7 +64,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
       case DType::Q3_K: put16(108, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::Q2_K: put16(80, f32_to_f16(sc(rng) * 0.1f)); put16(82, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::IQ4_XS:
-      case DType::IQ3_S: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
+      case DType::IQ3_S:
+      case DType::IQ3_XXS: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
       case DType::Q5_0:
       case DType::IQ4_NL: put16(0, f32_to_f16(sc(rng))); break;
       case DType::Q4_1:
@@ -78,7 +79,7 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,  DType::Q4_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K,  DType::IQ4_XS,
                            DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL, DType::Q2_K,
-                           DType::IQ3_S};
+                           DType::IQ3_S, DType::IQ3_XXS};
 
 struct IsaGuard {
   ~IsaGuard() { set_isa("auto"); }
@@ -509,7 +510,7 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
                   DType::Q5_1})
     for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
       for (int64_t nt : {1, 2, 3, 4, 67, 68}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS, DType::Q2_K, DType::IQ3_S})
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS, DType::Q2_K, DType::IQ3_S, DType::IQ3_XXS})
     for (int64_t cols : {256, 768, 1280})
       for (int64_t nt : {1, 2, 3, 4, 66, 68}) cases.push_back({t, {13, cols, nt}});
   for (const auto& [t, s] : cases) {
@@ -549,7 +550,8 @@ TEST(Matmul, PathNamesKernelTypes) {
     const bool q2k = isa == "scalar" || isa.rfind("avx", 0) == 0;
     EXPECT_STREQ(matmul_path(DType::Q2_K), q2k ? "kernel" : "dequantise") << isa;
     EXPECT_STREQ(matmul_path(DType::IQ3_S), q2k ? "kernel" : "dequantise") << isa;
-    for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS,
+    EXPECT_STREQ(matmul_path(DType::IQ3_XXS), q2k ? "kernel" : "dequantise") << isa;
+    for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
                     DType::IQ1_S, DType::IQ1_M, DType::MXFP4}) {
       EXPECT_STREQ(matmul_path(t), "dequantise") << isa << " " << dtype_name(t);
       EXPECT_TRUE(matmul_supports(t)) << dtype_name(t);

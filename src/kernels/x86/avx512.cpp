@@ -855,6 +855,31 @@ inline void unpack_iq3s(const BlockIQ3_S& b, KRow& o, const __m512i* idx) {
   o.dmin = 0.0f;
 }
 
+// IQ3_XXS: as IQ3_S with 8-bit indices; signs and scales from each sub-block's u32 (the sign
+// bytes built in general registers). Its (2s + 1)/4 scale: 2s + 1 here, the 1/4 folded into d
+// (a power of two: exact).
+inline void unpack_iq3xxs(const BlockIQ3_XXS& b, KRow& o, const __m512i* idx) {
+  uint64_t sc = 0;
+  uint8_t sg[32];
+  for (int ib = 0; ib < 8; ++ib) {
+    uint32_t aux;
+    std::memcpy(&aux, b.qs + 64 + 4 * ib, 4);
+    sc |= static_cast<uint64_t>(2 * (aux >> 28) + 1) << (8 * ib);
+    iq3xxs_signs(aux, sg + 4 * ib);
+  }
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+  for (int k = 0; k < 4; ++k) {
+    const __m512i ix = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k)));
+    o.q[k] = _mm512_i32gather_epi32(ix, kIQ3XXSGrid, 4);
+    uint64_t m;
+    std::memcpy(&m, sg + 8 * k, 8);
+    o.neg[k] = m;
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.25f;
+  o.dmin = 0.0f;
+}
+
 template <class B>
 inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
   if constexpr (std::is_same_v<B, BlockQ4_K>) unpack_q4k(blk, o, idx);
@@ -863,6 +888,7 @@ inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
   else if constexpr (std::is_same_v<B, BlockQ3_K>) unpack_q3k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockQ2_K>) unpack_q2k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockIQ3_S>) unpack_iq3s(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ3_XXS>) unpack_iq3xxs(blk, o, idx);
   else unpack_iq4xs(blk, o, idx);
 }
 
@@ -959,6 +985,7 @@ template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 2>::Tile<R, T>;
 template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
 template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 4>::Tile<R, T>;
 template <int R, int T> using TIQ3_S = TileK<BlockIQ3_S, 3>::Tile<R, T>;
+template <int R, int T> using TIQ3_XXS = TileK<BlockIQ3_XXS, 3>::Tile<R, T>;
 
 // ---- activations ------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -1104,13 +1131,17 @@ void mm_iq3_s(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ3_S, 3, 2, 4>(a);
   gemv_k<TIQ3_S>(a);
 }
+void mm_iq3_xxs(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ3_XXS, 3, 2, 4>(a);
+  gemv_k<TIQ3_XXS>(a);
+}
 
 }  // namespace
 
 const Kernels kAvx512Kernels = {
     "avx512",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
@@ -1123,7 +1154,7 @@ const Kernels kAvx512Kernels = {
 const Kernels kAvx512AmxKernels = {
     "avx512-amx",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
