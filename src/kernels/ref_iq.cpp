@@ -216,46 +216,48 @@ int iq3_sub_dot(const uint32_t* grid, const int* idx, const uint8_t* sg, const i
 }
 }  // namespace
 
-// IQ3_S as ggml's vec_dot: per sub-block Σ ±magnitude·x_q in integers times 1 + 2s, summed over
-// the block, then one float multiply by d_w·d_x.
-float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n / QK_K; ++i) {
-    const BlockIQ3_S& b = w[i];
-    int bsum = 0;
-    for (int ib = 0; ib < 8; ++ib) {
-      int idx[8];
-      for (int m = 0; m < 8; ++m) idx[m] = b.qs[8 * ib + m] | (((b.qh[ib] >> m) & 1) << 8);
-      bsum += iq3_sub_dot(kGridIQ3S, idx, b.signs + 4 * ib, x[i].qs + 32 * ib) *
-              (1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15));
-    }
-    sum += f16_to_f32(b.d) * x[i].d * static_cast<float>(bsum);
-  }
-  return sum;
-}
-
 void iq3xxs_signs(uint32_t aux, uint8_t* sg) {
   for (int l = 0; l < 4; ++l) sg[l] = signs7(aux >> (7 * l));
 }
 
-// IQ3_XXS as ggml's vec_dot: Σ (2s + 1)·Σ ±magnitude·x_q per block in integers, times d_w·d_x,
-// and the sum over blocks times 0.25 (the scale's (0.5 + s)·0.5 = (2s + 1)/4).
-float ref_dot_iq3_xxs(const BlockIQ3_XXS* w, const BlockQ8_K* x, int64_t n) {
+namespace {
+// The IQ3 dots as ggml's vec_dot: per sub-block the integer dot times its integer scale (sub()
+// fills the sub-block's 8 grid indices and 4 sign bytes and returns the scale), summed over the
+// block, then one float multiply by d_w·d_x.
+template <class B, class Sub>
+float iq3_dot(const B* w, const BlockQ8_K* x, int64_t n, const uint32_t* grid, Sub sub) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n / QK_K; ++i) {
-    const BlockIQ3_XXS& b = w[i];
     int bsum = 0;
     for (int ib = 0; ib < 8; ++ib) {
-      const uint32_t aux = rd32(b.qs + 64 + 4 * ib);
       int idx[8];
       uint8_t sg[4];
-      for (int m = 0; m < 8; ++m) idx[m] = b.qs[8 * ib + m];
-      iq3xxs_signs(aux, sg);
-      bsum += iq3_sub_dot(kGridIQ3XXS, idx, sg, x[i].qs + 32 * ib) * static_cast<int>(2 * (aux >> 28) + 1);
+      const int ls = sub(w[i], ib, idx, sg);
+      bsum += iq3_sub_dot(grid, idx, sg, x[i].qs + 32 * ib) * ls;
     }
-    sum += f16_to_f32(b.d) * x[i].d * static_cast<float>(bsum);
+    sum += f16_to_f32(w[i].d) * x[i].d * static_cast<float>(bsum);
   }
-  return 0.25f * sum;
+  return sum;
+}
+}  // namespace
+
+// IQ3_S: scale 1 + 2s.
+float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n) {
+  return iq3_dot(w, x, n, kGridIQ3S, [](const BlockIQ3_S& b, int ib, int* idx, uint8_t* sg) {
+    for (int m = 0; m < 8; ++m) idx[m] = b.qs[8 * ib + m] | (((b.qh[ib] >> m) & 1) << 8);
+    std::memcpy(sg, b.signs + 4 * ib, 4);
+    return 1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15);
+  });
+}
+
+// IQ3_XXS: scale 2s + 1 and the sum over blocks times 0.25 (its (0.5 + s)·0.5 = (2s + 1)/4).
+float ref_dot_iq3_xxs(const BlockIQ3_XXS* w, const BlockQ8_K* x, int64_t n) {
+  return 0.25f * iq3_dot(w, x, n, kGridIQ3XXS, [](const BlockIQ3_XXS& b, int ib, int* idx, uint8_t* sg) {
+    const uint32_t aux = rd32(b.qs + 64 + 4 * ib);
+    for (int m = 0; m < 8; ++m) idx[m] = b.qs[8 * ib + m];
+    iq3xxs_signs(aux, sg);
+    return static_cast<int>(2 * (aux >> 28) + 1);
+  });
 }
 
 bool is_codebook_type(DType t) {
