@@ -10,11 +10,12 @@
 namespace oxi::kern {
 
 // Weight types with a matmul kernel, in table order.
-// An ISA table may leave a type's entry empty (SIMD128 for Q3_K, IQ4_XS and the 32-element
-// fallback types Q5_0 … IQ4_NL): matmul then dequantises rows to f32 (its fallback) on that ISA.
+// An ISA table may leave a type's entry empty (NEON and SIMD128 for Q2_K, IQ3_S, IQ3_XXS; every
+// set for IQ2_*, IQ1_* and MXFP4): matmul then dequantises rows to f32
+// (its fallback) on that ISA.
 enum WType : int {
   kWF32, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWQ4_K, kWQ5_K, kWQ6_K, kWQ3_K, kWIQ4_XS,
-  kWQ5_0, kWIQ4_NL, kWQ4_1, kWQ5_1, kNumWTypes
+  kWQ5_0, kWIQ4_NL, kWQ4_1, kWQ5_1, kWQ2_K, kWIQ3_S, kWIQ3_XXS, kNumWTypes
 };
 // Activation formats (ggml's vec_dot_type).
 enum AType : int { kAF32, kAF16, kABF16, kAQ8_0, kAQ8_K, kAQ8_1, kNumATypes };

@@ -37,6 +37,9 @@ int wtype_index(DType t) {
     case DType::IQ4_NL: return kWIQ4_NL;
     case DType::Q4_1: return kWQ4_1;
     case DType::Q5_1: return kWQ5_1;
+    case DType::Q2_K: return kWQ2_K;
+    case DType::IQ3_S: return kWIQ3_S;
+    case DType::IQ3_XXS: return kWIQ3_XXS;
     default: return -1;
   }
 }
@@ -59,7 +62,8 @@ AType atype_of(int wtype) {
 DType wtype_dtype(int wtype) {
   static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                             DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS,
-                            DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1};
+                            DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1, DType::Q2_K,
+                            DType::IQ3_S, DType::IQ3_XXS};
   return k[wtype];
 }
 
@@ -157,7 +161,7 @@ bool is_fallback_type(DType t) {
     case DType::IQ4_XS:
     case DType::Q2_K:
     case DType::Q3_K: return true;
-    default: return false;
+    default: return kern::is_codebook_type(t);  // IQ1/IQ2/IQ3, MXFP4 (IQ3_S/XXS: kernels on x86 only)
   }
 }
 
@@ -190,11 +194,11 @@ void matmul_fallback(const MatrixView& w, const float* x, int64_t n_tokens, floa
   const int nth = in_parallel_region() ? 1 : num_threads();
   const int64_t rows = w.rows, cols = w.cols;
   // ggml first rounds the activations to the weight type's vec_dot_type — Q8_0 for the
-  // 32-element blocks, Q8_K for the K-quants and IQ4_XS —
+  // 32-element blocks (MXFP4 too), Q8_K for the K-quants and the IQ types (activation_type) —
   // and then multiplies exactly in integers. Round them the same way here (quantise, dequantise):
   // llama.cpp's Q4_K_M files put Q5_0 where Q4_K rows do not fit (Gemma 4 26B's experts), and
   // f32 activations there would differ from ggml by more than summation order.
-  const bool k_blocks = w.dtype == DType::Q2_K || w.dtype == DType::Q3_K || w.dtype == DType::IQ4_XS;
+  const bool k_blocks = activation_type(w.dtype) == DType::Q8_K;
   const AType at = k_blocks ? kAQ8_K : kAQ8_0;
   std::vector<float> xr(static_cast<size_t>(n_tokens * cols));
   parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {

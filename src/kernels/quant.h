@@ -88,6 +88,37 @@ struct BlockQ3_K {  // 110 bytes
   uint8_t scales[12];
   uint16_t d;
 };
+// Q2_K: 16 sub-blocks of 16, scales[j] low nibble the scale, high nibble the min of sub-block j;
+// value = d·sc·q − dmin·m, q the 2-bit field at shift 2g of byte 32h + l of qs for element
+// 128h + 32g + l (as Q3_K's, without the hmask bit).
+struct BlockQ2_K {  // 84 bytes
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d;
+  uint16_t dmin;
+};
+// IQ3_S: 8 sub-blocks of 32 = 4 groups of 8 = 8 grid entries of 4 magnitudes (kIQ3SGrid, 9-bit
+// index: qs[8ib + m] | bit m of qh[ib] << 8), sign bits per group (signs[4ib + l], bit j: element
+// 8l + j), scale nibble s (scales[ib/2], low for even ib); value = d·(1 + 2s)·±magnitude.
+struct BlockIQ3_S {  // 110 bytes
+  uint16_t d;
+  uint8_t qs[64];
+  uint8_t qh[8];
+  uint8_t signs[32];
+  uint8_t scales[4];
+};
+// IQ3_XXS: as IQ3_S with 8-bit indices (qs[8ib + m]) into kIQ3XXSGrid; after the 64 index bytes,
+// a u32 per sub-block: bits 7l..7l+6 group l's signs (eighth bit: even parity), bits 28..31 s;
+// value = d·(2s + 1)/4·±magnitude.
+struct BlockIQ3_XXS {  // 98 bytes
+  uint16_t d;
+  uint8_t qs[96];
+};
+// The IQ3 codebooks (the format's data, kernels/iq_grids.inc): entry i's byte j is magnitude j.
+extern const uint32_t* const kIQ3SGrid;
+extern const uint32_t* const kIQ3XXSGrid;
+// IQ3_XXS sign bytes of one sub-block (4 groups) from its u32.
+void iq3xxs_signs(uint32_t aux, uint8_t* sg);
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales biased by 32 (low 4 bits: nibble ib of
 // scales_l, high 2: bits 2ib..2ib+1 of scales_h); value = d·(ls − 32)·kIQ4NL[nibble], sub-block
 // ib's 16 bytes of qs hold elements 0..15 in their low nibbles and 16..31 in their high ones.
@@ -116,6 +147,9 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockIQ3_S) == 110);
+static_assert(sizeof(BlockIQ3_XXS) == 98);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -137,6 +171,10 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // --- scalar reference -------------------------------------------------------------------------
 // Dequantise n elements (n a multiple of the type's block size).
 void ref_dequantize(DType t, const void* src, float* dst, int64_t n);
+// The codebook types IQ2_XXS/XS/S, IQ3_XXS/S, IQ1_S/M and MXFP4 (ref_iq.cpp), bit-exact with
+// ggml's to_float; false for any other type.
+bool ref_dequantize_codebook(DType t, const void* src, float* dst, int64_t n);
+bool is_codebook_type(DType t);  // the types ref_dequantize_codebook handles
 // Quantise n floats (multiple of the block size). Q8_0/Q4_0 round exactly as ggml's
 // reference quantisers; Q8_K as ggml's quantize_row_q8_K_ref.
 void ref_quantize_q8_0(const float* x, BlockQ8_0* y, int64_t n);
@@ -172,6 +210,9 @@ float ref_dot_q4_K(const BlockQ4_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q5_K(const BlockQ5_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q6_K(const BlockQ6_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_q2_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq3_xxs(const BlockIQ3_XXS* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
 // The 32-element fallback types as ggml's vec_dot: Q5_0 / IQ4_NL × Q8_0 (d_w·d_x·Σ q_w·q_x per
 // block), Q4_1 / Q5_1 × Q8_1 (d_w·d_x·Σ q_w·q_x + m_w·s_x per block).
@@ -181,8 +222,8 @@ float ref_dot_q4_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
 float ref_dot_q5_1(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
 
 // The activation format a weight type's dot product consumes (ggml's vec_dot_type):
-// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0/Q5_0/IQ4_NL → Q8_0, Q4_1/Q5_1 → Q8_1, K-quants
-// and IQ4_XS → Q8_K.
+// F32 → F32, F16 → F16, BF16 → BF16, Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4 → Q8_0, Q4_1/Q5_1 → Q8_1,
+// K-quants and the IQ1/IQ2/IQ3/IQ4_XS types → Q8_K.
 DType activation_type(DType weight);
 
 }  // namespace oxi::kern

@@ -247,6 +247,7 @@ void ref_dequantize(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q2_K: return dequant_q2_K(static_cast<const uint8_t*>(src), dst, n / 256);
     case DType::Q3_K: return dequant_q3_K(static_cast<const BlockQ3_K*>(src), dst, n / 256);
     default:
+      if (ref_dequantize_codebook(t, src, dst, n)) return;  // IQ1/IQ2/IQ3, MXFP4 (ref_iq.cpp)
       throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(t) +
                                                " (no dequantisation kernel)");
   }
@@ -968,6 +969,24 @@ float ref_dot_q3_K(const BlockQ3_K* w, const BlockQ8_K* x, int64_t n) {
   return ref_dot_16x16(w, x, n, q3k_value, q3k_scale);
 }
 
+// Q2_K as ggml's vec_dot: Σ_j sc_j·Σ q·x_q and Σ_j m_j·bsum_j in integers, then
+// d_x·d_w·sumi − d_x·dmin_w·summ.
+float ref_dot_q2_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 256; ++i) {
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int h = j / 8, g = (j % 8) / 2, l0 = 16 * (j % 2);
+      int s = 0;
+      for (int l = 0; l < 16; ++l) s += ((w[i].qs[32 * h + l0 + l] >> (2 * g)) & 3) * x[i].qs[16 * j + l];
+      sumi += (w[i].scales[j] & 0xF) * s;
+      summ += (w[i].scales[j] >> 4) * x[i].bsums[j];
+    }
+    sum += x[i].d * f16_to_f32(w[i].d) * static_cast<float>(sumi) - x[i].d * f16_to_f32(w[i].dmin) * static_cast<float>(summ);
+  }
+  return sum;
+}
+
 // IQ4_XS as ggml's vec_dot: Σ_ib scale_ib·Σ grid(q)·x_q in integers, then d_x·d_w.
 float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n) {
   float sum = 0.0f;
@@ -1052,8 +1071,11 @@ DType activation_type(DType weight) {
     case DType::Q5_K:
     case DType::Q6_K:
     case DType::Q3_K:
+    case DType::Q2_K:
     case DType::IQ4_XS: return DType::Q8_K;
+    case DType::MXFP4: return DType::Q8_0;
     default:
+      if (is_codebook_type(weight)) return DType::Q8_K;  // the IQ1/IQ2/IQ3 types
       throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(weight) +
                                                " (no matmul kernel)");
   }

@@ -50,6 +50,9 @@ const Kernels kScalarKernels = {
         mm_ref<BlockIQ4_NL, BlockQ8_0, ref_dot_iq4_nl>,
         mm_ref<BlockQ4_1, BlockQ8_1, ref_dot_q4_1>,
         mm_ref<BlockQ5_1, BlockQ8_1, ref_dot_q5_1>,
+        mm_ref<BlockQ2_K, BlockQ8_K, ref_dot_q2_K>,
+        mm_ref<BlockIQ3_S, BlockQ8_K, ref_dot_iq3_s>,
+        mm_ref<BlockIQ3_XXS, BlockQ8_K, ref_dot_iq3_xxs>,
     },
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
 };

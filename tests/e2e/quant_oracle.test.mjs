@@ -13,14 +13,15 @@
 // noise: reported, not judged.
 // Per checkpoint:
 //   1. files: `oxinfer convert` → bf16 GGUF; llama.cpp's quantizer (libllama llama_model_quantize via
-//      shared/oracle/quantize_llama.py) → Q8_0, Q4_0, Q4_K_M, IQ4_XS, Q3_K_M; `oxinfer convert --type
-//      q8_0|q4_0|q4_k`.
+//      shared/oracle/quantize_llama.py) → Q8_0, Q4_0, Q4_K_M, IQ4_XS, Q3_K_M, Q2_K, IQ3_S
+//      (not IQ3_XXS / IQ2 / IQ1: llama.cpp refuses those without an importance matrix);
+//      `oxinfer convert --type q8_0|q4_0|q4_k`.
 //   2. bytes: our Q8_0 and Q4_0 files hold exactly llama-quantize's tensors (names, types, bytes).
 //   3. Q8_0, on llama's Q8_0 file, two prompts, 32 greedy tokens each: free-running greedy tokens
 //      identical up to the first unresolvable step, and teacher-forced (oxinfer fed the prompt,
 //      then llama.cpp's continuation) top-1 identical at every resolvable position.
-//   4. 4-bit (and 3-bit), on llama's Q4_0, Q4_K_M, IQ4_XS and Q3_K_M files (the last two run the
-//      IQ4_XS / Q3_K kernels), the same teacher-forced comparison over every
+//   4. 4-bit (and 3- and 2-bit), on llama's Q4_0, Q4_K_M, IQ4_XS, Q3_K_M, Q2_K and IQ3_S files
+//      (IQ4_XS / Q3_K / Q2_K / IQ3_S kernels), the same teacher-forced comparison over every
 //      prompt position and every generated step: top-1 agreement ≥ 95 % on resolvable positions
 //      (which must be at least 40 % of them); the agreement over all positions and every miss (both
 //      gaps and the noise floor) are reported.
@@ -48,6 +49,8 @@ const nlc = process.env.NLC_DIR ?? path.join(root, "tools/node");
 const shared = process.env.OXI_SHARED_DIR ?? path.join(root, "..", "shared");
 const devBin = path.join(path.dirname(gen), "..", "..", "tests", "oxi_models_tests");
 const N = 32;
+// llama.cpp recipes held to the 4-bit top-1 bar besides Q4_0 (QUANT_TYPES=a,b: a subset).
+const LOW_BIT = process.env.QUANT_TYPES ? process.env.QUANT_TYPES.split(",") : ["Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K", "IQ3_S"];
 const TOP1_BAR = 0.95;
 fs.mkdirSync(work, { recursive: true });
 
@@ -206,7 +209,7 @@ for (const c of cases) {
   convert(hf, f("bf16.gguf"), "bf16");
   const loadTypes = c.family === "gemma4" ? ["q8_0", "q4_k"] : ["q8_0"];
   for (const t of ["q8_0", "q4_0", ...loadTypes.filter((x) => x !== "q8_0")]) convert(hf, f(`ours.${t}.gguf`), t);
-  for (const t of ["Q8_0", "Q4_0", "Q4_K_M", "IQ4_XS", "Q3_K_M"]) llamaQuantize(f("bf16.gguf"), f(`llama.${t}.gguf`), t);
+  for (const t of ["Q8_0", "Q4_0", ...LOW_BIT]) llamaQuantize(f("bf16.gguf"), f(`llama.${t}.gguf`), t);
   const tFiles = (Date.now() - t0) / 1000;
   const rec = { case: c.name, seconds_files: tFiles };
   // 2. bytes
@@ -233,7 +236,7 @@ for (const c of cases) {
   }
   // 4. 4-bit top-1 agreement, teacher-forced
   const toks = promptTokens(c.family, 40, c.seed * 10 + 7);
-  for (const t of ["Q4_0", "Q4_K_M", "IQ4_XS", "Q3_K_M"]) {
+  for (const t of ["Q4_0", ...LOW_BIT]) {
     const a = top1(forcedPair(f(`llama.${t}.gguf`), toks, f(t), flash));
     if (!(a.agree_resolvable >= TOP1_BAR)) failures.push(`${c.name} ${t}: top-1 agreement ${(100 * a.agree_resolvable).toFixed(1)} % < ${100 * TOP1_BAR} % on resolvable positions (${JSON.stringify(a.misses)})`);
     if (a.resolvable < 0.4 * a.positions) failures.push(`${c.name} ${t}: only ${a.resolvable} of ${a.positions} positions resolvable: the model is too chaotic to test`);

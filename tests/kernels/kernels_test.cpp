@@ -62,7 +62,10 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
       case DType::Q5_K: put16(0, f32_to_f16(sc(rng))); put16(2, f32_to_f16(sc(rng))); break;
       case DType::Q6_K: put16(208, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::Q3_K: put16(108, f32_to_f16(sc(rng) * 0.1f)); break;
-      case DType::IQ4_XS: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
+      case DType::Q2_K: put16(80, f32_to_f16(sc(rng) * 0.1f)); put16(82, f32_to_f16(sc(rng) * 0.1f)); break;
+      case DType::IQ4_XS:
+      case DType::IQ3_S:
+      case DType::IQ3_XXS: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
       case DType::Q5_0:
       case DType::IQ4_NL: put16(0, f32_to_f16(sc(rng))); break;
       case DType::Q4_1:
@@ -75,7 +78,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
 
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,  DType::Q4_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K,  DType::IQ4_XS,
-                           DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL};
+                           DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL, DType::Q2_K,
+                           DType::IQ3_S, DType::IQ3_XXS};
 
 struct IsaGuard {
   ~IsaGuard() { set_isa("auto"); }
@@ -294,9 +298,9 @@ TEST(Quantize, RecipeTypesErrorBounds) {
 
 TEST(Matmul, UnsupportedTypeThrows) {
   std::vector<uint8_t> w(1024);
-  MatrixView v{DType::IQ2_XXS, 1, 256, w.data(), 66};
+  MatrixView v{DType::TQ1_0, 1, 256, w.data(), 54};
   float x[256] = {}, y[1];
-  EXPECT_FALSE(matmul_supports(DType::IQ2_XXS));
+  EXPECT_FALSE(matmul_supports(DType::TQ1_0));
   try {
     matmul(v, x, 1, y);
     FAIL();
@@ -509,8 +513,8 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
                   DType::Q5_1})
     for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
       for (int64_t nt : {1, 2, 3, 4, 67, 68}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS})
-    for (int64_t cols : {256, 768})
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS, DType::Q2_K, DType::IQ3_S, DType::IQ3_XXS})
+    for (int64_t cols : {256, 768, 1280})
       for (int64_t nt : {1, 2, 3, 4, 66, 68}) cases.push_back({t, {13, cols, nt}});
   for (const auto& [t, s] : cases) {
     auto wb = random_weights(t, s.rows, s.cols, 900 + static_cast<int>(s.cols) + static_cast<int>(t));
@@ -535,8 +539,9 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
 }
 
 // Q3_K, IQ4_XS and the 32-element types have kernels on every set (SIMD128 too since
-// 2026-12-07), and matmul_path says so (what `oxinfer inspect` / `bench` report); Q2_K is still
-// dequantised everywhere.
+// 2026-12-07), and matmul_path says so (what `oxinfer inspect` / `bench` report); Q2_K, IQ3_S and
+// IQ3_XXS have them on scalar/AVX2/AVX-512 only; the other codebook types and MXFP4 are still
+// dequantised everywhere (loadable, but slower).
 TEST(Matmul, PathNamesKernelTypes) {
   IsaGuard g;
   for (const auto& isa : available_isas()) {
@@ -545,7 +550,16 @@ TEST(Matmul, PathNamesKernelTypes) {
       EXPECT_STREQ(matmul_path(t), "kernel") << isa << " " << dtype_name(t);
       EXPECT_TRUE(matmul_is_native(t)) << isa << " " << dtype_name(t);
     }
-    EXPECT_STREQ(matmul_path(DType::Q2_K), "dequantise") << isa;
+    const bool q2k = isa == "scalar" || isa.rfind("avx", 0) == 0;
+    EXPECT_STREQ(matmul_path(DType::Q2_K), q2k ? "kernel" : "dequantise") << isa;
+    EXPECT_STREQ(matmul_path(DType::IQ3_S), q2k ? "kernel" : "dequantise") << isa;
+    EXPECT_STREQ(matmul_path(DType::IQ3_XXS), q2k ? "kernel" : "dequantise") << isa;
+    for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                    DType::IQ1_S, DType::IQ1_M, DType::MXFP4}) {
+      EXPECT_STREQ(matmul_path(t), "dequantise") << isa << " " << dtype_name(t);
+      EXPECT_TRUE(matmul_supports(t)) << dtype_name(t);
+    }
+    EXPECT_STREQ(matmul_path(DType::TQ1_0), "none") << isa;
   }
 }
 

@@ -282,6 +282,68 @@ inline void unpack(const BlockQ3_K& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
+// Q2_K: chunk c = 4h + g as Q3_K's (the 2-bit field at shift 2g of qs[32h + l]), no high bit;
+// scales (low nibbles) per 16 elements, mins (high nibbles) for the bsums correction (Kind 0).
+inline void unpack(const BlockQ2_K& b, KRow& o) {
+  const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  o.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h));
+    for (int g = 0; g < 4; ++g) {
+      const int c = 4 * h + g;
+      o.q[c] = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * g), m3);
+      o.sc[c] = split16(b.scales[2 * c] & 0xF, b.scales[2 * c + 1] & 0xF);
+    }
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+
+// 32 IQ3 magnitudes (element order) negated where bit e of the 4 sign bytes sg is set.
+inline __m256i iq3_signed(__m256i mag, const uint8_t* sg) {
+  const __m256i bitb = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3,
+                                          3, 3, 3, 3, 3);
+  uint32_t s;
+  std::memcpy(&s, sg, 4);
+  const __m256i sb = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(s)), spread), bitb);
+  const __m256i neg = _mm256_cmpeq_epi8(sb, bitb);
+  return _mm256_sub_epi8(_mm256_xor_si256(mag, neg), neg);
+}
+
+// IQ3_XXS: as IQ3_S with 8-bit indices, signs and scale 2s + 1 from each sub-block's u32, the
+// 1/4 folded into d (exact).
+inline void unpack(const BlockIQ3_XXS& b, KRow& o) {
+  for (int c = 0; c < 8; ++c) {
+    uint32_t aux;
+    std::memcpy(&aux, b.qs + 64 + 4 * c, 4);
+    uint8_t sg[4];
+    iq3xxs_signs(aux, sg);
+    const __m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
+    o.q[c] = iq3_signed(_mm256_i32gather_epi32(reinterpret_cast<const int*>(kIQ3XXSGrid), ix, 4), sg);
+    o.sc[c] = _mm256_set1_epi16(static_cast<short>(2 * (aux >> 28) + 1));
+  }
+  o.d = _cvtsh_ss(b.d) * 0.25f;
+  o.dmin = 0.0f;
+}
+
+// IQ3_S: chunk c = sub-block c: 8 grid indices (qs bytes, ninth bits from qh[c]), one gather of
+// their 4-byte magnitudes, negated where the sign bit is set (signed, as IQ4_XS's, for Kind 3).
+inline void unpack(const BlockIQ3_S& b, KRow& o) {
+  const __m256i bits8 = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128), nine = _mm256_set1_epi32(256);
+  for (int c = 0; c < 8; ++c) {
+    __m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * c)));
+    const __m256i hb = _mm256_and_si256(_mm256_set1_epi32(b.qh[c]), bits8);
+    ix = _mm256_or_si256(ix, _mm256_and_si256(_mm256_cmpeq_epi32(hb, bits8), nine));
+    const __m256i mag = _mm256_i32gather_epi32(reinterpret_cast<const int*>(kIQ3SGrid), ix, 4);
+    o.q[c] = iq3_signed(mag, b.signs + 4 * c);
+    o.sc[c] = _mm256_set1_epi16(static_cast<short>(1 + 2 * ((b.scales[c / 2] >> (4 * (c % 2))) & 15)));
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
 // IQ4_XS: chunk ib = sub-block ib, its 16 bytes' low nibbles then high nibbles looked up in the
 // IQ4_NL grid (signed values; TileK's Kind 3 multiplies them by the sign trick); one int16 scale.
 inline void unpack(const BlockIQ4_XS& b, KRow& o) {
@@ -295,7 +357,7 @@ inline void unpack(const BlockIQ4_XS& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
-// Kind 0: mins (Q4_K/Q5_K); 1: offset 32 (Q6_K); 2: offset 4 (Q3_K); 3: signed quants, no
+// Kind 0: mins (Q4_K/Q5_K/Q2_K); 1: offset 32 (Q6_K); 2: offset 4 (Q3_K); 3: signed quants, no
 // correction (IQ4_XS: |q| × sign(x, q), pairs ≤ 2·127·127, no int16 saturation).
 template <class B, int Kind>
 struct TileK {
@@ -357,6 +419,9 @@ template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
 template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 2>::Tile<R, T>;
 template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
+template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 0>::Tile<R, T>;
+template <int R, int T> using TIQ3_S = TileK<BlockIQ3_S, 3>::Tile<R, T>;
+template <int R, int T> using TIQ3_XXS = TileK<BlockIQ3_XXS, 3>::Tile<R, T>;
 
 // ---- activations --------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -417,6 +482,9 @@ void mm_q5_K(const MMArgs& a) { drive_stream_tiles<TQ5_K, 1, 4>(a); }
 void mm_q6_K(const MMArgs& a) { drive_stream_tiles<TQ6_K, 1, 4>(a); }
 void mm_q3_K(const MMArgs& a) { drive_stream_tiles<TQ3_K, 1, 4>(a); }
 void mm_iq4_xs(const MMArgs& a) { drive_stream_tiles<TIQ4_XS, 1, 4>(a); }
+void mm_q2_K(const MMArgs& a) { drive_stream_tiles<TQ2_K, 1, 4>(a); }
+void mm_iq3_s(const MMArgs& a) { drive_stream_tiles<TIQ3_S, 1, 4>(a); }
+void mm_iq3_xxs(const MMArgs& a) { drive_stream_tiles<TIQ3_XXS, 1, 4>(a); }
 void mm_q5_0(const MMArgs& a) { drive_stream_tiles<TQ5_0, 4, 2>(a); }
 void mm_iq4_nl(const MMArgs& a) { drive_stream_tiles<TIQ4_NL, 4, 2>(a); }
 void mm_q4_1(const MMArgs& a) { drive_stream_tiles<TQ4_1, 4, 2>(a); }
@@ -427,7 +495,7 @@ void mm_q5_1(const MMArgs& a) { drive_stream_tiles<TQ5_1, 4, 2>(a); }
 const Kernels kAvx2Kernels = {
     "avx2",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
-     mm_q4_1, mm_q5_1},
+     mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     8,
 };

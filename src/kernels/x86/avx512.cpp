@@ -657,7 +657,7 @@ inline __m512i idx_quads(int c) {
 struct KRow {
   __m512i q[4];
   __m512i sc[4];
-  __m256i mins16;  // Q4_K/Q5_K: per-16 mins (each m_j twice); Q6_K, Q3_K: per-16 scales
+  __m256i mins16;  // Q4_K/Q5_K: per-16 mins (each m_j twice); Q2_K: its per-16 mins; Q6_K, Q3_K: per-16 scales
   __mmask64 neg[4];  // IQ4_XS: q holds |value|, neg its negative lanes
   float d, dmin;
 };
@@ -692,7 +692,7 @@ inline void unpack_q5k(const BlockQ5_K& b, KRow& o, const __m512i* idx) {
 // then acc += d_w·d_x·s − (Q4_K/Q5_K) d_min·d_x·Σ m_j·bsum_j, or (Q6_K) the offset 32 removed as
 // 32·Σ sc_j·bsum_j.
 // Kind 0: Q4_K/Q5_K (mins), 1: Q6_K (offset 32), 2: Q3_K (offset 4), 3: IQ4_XS (|q| against x
-// negated where q < 0: products ≤ 127·127, no correction).
+// negated where q < 0: products ≤ 127·127, no correction), 4: Q2_K (mins, as 0, per-16 scales).
 template <int Kind>
 inline void k_accum_one(const KRow& w, const __m512i (&xv)[4], __m256i bs, float xd, __m512& acc) {
   __m512i s = _mm512_setzero_si512();
@@ -700,7 +700,7 @@ inline void k_accum_one(const KRow& w, const __m512i (&xv)[4], __m256i bs, float
     const __m512i x = Kind == 3 ? _mm512_mask_sub_epi8(xv[k], w.neg[k], _mm512_setzero_si512(), xv[k]) : xv[k];
     s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.q[k], x), w.sc[k]);
   }
-  if constexpr (Kind == 0) {
+  if constexpr (Kind == 0 || Kind == 4) {
     const __m256i mb = _mm256_madd_epi16(w.mins16, bs);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(w.d * xd), acc);
     acc = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(mb)), _mm512_set1_ps(w.dmin * xd), acc);
@@ -817,16 +817,82 @@ inline void unpack_iq4xs(const BlockIQ4_XS& b, KRow& o, const __m512i* idx) {
   o.dmin = 0.0f;
 }
 
+// Q2_K: chunks as Q3_K's (one bit matrix per 256-bit half moves 2-bit field g0 / g0 + 1 to bits
+// 0-1), no high bit; scales and mins are the low / high nibbles of the 16 scale bytes.
+inline void unpack_q2k(const BlockQ2_K& b, KRow& o, const __m512i* idx) {
+  const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), m4 = _mm_set1_epi8(0x0F);
+  o.mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), m4));
+  const __m512i s512 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(s8, m4)));
+  for (int k = 0; k < 4; ++k) {
+    const int h = k / 2, g0 = 2 * (k % 2);
+    const long long q0 = gf_from(2 * g0, 0) | gf_from(2 * g0 + 1, 1), q1 = gf_from(2 * g0 + 2, 0) | gf_from(2 * g0 + 3, 1);
+    const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * h)));
+    o.q[k] = gf_bits(Q, _mm512_set_epi64(q1, q1, q1, q1, q0, q0, q0, q0));
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], s512);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = _cvtsh_ss(b.dmin);
+}
+
+// IQ3_S: chunk k = sub-blocks 2k, 2k+1: 16 grid indices (qs bytes, ninth bits from qh[2k] and
+// qh[2k+1] as one 16-bit mask), one gather of their 4-byte entries gives |value| in element
+// order, and the 8 sign bytes are the negative lanes (Kind 3). Scales 1 + 2s per 32 elements.
+inline void unpack_iq3s(const BlockIQ3_S& b, KRow& o, const __m512i* idx) {
+  uint64_t sc = 0;
+  for (int ib = 0; ib < 8; ++ib) sc |= static_cast<uint64_t>(1 + 2 * ((b.scales[ib / 2] >> (4 * (ib % 2))) & 15)) << (8 * ib);
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+  const __m512i nine = _mm512_set1_epi32(256);
+  for (int k = 0; k < 4; ++k) {
+    __m512i ix = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k)));
+    ix = _mm512_mask_or_epi32(ix, static_cast<__mmask16>(b.qh[2 * k] | (b.qh[2 * k + 1] << 8)), ix, nine);
+    o.q[k] = _mm512_i32gather_epi32(ix, kIQ3SGrid, 4);
+    uint64_t sg;
+    std::memcpy(&sg, b.signs + 8 * k, 8);
+    o.neg[k] = sg;
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d);
+  o.dmin = 0.0f;
+}
+
+// IQ3_XXS: as IQ3_S with 8-bit indices; signs and scales from each sub-block's u32 (the sign
+// bytes built in general registers). Its (2s + 1)/4 scale: 2s + 1 here, the 1/4 folded into d
+// (a power of two: exact).
+inline void unpack_iq3xxs(const BlockIQ3_XXS& b, KRow& o, const __m512i* idx) {
+  uint64_t sc = 0;
+  uint8_t sg[32];
+  for (int ib = 0; ib < 8; ++ib) {
+    uint32_t aux;
+    std::memcpy(&aux, b.qs + 64 + 4 * ib, 4);
+    sc |= static_cast<uint64_t>(2 * (aux >> 28) + 1) << (8 * ib);
+    iq3xxs_signs(aux, sg + 4 * ib);
+  }
+  const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+  for (int k = 0; k < 4; ++k) {
+    const __m512i ix = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * k)));
+    o.q[k] = _mm512_i32gather_epi32(ix, kIQ3XXSGrid, 4);
+    uint64_t m;
+    std::memcpy(&m, sg + 8 * k, 8);
+    o.neg[k] = m;
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.25f;
+  o.dmin = 0.0f;
+}
+
 template <class B>
 inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
   if constexpr (std::is_same_v<B, BlockQ4_K>) unpack_q4k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockQ5_K>) unpack_q5k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockQ6_K>) unpack_q6k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockQ3_K>) unpack_q3k(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockQ2_K>) unpack_q2k(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ3_S>) unpack_iq3s(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ3_XXS>) unpack_iq3xxs(blk, o, idx);
   else unpack_iq4xs(blk, o, idx);
 }
 
-// Scale spreading per 64-element chunk: 32-element sub-blocks (Q4_K/Q5_K, IQ4_XS) or 16 (Q6_K, Q3_K).
+// Scale spreading per 64-element chunk: 32-element sub-blocks (Q4_K/Q5_K, IQ4_XS) or 16 (Q6_K, Q3_K, Q2_K).
 template <int Kind>
 inline void k_indices(__m512i* idx) {
   for (int k = 0; k < 4; ++k) idx[k] = Kind == 0 || Kind == 3 ? idx_pairs(k) : idx_quads(k);
@@ -917,6 +983,9 @@ template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 0>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 1>::Tile<R, T>;
 template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 2>::Tile<R, T>;
 template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
+template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 4>::Tile<R, T>;
+template <int R, int T> using TIQ3_S = TileK<BlockIQ3_S, 3>::Tile<R, T>;
+template <int R, int T> using TIQ3_XXS = TileK<BlockIQ3_XXS, 3>::Tile<R, T>;
 
 // ---- activations ------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -1054,13 +1123,25 @@ void mm_iq4_xs(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ4_XS, 3, 2, 4>(a);
   gemv_k<TIQ4_XS>(a);
 }
+void mm_q2_K(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockQ2_K, 4, 2, 4>(a);
+  gemv_k<TQ2_K>(a);
+}
+void mm_iq3_s(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ3_S, 3, 2, 4>(a);
+  gemv_k<TIQ3_S>(a);
+}
+void mm_iq3_xxs(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ3_XXS, 3, 2, 4>(a);
+  gemv_k<TIQ3_XXS>(a);
+}
 
 }  // namespace
 
 const Kernels kAvx512Kernels = {
     "avx512",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
@@ -1073,7 +1154,7 @@ const Kernels kAvx512Kernels = {
 const Kernels kAvx512AmxKernels = {
     "avx512-amx",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
