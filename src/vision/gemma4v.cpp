@@ -166,14 +166,8 @@ void rms_rows(float* x, const float* w, int64_t n, int64_t k, float eps) {
 Gemma4VTower::~Gemma4VTower() = default;
 
 std::unique_ptr<Gemma4VTower> Gemma4VTower::from_mmproj(const std::string& path) {
-  GgufFile f = read_gguf(path);
+  GgufFile f = read_mmproj(path, "gemma4v", "a Gemma 4 vision tower");
   const GgufMetadata& md = f.metadata;
-  if (md.get_string("general.architecture", "") != "clip")
-    throw_error(ErrorCode::kInvalidArgument, path + ": not an mmproj file (general.architecture is not 'clip')");
-  std::string proj = md.get_string("clip.vision.projector_type", "");
-  if (proj.empty()) proj = md.get_string("clip.projector_type", "");
-  if (proj != "gemma4v")
-    throw_error(ErrorCode::kUnsupported, path + ": projector type '" + proj + "' is not a Gemma 4 vision tower (gemma4v)");
   std::unique_ptr<Gemma4VTower> t(new Gemma4VTower());
   Gemma4VConfig& c = t->c_;
   c.hidden = md.get_int("clip.vision.embedding_length");

@@ -6,6 +6,15 @@
 
 namespace oxi::vision {
 
+namespace {
+// A tower's rows are the text model's input rows: their widths must agree.
+void check_width(int64_t out, const ModelInfo& info, const std::string& file) {
+  if (out != info.n_embd)
+    throw_error(ErrorCode::kInvalidArgument, file + ": projection width " + std::to_string(out) +
+                                                 " does not match the model's embedding width " + std::to_string(info.n_embd));
+}
+}  // namespace
+
 std::unique_ptr<Qwen3VLTower> load_vision_tower(const ModelInfo& info, const ModelFiles& files,
                                                 const std::string& mmproj) {
   const bool hf_tower = files.hf && files.hf->config.contains("vision_config");
@@ -15,11 +24,7 @@ std::unique_ptr<Qwen3VLTower> load_vision_tower(const ModelInfo& info, const Mod
                                              (model_family(info.arch) == "gemma4" ? std::string(" (Gemma 4 images: oxinfer run --image)")
                                                                                   : std::string(" (Qwen 3.5 has)")));
   std::unique_ptr<Qwen3VLTower> tower = mmproj.empty() ? Qwen3VLTower::from_hf(*files.hf) : Qwen3VLTower::from_mmproj(mmproj);
-  if (tower->config().out != info.n_embd)
-    throw_error(ErrorCode::kInvalidArgument, (mmproj.empty() ? files.path : mmproj) + ": projection width " +
-                                                 std::to_string(tower->config().out) +
-                                                 " does not match the model's embedding width " +
-                                                 std::to_string(info.n_embd));
+  check_width(tower->config().out, info, mmproj.empty() ? files.path : mmproj);
   return tower;
 }
 
@@ -30,11 +35,7 @@ std::unique_ptr<Gemma4VTower> load_gemma4_vision_tower(const ModelInfo& info, co
   if (model_family(info.arch) != "gemma4")
     throw_error(ErrorCode::kUnsupported, "images: the model (" + info.arch + ") is not a Gemma 4 model");
   std::unique_ptr<Gemma4VTower> tower = mmproj.empty() ? Gemma4VTower::from_hf(*files.hf) : Gemma4VTower::from_mmproj(mmproj);
-  if (tower->config().out != info.n_embd)
-    throw_error(ErrorCode::kInvalidArgument, (mmproj.empty() ? files.path : mmproj) + ": projection width " +
-                                                 std::to_string(tower->config().out) +
-                                                 " does not match the model's embedding width " +
-                                                 std::to_string(info.n_embd));
+  check_width(tower->config().out, info, mmproj.empty() ? files.path : mmproj);
   return tower;
 }
 

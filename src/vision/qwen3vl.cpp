@@ -125,14 +125,8 @@ void layer_norm_rows(const float* x, const std::vector<float>& w, const std::vec
 Qwen3VLTower::~Qwen3VLTower() = default;
 
 std::unique_ptr<Qwen3VLTower> Qwen3VLTower::from_mmproj(const std::string& path) {
-  GgufFile f = read_gguf(path);
+  GgufFile f = read_mmproj(path, "qwen3vl_merger", "a Qwen 3.5 vision tower");
   const GgufMetadata& md = f.metadata;
-  if (md.get_string("general.architecture", "") != "clip")
-    throw_error(ErrorCode::kInvalidArgument, path + ": not an mmproj file (general.architecture is not 'clip')");
-  std::string proj = md.get_string("clip.projector_type", "");
-  if (proj.empty()) proj = md.get_string("clip.vision.projector_type", "");
-  if (proj != "qwen3vl_merger")
-    throw_error(ErrorCode::kUnsupported, path + ": projector type '" + proj + "' is not supported (qwen3vl_merger is)");
   std::unique_ptr<Qwen3VLTower> t(new Qwen3VLTower());
   Qwen3VLConfig& c = t->c_;
   c.hidden = md.get_int("clip.vision.embedding_length");

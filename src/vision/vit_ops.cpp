@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/fused.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
@@ -59,6 +60,19 @@ void gelu_tanh_rows(float* x, const float* bias, int64_t n, int64_t k) {
       for (int64_t j = 0; j < k; ++j) row[j] = 0.5f * row[j] * (1.0f + u[static_cast<size_t>(j)]);
     }
   });
+}
+
+GgufFile read_mmproj(const std::string& path, const std::string& projector, const std::string& name) {
+  GgufFile f = read_gguf(path);
+  const GgufMetadata& md = f.metadata;
+  if (md.get_string("general.architecture", "") != "clip")
+    throw_error(ErrorCode::kInvalidArgument, path + ": not an mmproj file (general.architecture is not 'clip')");
+  // A file with a vision and an audio tower names each one's type apart.
+  std::string proj = md.get_string("clip.vision.projector_type", "");
+  if (proj.empty()) proj = md.get_string("clip.projector_type", "");
+  if (proj != projector)
+    throw_error(ErrorCode::kUnsupported, path + ": projector type '" + proj + "' is not " + name + " (" + projector + ")");
+  return f;
 }
 
 }  // namespace oxi::vision

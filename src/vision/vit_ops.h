@@ -3,8 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+#include "format/gguf.h"
 
 namespace oxi::vision {
+
+// An mmproj GGUF (general.architecture "clip") whose vision projector type
+// (clip.vision.projector_type, else clip.projector_type, as llama.cpp's loader reads it) is
+// `projector`. oxi::Error:
+// kInvalidArgument for a file that is not an mmproj, kUnsupported "PATH: projector type 'X' is
+// not NAME" for another projector, and read_gguf's errors.
+GgufFile read_mmproj(const std::string& path, const std::string& projector, const std::string& name);
 
 // Full (non-causal) multi-head attention over N rows: for head hh, query row i reads
 // q[i·q_stride + hh·hd …], keys/values likewise; out[i·H·hd + hh·hd …] = softmax(scale·q·Kᵀ)·V.
