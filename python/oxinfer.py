@@ -24,7 +24,7 @@ import threading
 __all__ = ["Model", "Context", "Generation", "OxinferError", "load_library"]
 
 SEED_RANDOM = 2**64 - 1
-SPEC_NONE, SPEC_AUTO, SPEC_NGRAM = 0, 1, 2
+SPEC_NONE, SPEC_AUTO, SPEC_NGRAM, SPEC_MTP = 0, 1, 2, 3
 _STOP_REASONS = {0: "eos", 1: "max_tokens", 2: "context_full", 3: "cancelled"}
 
 
@@ -174,11 +174,13 @@ class Model(_Handle):
 
     _free = "oxi_model_free"
 
-    def __init__(self, path, n_threads=0, chat_template=None, device="none", library=None):
+    def __init__(self, path, n_threads=0, chat_template=None, device="none", library=None, draft_model=None):
         load_library(library)
         p = _lib.oxi_model_default_params()
         p.n_threads = n_threads
         p.device = device.encode() if device else None
+        if draft_model is not None:  # llama.cpp's -md: Qwen 3.5's MTP-only GGUF, for spec="mtp"
+            p.draft_model = os.fsencode(draft_model)
         if chat_template is not None:
             p.chat_template = chat_template.encode()
         h = ctypes.c_void_p()
@@ -255,7 +257,7 @@ class Context(_Handle):
         p.json_schema = schema
         grammar_bytes = grammar.encode() if grammar is not None else None
         p.grammar = grammar_bytes
-        p.spec_mode = {"none": SPEC_NONE, "auto": SPEC_AUTO, "ngram": SPEC_NGRAM}[spec]
+        p.spec_mode = {"none": SPEC_NONE, "auto": SPEC_AUTO, "ngram": SPEC_NGRAM, "mtp": SPEC_MTP}[spec]
         ids = list(prompt)
         kept = 0
         if reuse_prefix:

@@ -17,9 +17,11 @@ ok() { echo "ok   - $1"; }
 bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
 
 node "$SRC/tools/gen/extract_tokenizer.mjs" "$WORK/tok" >/dev/null || { echo "FAIL - tokenizer extraction"; exit 1; }
-"$OXI_GEN" qwen35 --out "$WORK/q35" --seed 21 --tokenizer-dir "$WORK/tok" \
+"$OXI_GEN" qwen35 --out "$WORK/q35" --seed 21 --tokenizer-dir "$WORK/tok" --mtp \
   --chat-template "$SHARED/testdata/templates/Qwen3.5-4B.jinja" >/dev/null || { echo "FAIL - oxi-gen"; exit 1; }
-"$OXINFER" convert "$WORK/q35" -o "$WORK/m.gguf" --type q8_0 >/dev/null 2>&1 || { echo "FAIL - convert"; exit 1; }
+# The model without its MTP head, and the head alone (the draft file for draft_model).
+"$OXINFER" convert "$WORK/q35" -o "$WORK/m.gguf" --type q8_0 --no-mtp --mtp "$WORK/mtp-m.gguf" >/dev/null 2>&1 ||
+  { echo "FAIL - convert"; exit 1; }
 M="$WORK/m.gguf"
 "$OXINFER" run -m "$M" --tokens 1,2,3 -n 8 --temp 0 --json --spec none > "$WORK/ref_raw.jsonl" 2>/dev/null
 "$OXINFER" run -m "$M" -p "Hi there" -n 8 --temp 0 --json --spec none > "$WORK/ref_chat.jsonl" 2>/dev/null
@@ -81,6 +83,16 @@ try:
     check(False, "a bad grammar raises")
 except oxinfer.OxinferError as e:
     check(e.status == 1 and "undefined rule 'item'" in str(e), f"a bad grammar raises OxinferError(INVALID_ARGUMENT): {e}")
+# draft_model (the C API's oxi_model_params.draft_model, llama.cpp's -md): MTP drafting gives the
+# plain greedy tokens; a file without a head is refused.
+md = oxinfer.Model(model_path, n_threads=2, draft_model=f"{work}/mtp-m.gguf")
+gm = md.context(n_ctx=256).generate([1, 2, 3], max_tokens=8, temperature=0, spec="mtp")
+check(gm.tokens == [r["id"] for r in ref], f"draft_model + spec='mtp': the greedy tokens {gm.tokens}")
+try:
+    oxinfer.Model(model_path, n_threads=2, draft_model=model_path)
+    check(False, "a draft file without an MTP head raises")
+except oxinfer.OxinferError as e:
+    check("not an MTP file" in str(e), f"a draft file without an MTP head raises: {e}")
 sys.exit(1 if fails else 0)
 PY
 then ok "python bindings"; else bad "python bindings"; fi
