@@ -182,7 +182,9 @@ void dequant_iq1_m(const uint8_t* b, float* y, int64_t nb) {
 // E2M1 values (2^(−127) and 2^(−128) as subnormals).
 float e8m0_half(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
+  float f;  // memcpy, not std::bit_cast: emscripten 3.1.6's libc++ has no bit_cast
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // MXFP4 (17 B / 32): exponent byte e, qs[16]: low nibbles elements 0..15, high 16..31;
