@@ -28,11 +28,7 @@ ok() { echo "ok   - $1"; }
 bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
 
 [ -x "$VIS_TESTS" ] || { echo "FAIL - $VIS_TESTS not built"; exit 1; }
-$PY -c 'import PIL' 2>/dev/null || { echo "SKIP: python3-pil missing (scripts/setup.sh installs it)"; exit 0; }
-[ -f "$NLC_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle" ] || { echo "SKIP: node-llama-cpp missing"; exit 0; }
-t0=$(date +%s)
-MTMD="$("$SRC/scripts/build_llama_mtmd.sh" 2> "$WORK/build.log")" || { tail -20 "$WORK/build.log"; echo "FAIL - building llama-mtmd-cli"; exit 1; }
-echo "# llama-mtmd-cli ready in $(( $(date +%s) - t0 )) s: $MTMD"
+. "$SRC/tests/e2e/lib/mtmd_ref.sh"  # skips, $MTMD, t0
 
 node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/tok" >/dev/null || { echo "FAIL - tokenizer extraction"; exit 1; }
 # Tower: hidden 64, 2 blocks, 4 heads, clipped linears, standardisation, a 96-entry position table.

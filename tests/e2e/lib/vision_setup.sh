@@ -3,11 +3,7 @@
 # llama-mtmd-cli into $MTMD (scripts/build_llama_mtmd.sh, cached), sets t0, and writes the
 # synthetic Qwen 3.5 model with a vision tower ($WORK/q35v, f32, real tokenizer and template) and
 # its GGUF pair ($WORK/m.gguf + $WORK/mmproj.gguf, converted by us).
-$PY -c 'import PIL' 2>/dev/null || { echo "SKIP: python3-pil missing (scripts/setup.sh installs it)"; exit 0; }
-[ -f "$NLC_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle" ] || { echo "SKIP: node-llama-cpp missing"; exit 0; }
-t0=$(date +%s)
-MTMD="$("$SRC/scripts/build_llama_mtmd.sh" 2> "$WORK/build.log")" || { tail -20 "$WORK/build.log"; echo "FAIL - building llama-mtmd-cli"; exit 1; }
-echo "# llama-mtmd-cli ready in $(( $(date +%s) - t0 )) s: $MTMD"
+. "$SRC/tests/e2e/lib/mtmd_ref.sh"
 
 node "$SRC/tools/gen/extract_tokenizer.mjs" "$WORK/tok" >/dev/null || { echo "FAIL - tokenizer extraction"; exit 1; }
 "$OXI_GEN" qwen35 --vision --out "$WORK/q35v" --seed 21 --dtype f32 --tokenizer-dir "$WORK/tok" \
