@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
+#include "convert/mmproj_writer.h"
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "format/gguf.h"
@@ -68,87 +69,60 @@ void convert_gemma4_mmproj(const HfCheckpoint& hf, const std::string& out_path, 
     if (mean.size() != 3 || stdv.size() != 3) throw_error(ErrorCode::kFormat, pp_path + ": image_mean/image_std need 3 values");
   }
 
-  const DType mt = opt.out_type == DType::F32 ? DType::F32 : DType::F16;
-  GgufWriter w;
-  std::vector<std::string> seen;
-  auto emit = [&](const std::string& name, std::vector<int64_t> shape, DType type, int64_t rows, int64_t cols,
-                  std::function<void(int64_t, float*)> row) {
-    auto rb = dtype_row_bytes(type, static_cast<uint64_t>(cols));
-    if (!rb) throw_error(ErrorCode::kInternal, "convert: row size for " + name);
-    w.add_tensor(name, type, std::move(shape), *rb * static_cast<uint64_t>(rows),
-                 [type, rows, cols, row](uint8_t* dst, uint64_t) {
-                   quantize_rows(type, rows, cols, dst, [&row](int64_t r, float* x, float*) { row(r, x); });
-                 });
-  };
-  auto copy = [&](const std::string& out_name, const std::string& in, const std::vector<int64_t>& shape, bool matrix) {
-    const TensorInfo& t = wt::require(hf.tensors, in, shape);
-    seen.push_back(in);
-    const int64_t cols = shape.back(), rows = t.n_elements() / cols;
-    const MatrixView m = wt::matrix(t, rows, cols);
-    emit(out_name, shape, matrix ? mt : DType::F32, rows, cols, [m](int64_t r, float* x) { dequantize_row(m, r, x); });
-  };
+  MmprojWriter T(hf, opt.out_type == DType::F32 ? DType::F32 : DType::F16);
+  const DType mt = T.matrix_type();
   // A scalar bound (HF: a 0-d tensor) → a one-element f32 tensor.
   auto scalar = [&](const std::string& out_name, const std::string& in) {
     const TensorInfo* t = hf.tensors.find(in);
     if (!t) return;
     if (t->n_elements() != 1) throw_error(ErrorCode::kFormat, hf.dir + ": " + in + " is not a scalar");
-    seen.push_back(in);
+    T.take(in);
     const float x = wt::to_f32(*t)[0];
-    emit(out_name, {1}, DType::F32, 1, 1, [x](int64_t, float* dst) { dst[0] = x; });
+    T.emit(out_name, {1}, DType::F32, 1, 1, [x](int64_t, float* dst) { dst[0] = x; });
   };
   auto linear = [&](const std::string& out, const std::string& in, int64_t rows, int64_t cols) {
-    copy(out + ".weight", in + ".linear.weight", {rows, cols}, true);
+    T.copy(out + ".weight", in + ".linear.weight", {rows, cols}, true);
     for (const char* b : {"input_min", "input_max", "output_min", "output_max"})
       scalar(out + "." + b, in + "." + b);
   };
   {
     // [h, P·P·3] in (py, px, c) order → conv kernel [h, 3, P, P].
     const TensorInfo& t = wt::require(hf.tensors, v + "patch_embedder.input_proj.weight", {h, P * P * 3});
-    seen.push_back(v + "patch_embedder.input_proj.weight");
+    T.take(v + "patch_embedder.input_proj.weight");
     auto all = std::make_shared<const std::vector<float>>(wt::to_f32(t));
-    emit("v.patch_embd.weight", {h, 3, P, P}, mt, h * 3, P * P, [all, P](int64_t r, float* x) {  // row (o, c)
+    T.emit("v.patch_embd.weight", {h, 3, P, P}, mt, h * 3, P * P, [all, P](int64_t r, float* x) {  // row (o, c)
       const int64_t o = r / 3, c = r % 3;
       for (int64_t k = 0; k < P * P; ++k) x[k] = (*all)[static_cast<size_t>(o * P * P * 3 + k * 3 + c)];
     });
   }
-  copy("v.position_embd.weight", v + "patch_embedder.position_embedding_table", {2, S, h}, false);
+  T.copy("v.position_embd.weight", v + "patch_embedder.position_embedding_table", {2, S, h}, false);
   for (int64_t i = 0; i < depth; ++i) {
     const std::string b = v + "encoder.layers." + std::to_string(i) + ".", o = "v.blk." + std::to_string(i) + ".";
     const int64_t hd = h / heads;
-    copy(o + "ln1.weight", b + "input_layernorm.weight", {h}, false);
+    T.copy(o + "ln1.weight", b + "input_layernorm.weight", {h}, false);
     linear(o + "attn_q", b + "self_attn.q_proj", h, h);
     linear(o + "attn_k", b + "self_attn.k_proj", h, h);
     linear(o + "attn_v", b + "self_attn.v_proj", h, h);
     linear(o + "attn_out", b + "self_attn.o_proj", h, h);
-    copy(o + "attn_q_norm.weight", b + "self_attn.q_norm.weight", {hd}, false);
-    copy(o + "attn_k_norm.weight", b + "self_attn.k_norm.weight", {hd}, false);
-    copy(o + "attn_post_norm.weight", b + "post_attention_layernorm.weight", {h}, false);
-    copy(o + "ln2.weight", b + "pre_feedforward_layernorm.weight", {h}, false);
+    T.copy(o + "attn_q_norm.weight", b + "self_attn.q_norm.weight", {hd}, false);
+    T.copy(o + "attn_k_norm.weight", b + "self_attn.k_norm.weight", {hd}, false);
+    T.copy(o + "attn_post_norm.weight", b + "post_attention_layernorm.weight", {h}, false);
+    T.copy(o + "ln2.weight", b + "pre_feedforward_layernorm.weight", {h}, false);
     linear(o + "ffn_gate", b + "mlp.gate_proj", ffn, h);
     linear(o + "ffn_up", b + "mlp.up_proj", ffn, h);
     linear(o + "ffn_down", b + "mlp.down_proj", h, ffn);
-    copy(o + "ffn_post_norm.weight", b + "post_feedforward_layernorm.weight", {h}, false);
-    if (hf.tensors.contains(b + "layer_scalar")) copy(o + "out_scale.weight", b + "layer_scalar", {1}, false);
+    T.copy(o + "ffn_post_norm.weight", b + "post_feedforward_layernorm.weight", {h}, false);
+    if (hf.tensors.contains(b + "layer_scalar")) T.copy(o + "out_scale.weight", b + "layer_scalar", {1}, false);
   }
   if (hf.tensors.contains(v + "std_bias")) {
-    copy("v.std_bias", v + "std_bias", {h}, false);
-    copy("v.std_scale", v + "std_scale", {h}, false);
+    T.copy("v.std_bias", v + "std_bias", {h}, false);
+    T.copy("v.std_scale", v + "std_scale", {h}, false);
   }
-  copy("mm.input_projection.weight", "model.embed_vision.embedding_projection.weight", {d_text, h}, true);
-  for (const auto& [name, t] : hf.tensors.all()) {
-    if (name.rfind(v, 0) != 0 && name.rfind("model.embed_vision.", 0) != 0) continue;
-    if (std::find(seen.begin(), seen.end(), name) == seen.end())
-      throw_error(ErrorCode::kUnsupported, hf.dir + ": unexpected vision tensor " + name + " " + t.shape_string());
-  }
+  T.copy("mm.input_projection.weight", "model.embed_vision.embedding_projection.weight", {d_text, h}, true);
+  T.check_all_used({v, "model.embed_vision."});
 
-  w.set_string("general.architecture", "clip");
-  w.set_string("general.type", "mmproj");
-  std::string name = std::filesystem::path(hf.dir).filename().string();
-  if (name.empty()) name = std::filesystem::path(hf.dir).parent_path().filename().string();
-  w.set_string("general.name", name);
-  w.set_u32("general.file_type", mt == DType::F32 ? 0 : 1);
-  w.set_bool("clip.has_vision_encoder", true);
-  w.set_string("clip.projector_type", "gemma4v");
+  T.write_header("gemma4v");
+  GgufWriter& w = T.w;
   // llama.cpp's converter writes no activation key for gemma4v, and its loader then takes
   // gelu_quick; the checkpoint says gelu_pytorch_tanh, so we write clip.use_gelu (tanh GELU).
   w.set_bool("clip.use_gelu", true);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
+#include "convert/mmproj_writer.h"
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "format/gguf.h"
@@ -77,79 +78,51 @@ void convert_qwen35_mmproj(const HfCheckpoint& hf, const std::string& out_path, 
   const auto side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n_pos))));
   if (side * side != n_pos) throw_error(ErrorCode::kFormat, hf.dir + ": num_position_embeddings is not a square");
 
-  const DType mt = opt.out_type == DType::F32 ? DType::F32 : DType::F16;
-  GgufWriter w;
-  std::vector<std::string> seen;
-  // One output tensor: `rows` rows of `cols` produced by row(r, dst).
-  auto emit = [&](const std::string& name, std::vector<int64_t> shape, DType type, int64_t rows, int64_t cols,
-                  std::function<void(int64_t, float*)> row) {
-    auto rb = dtype_row_bytes(type, static_cast<uint64_t>(cols));
-    if (!rb) throw_error(ErrorCode::kInternal, "convert: row size for " + name);
-    w.add_tensor(name, type, std::move(shape), *rb * static_cast<uint64_t>(rows),
-                 [type, rows, cols, row](uint8_t* dst, uint64_t) {
-                   quantize_rows(type, rows, cols, dst, [&row](int64_t r, float* x, float*) { row(r, x); });
-                 });
-  };
-  auto copy = [&](const std::string& out_name, const std::string& in, const std::vector<int64_t>& shape, bool matrix) {
-    const TensorInfo& t = wt::require(hf.tensors, in, shape);
-    seen.push_back(in);
-    const int64_t cols = shape.back(), rows = t.n_elements() / cols;
-    const MatrixView m = wt::matrix(t, rows, cols);
-    emit(out_name, shape, matrix ? mt : DType::F32, rows, cols, [m](int64_t r, float* x) { dequantize_row(m, r, x); });
-  };
+  MmprojWriter T(hf, opt.out_type == DType::F32 ? DType::F32 : DType::F16);
+  const DType mt = T.matrix_type();
   const std::string v = "model.visual.";
   {
     // Conv3d [h, 3, 2, P, P] → two Conv2d kernels [h, 3, P, P] (time slice 0 and 1).
     const TensorInfo& t = wt::require(hf.tensors, v + "patch_embed.proj.weight", {h, 3, 2, patch, patch});
-    seen.push_back(v + "patch_embed.proj.weight");
+    T.take(v + "patch_embed.proj.weight");
     const int64_t pp2 = patch * patch;
     auto all = std::make_shared<const std::vector<float>>(wt::to_f32(t));  // [o, c, t, py, px]
     for (int64_t ts = 0; ts < 2; ++ts) {
-      emit(ts == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight.1", {h, 3, patch, patch}, mt, h * 3, pp2,
+      T.emit(ts == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight.1", {h, 3, patch, patch}, mt, h * 3, pp2,
            [all, ts, pp2](int64_t r, float* x) {  // row (o, c)
              const float* src = all->data() + (r * 2 + ts) * pp2;
              std::copy(src, src + pp2, x);
            });
     }
   }
-  copy("v.patch_embd.bias", v + "patch_embed.proj.bias", {h}, false);
-  copy("v.position_embd.weight", v + "pos_embed.weight", {n_pos, h}, false);
+  T.copy("v.patch_embd.bias", v + "patch_embed.proj.bias", {h}, false);
+  T.copy("v.position_embd.weight", v + "pos_embed.weight", {n_pos, h}, false);
   for (int64_t i = 0; i < depth; ++i) {
     const std::string b = v + "blocks." + std::to_string(i) + ".", o = "v.blk." + std::to_string(i) + ".";
-    copy(o + "ln1.weight", b + "norm1.weight", {h}, false);
-    copy(o + "ln1.bias", b + "norm1.bias", {h}, false);
-    copy(o + "attn_qkv.weight", b + "attn.qkv.weight", {3 * h, h}, true);
-    copy(o + "attn_qkv.bias", b + "attn.qkv.bias", {3 * h}, false);
-    copy(o + "attn_out.weight", b + "attn.proj.weight", {h, h}, true);
-    copy(o + "attn_out.bias", b + "attn.proj.bias", {h}, false);
-    copy(o + "ln2.weight", b + "norm2.weight", {h}, false);
-    copy(o + "ln2.bias", b + "norm2.bias", {h}, false);
-    copy(o + "ffn_up.weight", b + "mlp.linear_fc1.weight", {ffn, h}, true);
-    copy(o + "ffn_up.bias", b + "mlp.linear_fc1.bias", {ffn}, false);
-    copy(o + "ffn_down.weight", b + "mlp.linear_fc2.weight", {h, ffn}, true);
-    copy(o + "ffn_down.bias", b + "mlp.linear_fc2.bias", {h}, false);
+    T.copy(o + "ln1.weight", b + "norm1.weight", {h}, false);
+    T.copy(o + "ln1.bias", b + "norm1.bias", {h}, false);
+    T.copy(o + "attn_qkv.weight", b + "attn.qkv.weight", {3 * h, h}, true);
+    T.copy(o + "attn_qkv.bias", b + "attn.qkv.bias", {3 * h}, false);
+    T.copy(o + "attn_out.weight", b + "attn.proj.weight", {h, h}, true);
+    T.copy(o + "attn_out.bias", b + "attn.proj.bias", {h}, false);
+    T.copy(o + "ln2.weight", b + "norm2.weight", {h}, false);
+    T.copy(o + "ln2.bias", b + "norm2.bias", {h}, false);
+    T.copy(o + "ffn_up.weight", b + "mlp.linear_fc1.weight", {ffn, h}, true);
+    T.copy(o + "ffn_up.bias", b + "mlp.linear_fc1.bias", {ffn}, false);
+    T.copy(o + "ffn_down.weight", b + "mlp.linear_fc2.weight", {h, ffn}, true);
+    T.copy(o + "ffn_down.bias", b + "mlp.linear_fc2.bias", {h}, false);
   }
   const int64_t mh = h * merge * merge;
-  copy("v.post_ln.weight", v + "merger.norm.weight", {h}, false);
-  copy("v.post_ln.bias", v + "merger.norm.bias", {h}, false);
-  copy("mm.0.weight", v + "merger.linear_fc1.weight", {mh, mh}, true);
-  copy("mm.0.bias", v + "merger.linear_fc1.bias", {mh}, false);
-  copy("mm.2.weight", v + "merger.linear_fc2.weight", {out, mh}, true);
-  copy("mm.2.bias", v + "merger.linear_fc2.bias", {out}, false);
-  for (const auto& [name, t] : hf.tensors.all()) {
-    if (name.rfind(v, 0) != 0) continue;
-    if (std::find(seen.begin(), seen.end(), name) == seen.end())
-      throw_error(ErrorCode::kUnsupported, hf.dir + ": unexpected vision tensor " + name + " " + t.shape_string());
-  }
+  T.copy("v.post_ln.weight", v + "merger.norm.weight", {h}, false);
+  T.copy("v.post_ln.bias", v + "merger.norm.bias", {h}, false);
+  T.copy("mm.0.weight", v + "merger.linear_fc1.weight", {mh, mh}, true);
+  T.copy("mm.0.bias", v + "merger.linear_fc1.bias", {mh}, false);
+  T.copy("mm.2.weight", v + "merger.linear_fc2.weight", {out, mh}, true);
+  T.copy("mm.2.bias", v + "merger.linear_fc2.bias", {out}, false);
+  T.check_all_used({v});
 
-  w.set_string("general.architecture", "clip");
-  w.set_string("general.type", "mmproj");
-  std::string name = std::filesystem::path(hf.dir).filename().string();
-  if (name.empty()) name = std::filesystem::path(hf.dir).parent_path().filename().string();
-  w.set_string("general.name", name);
-  w.set_u32("general.file_type", mt == DType::F32 ? 0 : 1);
-  w.set_bool("clip.has_vision_encoder", true);
-  w.set_string("clip.projector_type", "qwen3vl_merger");
+  T.write_header("qwen3vl_merger");
+  GgufWriter& w = T.w;
   w.set_bool("clip.use_gelu", true);
   w.set_u32("clip.vision.projection_dim", static_cast<uint32_t>(out));
   w.set_u32("clip.vision.image_size", static_cast<uint32_t>(side * patch));
