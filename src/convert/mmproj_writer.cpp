@@ -28,7 +28,9 @@ void MmprojWriter::copy(const std::string& out_name, const std::string& in, cons
 }
 
 void MmprojWriter::check_all_used(const std::vector<std::string>& prefixes) const {
-  for (const auto& [name, t] : hf_.tensors.all()) {
+  for (const auto& entry : hf_.tensors.all()) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 (emscripten) cannot capture one
+    const TensorInfo& t = entry.second;
     if (std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; })) continue;
     if (std::find(seen_.begin(), seen_.end(), name) == seen_.end())
       throw_error(ErrorCode::kUnsupported, hf_.dir + ": unexpected vision tensor " + name + " " + t.shape_string());
