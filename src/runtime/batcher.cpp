@@ -23,7 +23,7 @@ uint64_t Batcher::rows() const {
 }
 
 void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits,
-                      const float* embd, const int32_t* pos3, float* hidden_all) {
+                      const float* embd, const int32_t* pos3, float* hidden_all, bool non_causal) {
   if (tokens.empty()) return;
   Req r;
   r.state = &state;
@@ -33,6 +33,7 @@ void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, flo
   r.logits = logits;
   r.hidden_all = hidden_all;
   r.all = all_logits;
+  r.non_causal = non_causal;
   submit(std::span<Req>(&r, 1));
 }
 
@@ -83,6 +84,21 @@ void Batcher::submit(std::span<Req> reqs) {
 }
 
 void Batcher::run(std::vector<Req*>& reqs) {
+  // A non-causal submission's rows see the later rows of its own sequence: the flag is the pass's,
+  // so such a submission never shares one.
+  if (reqs.size() > 1 && std::any_of(reqs.begin(), reqs.end(), [](const Req* q) { return q->non_causal; })) {
+    std::vector<Req*> rest;
+    for (Req* q : reqs) {
+      if (!q->non_causal) {
+        rest.push_back(q);
+        continue;
+      }
+      std::vector<Req*> one{q};
+      run(one);
+    }
+    if (!rest.empty()) run(rest);
+    return;
+  }
   std::vector<SequenceState*> states;
   std::vector<int32_t> tok, seq;
   std::vector<uint8_t> want;  // outputs: each submission's last entry, or all of a verify step's
@@ -130,6 +146,7 @@ void Batcher::run(std::vector<Req*>& reqs) {
   b.token = tok.data();
   b.seq = seq.data();
   b.output = want.data();
+  b.non_causal = reqs.size() == 1 && reqs[0]->non_causal;
   if (any_embd) b.embd = embd.data();
   if (any_pos) {
     b.pos = pos.data();

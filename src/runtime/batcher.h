@@ -48,8 +48,11 @@ class Batcher {
   // the entries whose id is negative; pos3 [tokens.size(), 3] explicit mRoPE positions (nullptr:
   // the cache positions), as Batch (models/model.h) takes them. hidden_all (optional,
   // [tokens.size(), n_embd]): every token's final normed hidden state as well (MTP drafting).
+  // non_causal: the submission is one image whose rows see each other (Batch::non_causal): it runs
+  // in a pass of its own.
   void forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits = false,
-               const float* embd = nullptr, const int32_t* pos3 = nullptr, float* hidden_all = nullptr);
+               const float* embd = nullptr, const int32_t* pos3 = nullptr, float* hidden_all = nullptr,
+               bool non_causal = false);
 
   // Hidden-state submissions (embeddings): each job feeds `tokens` to its `state` and gets every
   // token's final normed hidden state in `hidden` ([tokens.size(), n_embd], BatchOutput::hidden_all),
@@ -79,6 +82,7 @@ class Batcher {
     float* hidden = nullptr;  // hidden-state submission: [tokens.size(), n_embd], no logits
     float* hidden_all = nullptr;  // a logits submission that also wants every token's hidden row
     bool all = false;
+    bool non_causal = false;
     bool done = false;
     std::exception_ptr error;
   };

@@ -101,7 +101,7 @@ void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool
   if (rows.pos3 && n > 0) pos_offset_ = rows.pos3[3 * (n - 1)] + 1 - (p0 + n);
   // Hidden rows only for MTP drafting, and only contiguous ones from plain token sequences; the
   // rows the head has taken in go first.
-  const bool keep = mtp_ && hid_n_ == p0 && !rows.embd && !pos3;
+  const bool keep = mtp_ && hid_n_ == p0 && !rows.embd && !pos3 && !rows.non_causal;
   if (keep) {
     const int64_t drop = std::min(mtp_->fed(), hid_n_) - hid_base_;
     if (drop > 0) {
@@ -112,13 +112,13 @@ void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool
   }
   float* keep_at = keep ? hid_.data() + (p0 - hid_base_) * d : nullptr;
   if (batcher_) {
-    batcher_->forward(*state_, tokens, logits, all, rows.embd, pos3, keep_at);
+    batcher_->forward(*state_, tokens, logits, all, rows.embd, pos3, keep_at, rows.non_causal);
     if (keep) hid_n_ = p0 + n;
     return;
   }
-  if (rows.embd || pos3) {  // no hidden rows kept (above)
+  if (rows.embd || pos3 || rows.non_causal) {  // no hidden rows kept (above)
     std::vector<int32_t> pos(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) pos[static_cast<size_t>(j)] = pos3[3 * j];
+    for (int64_t j = 0; j < n; ++j) pos[static_cast<size_t>(j)] = pos3 ? pos3[3 * j] : static_cast<int32_t>(p0 + j);
     const std::vector<uint8_t> every(all ? static_cast<size_t>(n) : 0, 1);
     Batch b;
     b.n = n;
@@ -126,6 +126,7 @@ void Session::model_forward(std::span<const int32_t> tokens, float* logits, bool
     b.embd = rows.embd;
     b.pos = pos.data();
     b.pos3 = pos3;
+    b.non_causal = rows.non_causal;
     if (all) b.output = every.data();
     SequenceState* st[1] = {state_.get()};
     model_.forward_batch(st, b, BatchOutput{logits, nullptr});
@@ -186,14 +187,14 @@ void Session::forward_chunked(std::span<const int32_t> tokens, int32_t chunk, co
                                                    std::to_string(n_vocab) + ")");
     }
   }
-  const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : 512;
+  const size_t step = rows.non_causal ? tokens.size() : chunk > 0 ? static_cast<size_t>(chunk) : 512;
   logits_valid_ = false;
   try {
     for (size_t i = 0; i < tokens.size(); i += step) {
       const auto part = tokens.subspan(i, std::min(step, tokens.size() - i));
       const int64_t d = model_.info().n_embd;
       const EntryRows part_rows{rows.embd ? rows.embd + static_cast<int64_t>(i) * d : nullptr,
-                                rows.pos3 ? rows.pos3 + 3 * i : nullptr};
+                                rows.pos3 ? rows.pos3 + 3 * i : nullptr, rows.non_causal};
       model_forward(part, logits_.data(), false, part_rows);
       tokens_.insert(tokens_.end(), part.begin(), part.end());
       feed_head_if_full();

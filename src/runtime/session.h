@@ -114,9 +114,12 @@ struct GenerateResult {
 // mRoPE positions (nullptr: cache positions). After a span with pos3, later entries and generated
 // tokens continue from its last t + 1: the session keeps that offset from the cache position
 // (Qwen3-VL: an image of R × C rows advances the position by max(R, C), not R · C).
+// non_causal: the span is one image whose rows see each other (Batch::non_causal; Gemma 4 26B/31B):
+// it goes to the model in one pass, never split into chunks.
 struct EntryRows {
   const float* embd = nullptr;
   const int32_t* pos3 = nullptr;
+  bool non_causal = false;
 };
 
 // Return false to stop (the result then says kCancelled).

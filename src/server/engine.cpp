@@ -3,9 +3,11 @@
 // generation loop on its own thread, and their forward steps meet in one Batcher, so the active
 // slots decode together in one pass over the weights and a new prompt is pre-filled in chunks
 // mixed with the ongoing decodes (runtime/batcher.h; a sequence computes what it would alone).
-// Images (Qwen 3.5 with a vision tower, loaded once): the template places `<|image_pad|>` where a
-// message has an image part, place_images swaps it for the image's rows (ids keyed by content
-// hash), and generate encodes only the images the prompt cache does not already hold.
+// Images (a vision tower, loaded once): the template places its image token where a message has an
+// image part (Qwen 3.5: `<|image_pad|>` between the vision start/end tokens it writes; Gemma 4:
+// `<|image|>`, which becomes `<|image>` rows `<image|>` as llama.cpp's mtmd writes them),
+// place_images swaps it for the image's rows (ids keyed by content hash), and generate encodes only
+// the images the prompt cache does not already hold.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -175,24 +177,30 @@ class ServerEngine final : public Engine {
                                                   std::vector<int32_t>* prefix) override {
     const std::vector<ImageRef> refs = image_refs(req.messages);
     if (refs.empty()) return nullptr;
-    if (!tower_) {
+    if (!tower_ && !gtower_) {
       throw RequestError(400, refs[0].param, "this model takes no images: the server has no vision tower for it "
                                              "(start it with --mmproj FILE, or serve an HF checkpoint that has one)");
     }
     auto media = std::make_shared<PromptMedia>();
     size_t decoded = 0;
-    const int64_t cell = tower_->config().patch * tower_->config().merge;
+    const int64_t cell = tower_ ? tower_->config().patch * tower_->config().merge : gtower_->config().patch * gtower_->config().pool;
     for (const ImageRef& ref : refs) {
       const std::string bytes = image_url_bytes(ref, opt_.media_dir);
       PromptImage im;
       try {
         im.pixels = vision::decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
                                          "the image", kMaxServerImagePixels);
-        const vision::Size t = tower_->target_size({im.pixels.width, im.pixels.height});
+        const vision::Size in{im.pixels.width, im.pixels.height};
+        const vision::Size t = tower_ ? tower_->target_size(in) : gtower_->target_size(in);
         im.nx = t.width / cell;
         im.ny = t.height / cell;
       } catch (const Error& e) {
         throw RequestError(400, ref.param, e.what());
+      }
+      // Rows that see each other go in one pass (llama.cpp refuses more than a ubatch the same way).
+      if (gtower_ && vision::gemma4_image_non_causal(model_->info().n_embd) && im.nx * im.ny > Model::kMaxUbatch) {
+        throw RequestError(400, ref.param, "the image makes " + std::to_string(im.nx * im.ny) + " rows; this model attends to an image's rows "
+                                           "together, in one pass of at most " + std::to_string(Model::kMaxUbatch) + " (send a smaller image)");
       }
       decoded += im.pixels.rgb.size();
       if (decoded > kMaxRequestImageBytes) {
@@ -202,16 +210,21 @@ class ServerEngine final : public Engine {
       im.ids = image_row_ids(bytes);
       media->images.push_back(std::move(im));
     }
-    // Each placeholder → the next image's rows, at Qwen3-VL's positions (vision::MediaEntries).
+    // Each placeholder → the next image's rows (Gemma 4: between <|image> and <image|>), at
+    // Qwen3-VL's positions or plain ones (vision::MediaEntries).
+    media->non_causal = gtower_ && vision::gemma4_image_non_causal(model_->info().n_embd);
     auto expand = [&](std::vector<int32_t>& v, bool whole) {
       vision::MediaEntries ent;
+      ent.mrope = tower_ != nullptr;
       size_t k = 0, start = 0;
       for (size_t i = 0; i < v.size(); ++i) {
         if (v[i] != image_pad_) continue;
         if (k == media->images.size()) break;
         ent.add_text(std::span<const int32_t>(v.data() + start, i - start));
+        if (gtower_) ent.add_text(std::span<const int32_t>(&image_beg_, 1));
         if (whole) media->images[k].first = ent.tok.size();
         ent.add_image(media->images[k].nx, media->images[k].ny, media->images[k].ids);
+        if (gtower_) ent.add_text(std::span<const int32_t>(&image_end_, 1));
         ++k;
         start = i + 1;
       }
@@ -279,7 +292,17 @@ class ServerEngine final : public Engine {
     Batcher::Participant participant(batcher_.get());
     {
       Session& ses = *slot.session;
-      const size_t cached = reuse(ses, prompt);
+      size_t cached = reuse(ses, prompt);
+      // A reuse point inside an image whose rows see each other cannot stand: start over. (Pieces
+      // end at image edges below, so a stored snapshot never falls there.)
+      if (media && media->non_causal) {
+        for (const PromptImage& im : media->images) {
+          if (cached <= im.first || cached >= im.first + static_cast<size_t>(im.nx * im.ny)) continue;
+          ses.reset();
+          cached = 0;
+          break;
+        }
+      }
       out.n_cached = static_cast<int>(cached);
       {
         std::lock_guard<std::mutex> lk(mu_);
@@ -291,15 +314,30 @@ class ServerEngine final : public Engine {
       auto rows_at = [&](size_t p) {
         return media ? EntryRows{embd.data() + (p - cached) * d, media->pos3.data() + 3 * p} : EntryRows{};
       };
+      // Gemma 4's images go in llama.cpp mtmd's chunks (the text before an image, its rows, ...):
+      // the pieces end at image edges, and an image whose rows see each other is one piece.
+      std::vector<size_t> cuts;
+      if (media && gtower_) {
+        for (const PromptImage& im : media->images) cuts.insert(cuts.end(), {im.first, im.first + static_cast<size_t>(im.nx * im.ny)});
+      }
+      const auto next_cut = [&](size_t p) {
+        for (size_t c : cuts)
+          if (c > p) return c;
+        return prompt.size();
+      };
       const auto t0 = Clock::now();
-      // Pre-fill up to the turn boundary in pieces, checkpointing along the way.
+      // Pre-fill up to the turn boundary (and past the last image) in pieces, checkpointing up to
+      // the boundary.
       size_t pos = cached;
-      const size_t stop_at = boundary > pos ? boundary : pos;
+      const size_t stop_at = std::max({boundary, cuts.empty() ? size_t{0} : cuts.back(), pos});
       while (pos < stop_at) {
-        const size_t n = std::min(kCheckpointEvery, stop_at - pos);
-        ses.prefill(std::span<const int32_t>(prompt.data() + pos, n), go, rows_at(pos));
+        const bool image = media && media->non_causal && pos < prompt.size() && prompt[pos] < 0;
+        const size_t n = image ? next_cut(pos) - pos : std::min({kCheckpointEvery, stop_at - pos, next_cut(pos) - pos});
+        EntryRows rows = rows_at(pos);
+        rows.non_causal = image;
+        ses.prefill(std::span<const int32_t>(prompt.data() + pos, n), go, rows);
         pos += n;
-        store(ses.snapshot());
+        if (pos <= boundary) store(ses.snapshot());
       }
       const double pre_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       auto r = ses.generate(std::span<const int32_t>(prompt.data() + pos, prompt.size() - pos), go,
@@ -465,7 +503,7 @@ class ServerEngine final : public Engine {
                 {"n_vocab", mi.n_vocab}, {"quant", opt_.quant}, {"chat_template", loaded_->chat_template},
                 {"format", fs::is_directory(path, ec) ? "safetensors" : "gguf"}, {"modified", modified},
                 {"bos_token", loaded_->bos_text}, {"eos_token", loaded_->eos_text},
-                {"n_slots", static_cast<int>(slots_.size())}, {"vision", tower_ != nullptr},
+                {"n_slots", static_cast<int>(slots_.size())}, {"vision", tower_ != nullptr || gtower_ != nullptr},
                 {"defaults", {{"temperature", defaults_.temperature}, {"top_k", defaults_.top_k},
                               {"top_p", defaults_.top_p}, {"min_p", defaults_.min_p},
                               {"repeat_penalty", defaults_.repeat_penalty}, {"repeat_last_n", defaults_.penalty_last_n},
@@ -493,7 +531,7 @@ class ServerEngine final : public Engine {
       std::shared_ptr<const std::vector<float>> enc = cached_encoding(im.ids);
       if (!enc) {
         const auto t0 = Clock::now();
-        vision::ImageEmbedding e = tower_->encode(im.pixels);
+        vision::ImageEmbedding e = tower_ ? tower_->encode(im.pixels) : gtower_->encode(im.pixels);
         out.image_encode_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         out.n_images_encoded++;
         enc = std::make_shared<const std::vector<float>>(std::move(e.rows));
@@ -538,11 +576,12 @@ class ServerEngine final : public Engine {
       model_id_ = !opt_.alias.empty() ? opt_.alias : !model_->info().name.empty() ? model_->info().name : opt_.model_path;
       defaults_ = loaded_->defaults;
       pooling_ = resolve_pooling();
-      // The vision tower, once per server: --mmproj, else the HF checkpoint's own. Images here are
-      // Qwen 3.5's only: a Gemma 4 checkpoint with its own tower is served text-only (an image part
-      // gets the no-tower 400), a Gemma 4 --mmproj is refused at start (docs/multimodal.md).
+      // The vision tower, once per server: --mmproj, else the HF checkpoint's own.
       try {
-        if (!opt_.mmproj.empty() || model_family(model_->info().arch) == "qwen35")
+        const std::string fam = model_family(model_->info().arch);
+        if (fam == "gemma4")
+          gtower_ = vision::load_gemma4_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
+        else if (!opt_.mmproj.empty() || fam == "qwen35")
           tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
       } catch (const Error& e) {
         // A tower that came from the -hf repo on its own (not asked for by --mmproj) must not
@@ -550,11 +589,15 @@ class ServerEngine final : public Engine {
         if (!opt_.mmproj_from_repo) throw;
         std::fprintf(stderr, "oxinfer: warning: the repo's mmproj is not used (%s); serving text only\n", e.what());
         tower_.reset();
+        gtower_.reset();
       }
-      if (tower_) {
-        const std::vector<int32_t> pad = tok_->encode("<|image_pad|>", false, true);
-        if (pad.size() != 1) throw_error(ErrorCode::kUnsupported, "the model's vocabulary has no <|image_pad|> token (not a vision model)");
-        image_pad_ = pad[0];
+      if (tower_) image_pad_ = special_token("<|image_pad|>");
+      if (gtower_) {
+        image_pad_ = special_token("<|image|>");
+        image_beg_ = special_token("<|image>");
+        image_end_ = special_token("<image|>");
+      }
+      if (tower_ || gtower_) {
         std::fprintf(stderr, "oxinfer: vision tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
       }
       if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && !model_->has_mtp())
@@ -755,8 +798,17 @@ class ServerEngine final : public Engine {
   std::string model_id_;
   SamplingParams defaults_;
   Pooling pooling_ = Pooling::kNone;  // the embeddings endpoints' (resolve_pooling)
-  std::unique_ptr<vision::Qwen3VLTower> tower_;  // nullptr: text only
-  int32_t image_pad_ = -1;                       // the template's image placeholder token
+  // The vision tower (at most one; both nullptr: text only) and its tokens: the template's image
+  // placeholder, and Gemma 4's image start / end tokens around the rows.
+  std::unique_ptr<vision::Qwen3VLTower> tower_;
+  std::unique_ptr<vision::Gemma4VTower> gtower_;
+  int32_t image_pad_ = -1, image_beg_ = -1, image_end_ = -1;
+
+  int32_t special_token(const char* text) const {
+    const std::vector<int32_t> ids = tok_->encode(text, false, true);
+    if (ids.size() != 1) throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + text + " token (not a vision model)");
+    return ids[0];
+  }
 
   mutable std::mutex mu_;
   std::condition_variable slot_cv_;

@@ -31,6 +31,7 @@ struct PromptImage {
 struct PromptMedia {
   std::vector<PromptImage> images;
   std::vector<int32_t> pos3;  // [prompt entries, 3]
+  bool non_causal = false;    // each image's rows see each other (Gemma 4 26B/31B; one pass per image)
 };
 
 // An image_url part of a message, in message order.
