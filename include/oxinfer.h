@@ -19,8 +19,9 @@ extern "C" {
  * (oxi_generate_params.spec_mode / draft_max / draft_min, oxi_context_spec_stats) and
  * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn.
  * 5: oxi_model_params.n_gpu_layers. 6: oxi_generate_params.grammar. 7: oxi_model_params.cache_type_k
- * / cache_type_v. 8: oxi_model_params.draft_model. */
-#define OXI_API_VERSION 8
+ * / cache_type_v. 8: oxi_model_params.draft_model. 9: images: oxi_model_params.mmproj,
+ * oxi_context_prefill_image. */
+#define OXI_API_VERSION 9
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -60,6 +61,9 @@ typedef struct oxi_model_params {
   const char* draft_model; /* llama.cpp's -md: NULL/"" none; a draft model's GGUF. Qwen 3.5: an
                               MTP-only file (llama.cpp converter's --mtp), whose head drafts for
                               OXI_SPEC_MTP / OXI_SPEC_AUTO. Other families: OXI_ERR_UNSUPPORTED */
+  const char* mmproj; /* llama.cpp's --mmproj: NULL/"" the HF checkpoint's own vision tower if it
+                         has one (loaded on the first image); else the tower's mmproj GGUF, loaded
+                         (and checked against the model) by oxi_model_open */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);
@@ -219,6 +223,22 @@ typedef struct oxi_generate_result {
 oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt,
                         const oxi_generate_params* params, oxi_token_callback on_token,
                         void* user_data, oxi_generate_result* result);
+
+/* ---- images (docs/multimodal.md "C API") --------------------------------------------------
+ * A prompt with images goes in pieces, as llama.cpp's mtmd evaluates it: render the chat with a
+ * marker where each image goes (e.g. "<__media__>"), tokenize the text between markers
+ * (oxi_tokenize with parse_special), feed each text piece with oxi_context_prefill and each image
+ * with oxi_context_prefill_image, then pass the last text piece (never empty: the generation
+ * prompt) to oxi_generate. */
+
+/* Appends one image to the context's sequence: the model's image-start token, the vision tower's
+ * rows, the image-end token (Qwen 3.5: <|vision_start|> … <|vision_end|> at mRoPE positions;
+ * Gemma 4: <|image> … <image|>), as llama.cpp's mtmd places them. bytes: a PNG, JPEG, WebP, GIF or
+ * BMP file's bytes (read during the call; at most 4096 × 4096 pixels). n_entries (optional): the
+ * context entries the image took (rows + 2). A model without a vision tower:
+ * OXI_ERR_INVALID_ARGUMENT; bad bytes: OXI_ERR_INVALID_ARGUMENT naming the reason; an image that
+ * does not fit the context: OXI_ERR_INVALID_ARGUMENT, nothing appended. */
+oxi_status oxi_context_prefill_image(oxi_context* ctx, const void* bytes, size_t n_bytes, int32_t* n_entries);
 
 /* Speculative decoding in the context's last oxi_generate call: verify steps run, draft tokens
  * verified, draft tokens accepted (any pointer may be NULL). */

@@ -42,7 +42,7 @@ class _ModelParams(ctypes.Structure):
     _fields_ = [("n_threads", ctypes.c_int32), ("quant", ctypes.c_char_p),
                 ("chat_template", ctypes.c_char_p), ("device", ctypes.c_char_p), ("flash_attn", ctypes.c_int32),
                 ("n_gpu_layers", ctypes.c_int32), ("cache_type_k", ctypes.c_char_p), ("cache_type_v", ctypes.c_char_p),
-                ("draft_model", ctypes.c_char_p)]
+                ("draft_model", ctypes.c_char_p), ("mmproj", ctypes.c_char_p)]
 
 
 class _ModelDesc(ctypes.Structure):
@@ -117,6 +117,8 @@ def load_library(path=None):
         "oxi_context_reset": ([ctypes.c_void_p], ctypes.c_int),
         "oxi_context_n_past": ([ctypes.c_void_p], I32),
         "oxi_context_reuse_prefix": ([ctypes.c_void_p, P(I32), SZ, P(SZ)], ctypes.c_int),
+        "oxi_context_prefill": ([ctypes.c_void_p, P(I32), SZ], ctypes.c_int),
+        "oxi_context_prefill_image": ([ctypes.c_void_p, ctypes.c_char_p, SZ, P(I32)], ctypes.c_int),
         "oxi_generate_default_params": ([], _GenerateParams),
         "oxi_generate": ([ctypes.c_void_p, P(I32), SZ, P(_GenerateParams), _CALLBACK, ctypes.c_void_p,
                           P(_GenerateResult)], ctypes.c_int),
@@ -174,13 +176,15 @@ class Model(_Handle):
 
     _free = "oxi_model_free"
 
-    def __init__(self, path, n_threads=0, chat_template=None, device="none", library=None, draft_model=None):
+    def __init__(self, path, n_threads=0, chat_template=None, device="none", library=None, draft_model=None, mmproj=None):
         load_library(library)
         p = _lib.oxi_model_default_params()
         p.n_threads = n_threads
         p.device = device.encode() if device else None
         if draft_model is not None:  # llama.cpp's -md: Qwen 3.5's MTP-only GGUF, for spec="mtp"
             p.draft_model = os.fsencode(draft_model)
+        if mmproj is not None:  # llama.cpp's --mmproj: the vision tower for Context.prefill_image
+            p.mmproj = os.fsencode(mmproj)
         if chat_template is not None:
             p.chat_template = chat_template.encode()
         h = ctypes.c_void_p()
@@ -207,6 +211,17 @@ class Model(_Handle):
         buf = ctypes.create_string_buffer(n.value + 1)
         _check(_lib.oxi_detokenize(self._h, arr, k, buf, n.value + 1, ctypes.byref(n)))
         return buf.raw[: n.value].decode("utf-8", "replace")
+
+    def chat_render(self, messages, **options):
+        """The chat template's text for messages (a list of dicts); options are template variables
+        (add_generation_prompt defaults to True)."""
+        mj = json.dumps(messages).encode()
+        oj = json.dumps({"add_generation_prompt": True, **options}).encode()
+        n = ctypes.c_size_t()
+        _check(_lib.oxi_chat_render(self._h, mj, oj, None, 0, ctypes.byref(n)))
+        buf = ctypes.create_string_buffer(n.value + 1)
+        _check(_lib.oxi_chat_render(self._h, mj, oj, buf, n.value + 1, ctypes.byref(n)))
+        return buf.raw[:n.value].decode("utf-8")
 
     def chat_tokenize(self, messages, **options):
         """The conversation rendered with the model's chat template (add_generation_prompt by
@@ -240,6 +255,19 @@ class Context(_Handle):
     @property
     def n_past(self):
         return _lib.oxi_context_n_past(self._h)
+
+    def prefill(self, ids):
+        """Appends prompt ids without sampling (a prompt interleaved with images)."""
+        arr, k = _ids(list(ids))
+        _check(_lib.oxi_context_prefill(self._h, arr, k))
+
+    def prefill_image(self, data):
+        """Appends one image (the bytes of a PNG/JPEG/WebP/GIF/BMP file) as the model's image
+        tokens and the vision tower's rows; returns the entries it took. Afterwards call generate
+        with reuse_prefix=False (the context holds image rows no id list can name)."""
+        n = ctypes.c_int32()
+        _check(_lib.oxi_context_prefill_image(self._h, bytes(data), len(data), ctypes.byref(n)))
+        return n.value
 
     def generate(self, prompt, max_tokens=-1, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None,
                  top_logprobs=0, json_schema=None, spec="auto", on_token=None, reuse_prefix=True, grammar=None):

@@ -26,6 +26,10 @@
 #include "sampling/json_constraint.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
+#if OXI_API_VISION
+#include "vision/image.h"
+#include "vision/media_prompt.h"
+#endif
 
 namespace {
 
@@ -120,6 +124,15 @@ void copy_ids(const std::vector<int32_t>& v, int32_t* ids, size_t cap, size_t* n
 struct oxi_model {
   std::unique_ptr<oxi::LoadedModel> loaded;  // files, weights, tokenizer, template, defaults
 
+  // The vision tower (oxi_model_params.mmproj at open; the HF checkpoint's own on the first image).
+  std::string mmproj;
+  std::once_flag vision_once;
+#if OXI_API_VISION
+  std::unique_ptr<oxi::vision::VisionInput> vision;
+#endif
+  std::string vision_error;
+  oxi_status vision_status = OXI_OK;
+
   std::once_flag tmpl_once;
   std::unique_ptr<oxi::ChatTemplate> tmpl;
   std::string tmpl_error;
@@ -138,6 +151,28 @@ struct oxi_context {
 static_assert(OXI_SPEC_NONE == static_cast<int>(oxi::SpecMode::kNone) && OXI_SPEC_AUTO == static_cast<int>(oxi::SpecMode::kAuto) &&
               OXI_SPEC_NGRAM == static_cast<int>(oxi::SpecMode::kNgram) && OXI_SPEC_MTP == static_cast<int>(oxi::SpecMode::kMtp) &&
               OXI_SPEC_DRAFT == static_cast<int>(oxi::SpecMode::kDraft));
+
+// The model's vision tower, loaded once (errors kept for every later call).
+static oxi_status load_vision(oxi_model& m) {
+#if OXI_API_VISION
+  std::call_once(m.vision_once, [&] {
+    m.vision_status = guarded([&] {
+      const oxi::LoadedModel& lm = *m.loaded;
+      m.vision = oxi::vision::load_vision_input(lm.model->info(), lm.files, m.mmproj, [&](const char* text) {
+        const std::vector<int32_t> ids = lm.tokenizer->encode(text, false, true);
+        return ids.size() == 1 ? ids[0] : -1;
+      });
+      return OXI_OK;
+    });
+    if (m.vision_status != OXI_OK) m.vision_error = oxi_last_error();
+  });
+  if (m.vision_status != OXI_OK) return fail(m.vision_status, m.vision_error);
+  return OXI_OK;
+#else
+  if (!m.mmproj.empty()) return fail(OXI_ERR_UNSUPPORTED, "mmproj: this build has no image support (the wasm build)");
+  return OXI_OK;
+#endif
+}
 
 // Rollback room every context keeps: oxi_generate_params.draft_max at most this.
 constexpr int32_t kContextMaxDraft = 16;
@@ -193,6 +228,7 @@ oxi_model_params oxi_model_default_params(void) {
   p.cache_type_k = nullptr;
   p.cache_type_v = nullptr;
   p.draft_model = nullptr;
+  p.mmproj = nullptr;
   return p;
 }
 
@@ -220,6 +256,10 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
     if (p.draft_model) req.draft_path = p.draft_model;
     auto m = std::make_unique<oxi_model>();
     m->loaded = oxi::load_model_bundle(req);
+    if (p.mmproj && *p.mmproj) {  // a named tower: loaded and checked now, as llama.cpp's mtmd_init
+      m->mmproj = p.mmproj;
+      if (oxi_status st = load_vision(*m); st != OXI_OK) return st;
+    }
     *out = m.release();
     return OXI_OK;
   });
@@ -543,6 +583,55 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
     if (r.stop == oxi::StopReason::kCancelled) return fail(OXI_ERR_CANCELLED, "generation cancelled");
     return OXI_OK;
   });
+}
+
+oxi_status oxi_context_prefill_image(oxi_context* ctx, const void* bytes, size_t n_bytes, int32_t* n_entries) {
+  if (n_entries) *n_entries = 0;
+  OXI_REQUIRE(ctx, "oxi_context_prefill_image: ctx must not be NULL");
+  OXI_REQUIRE(bytes || n_bytes == 0, "oxi_context_prefill_image: bytes is NULL");
+#if !OXI_API_VISION
+  (void)bytes;
+  return fail(OXI_ERR_UNSUPPORTED, "oxi_context_prefill_image: this build has no image support (the wasm build)");
+#else
+  if (oxi_status st = load_vision(*ctx->model); st != OXI_OK) return st;
+  const oxi::vision::VisionInput* v = ctx->model->vision.get();
+  OXI_REQUIRE(v, "oxi_context_prefill_image: the model has no vision tower (open it with oxi_model_params.mmproj)");
+  return guarded([&] {
+    oxi::Session& ses = *ctx->session;
+    const oxi::vision::RgbImage img = oxi::vision::decode_image(
+        std::span<const uint8_t>(static_cast<const uint8_t*>(bytes), n_bytes), "the image", 4096ll * 4096ll);
+    // Refused before the tower runs when the rows cannot fit.
+    const oxi::vision::Size g = v->grid({img.width, img.height});
+    const int64_t need = g.width * g.height + 2;
+    if (need > ses.n_ctx() - ses.n_past())
+      oxi::throw_error(oxi::ErrorCode::kInvalidArgument, "the image takes " + std::to_string(need) + " entries; the context has " +
+                                                             std::to_string(ses.n_ctx() - ses.n_past()) + " left");
+    if (v->non_causal && g.width * g.height > oxi::Model::kMaxUbatch)
+      oxi::throw_error(oxi::ErrorCode::kInvalidArgument, "the image makes " + std::to_string(g.width * g.height) +
+                                                             " rows; this model attends to an image's rows together, in one pass of at most " +
+                                                             std::to_string(oxi::Model::kMaxUbatch));
+    const oxi::vision::ImageEmbedding e = v->encode(img);
+    oxi::vision::MediaEntries ent;
+    ent.mrope = v->mrope;
+    ent.next = ses.next_position();
+    const int32_t row_id[1] = {-1};
+    ent.add_text(std::span<const int32_t>(&v->begin, 1));
+    ent.add_image(e.nx, e.ny, row_id);
+    ent.add_text(std::span<const int32_t>(&v->end, 1));
+    const size_t d = static_cast<size_t>(ctx->model->model().info().n_embd), n = ent.tok.size();
+    std::vector<float> embd(n * d, 0.0f);
+    std::copy(e.rows.begin(), e.rows.end(), embd.begin() + static_cast<std::ptrdiff_t>(d));
+    // Three pieces, as mtmd decodes them: the start token, the rows (one pass when they see each
+    // other), the end token.
+    const size_t cut[4] = {0, 1, n - 1, n};
+    for (int k = 0; k < 3; ++k) {
+      oxi::EntryRows rows{embd.data() + cut[k] * d, ent.pos3.data() + 3 * cut[k], k == 1 && v->non_causal};
+      ses.prefill(std::span<const int32_t>(ent.tok.data() + cut[k], cut[k + 1] - cut[k]), oxi::GenerateOptions{}, rows);
+    }
+    if (n_entries) *n_entries = static_cast<int32_t>(n);
+    return OXI_OK;
+  });
+#endif
 }
 
 oxi_status oxi_context_spec_stats(const oxi_context* ctx, int32_t* n_verify, int32_t* n_drafted, int32_t* n_accepted) {

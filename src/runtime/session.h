@@ -137,6 +137,8 @@ class Session {
   const Model& model() const { return model_; }
   int64_t n_ctx() const;
   int64_t n_past() const;
+  // The RoPE position of the next entry (n_past, or behind it after Qwen's images: EntryRows).
+  int64_t next_position() const { return n_past() + pos_offset_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }  // every token consumed
 
   // Forgets everything (state emptied, checkpoint dropped).

@@ -41,6 +41,34 @@ std::unique_ptr<Gemma4VTower> load_gemma4_vision_tower(const ModelInfo& info, co
 
 bool gemma4_image_non_causal(int64_t n_embd) { return n_embd != 1536 && n_embd != 2560; }
 
+Size VisionInput::grid(Size in) const {
+  const Size t = qwen ? qwen->target_size(in) : gemma->target_size(in);
+  const int64_t cell = qwen ? qwen->config().patch * qwen->config().merge : gemma->config().patch * gemma->config().pool;
+  return {t.width / cell, t.height / cell};
+}
+
+ImageEmbedding VisionInput::encode(const RgbImage& img, const PrepOptions& opt) const {
+  return qwen ? qwen->encode(img, opt) : gemma->encode(img);
+}
+
+std::unique_ptr<VisionInput> load_vision_input(const ModelInfo& info, const ModelFiles& files, const std::string& mmproj,
+                                               const std::function<int32_t(const char*)>& special) {
+  const std::string fam = model_family(info.arch);
+  auto v = std::make_unique<VisionInput>();
+  if (fam == "gemma4") v->gemma = load_gemma4_vision_tower(info, files, mmproj);
+  else v->qwen = load_vision_tower(info, files, mmproj);
+  if (!v->qwen && !v->gemma) return nullptr;
+  const char* b = v->qwen ? "<|vision_start|>" : "<|image>";
+  const char* e = v->qwen ? "<|vision_end|>" : "<image|>";
+  v->begin = special(b);
+  v->end = special(e);
+  if (v->begin < 0 || v->end < 0)
+    throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + (v->begin < 0 ? b : e) + " token (not a vision model)");
+  v->mrope = v->qwen != nullptr;
+  v->non_causal = v->gemma && gemma4_image_non_causal(info.n_embd);
+  return v;
+}
+
 void MediaEntries::add_text(std::span<const int32_t> ids) {
   for (int32_t id : ids) {
     const auto p = static_cast<int32_t>(next++);

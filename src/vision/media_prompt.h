@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,6 +35,29 @@ std::unique_ptr<Gemma4VTower> load_gemma4_vision_tower(const ModelInfo& info, co
 // widths (1536, 2560), non-causal for every other width (26B-A4B, 31B; HF's
 // use_bidirectional_attention = "vision").
 bool gemma4_image_non_causal(int64_t n_embd);
+
+// A text model's vision tower with what placing an image needs, whichever the family: Qwen 3.5
+// puts an image's rows between <|vision_start|> and <|vision_end|> at mRoPE positions, Gemma 4
+// between <|image> and <image|> at plain positions (non-causally where
+// gemma4_image_non_causal says so) — the strings llama.cpp's mtmd uses.
+struct VisionInput {
+  std::unique_ptr<Qwen3VLTower> qwen;
+  std::unique_ptr<Gemma4VTower> gemma;
+  int32_t begin = -1, end = -1;  // the tokens around an image's rows
+  bool mrope = false;            // MediaEntries::mrope for this model
+  bool non_causal = false;       // an image's rows see each other (one pass per image)
+
+  // The grid (nx, ny) of rows the tower makes of an image of `in` pixels.
+  Size grid(Size in) const;
+  ImageEmbedding encode(const RgbImage& img, const PrepOptions& opt = {}) const;
+};
+
+// The model's vision input: --mmproj when given, else the HF checkpoint's own tower; nullptr when
+// neither. `special` turns a special-token text into its id (−1 when the vocabulary has none).
+// oxi::Error as the loaders above, and kUnsupported for a family without images or a vocabulary
+// without the image tokens.
+std::unique_ptr<VisionInput> load_vision_input(const ModelInfo& info, const ModelFiles& files, const std::string& mmproj,
+                                               const std::function<int32_t(const char*)>& special);
 
 // A prompt as model entries, built in order. Positions (Qwen3-VL get_rope_index; llama.cpp's mtmd
 // advances the same way): text at p takes (p, p, p); an image whose first row is at p gives merged

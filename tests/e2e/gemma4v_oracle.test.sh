@@ -9,6 +9,7 @@
 #   3. greedy text with one image (marker-less and a <__media__> marker mid-prompt) and with two
 #      images identical to llama-mtmd-cli's. The text width (64) is not E2B's 1536, so llama.cpp
 #      decodes the image rows non-causally and so must we (Batch::non_causal);
+#   3b. the same through the C API (oxi_context_prefill_image via python/oxinfer.py);
 #   4. bad input: an image for the model without a tower, a text GGUF as --mmproj, an image larger
 #      than the tower's position table: exit 1 with a message.
 # The reference is built once by scripts/build_llama_mtmd.sh (cached under ~/.cache/oxinfer-llama).
@@ -92,6 +93,12 @@ gen_case two "Compare the two images." wide.png tall.png
   > "$WORK/go_hf.out" 2> "$WORK/go_hf.err" || tail -3 "$WORK/go_hf.err"
 if cmp -s "$WORK/go_hf.out" "$WORK/go_one.out"; then ok "HF checkpoint in place (its own tower): same text as GGUF + mmproj"
 else bad "HF checkpoint in place differs: $(head -c 200 "$WORK/go_hf.out")"; fi
+# The C API (oxi_context_prefill_image, through the Python binding): llama-mtmd-cli's text for two images.
+if OXINFER_LIB="$(dirname "$OXINFER")/../../src/api/liboxinfer.so" PYTHONPATH="$SRC/python" \
+   $PY "$SRC/tests/e2e/lib/c_api_images.py" "$WORK/m.gguf" "$WORK/mmproj.gguf" "$WORK/gl_two.out" "Compare the two images." \
+   "$WORK/wide.png" "$WORK/tall.png" > "$WORK/capi.out" 2>&1
+then ok "C API images (oxi_context_prefill_image): greedy text identical to llama-mtmd-cli's"
+else cat "$WORK/capi.out"; bad "C API images differ from llama-mtmd-cli"; fi
 
 # ---- embeddings: ours vs llama.cpp's ----
 cat > "$WORK/nmse.py" <<'PYEOF'

@@ -7,6 +7,7 @@
 #      own tower: text identical to llama-mtmd-cli's for the same image and prompt (temperature 0);
 #   2. a second turn about the same image: identical to llama-mtmd-cli on that two-turn prompt
 #      (rendered from the model's template by @huggingface/jinja), and the image not encoded again;
+#   2b. the same model through the C API (oxi_context_prefill_image), two images;
 #   3. bad input → 4xx naming the reason, the server still answering: bad base64, no image,
 #      a corrupt PNG, a 20000 × 20000 PNG header, http(s) and refused file:// URLs, more image
 #      rows than the context, an image for a server without a tower.
@@ -94,5 +95,12 @@ ref nothink --image "$WORK/media/square.png" -p "$NOTHINK" --jinja --chat-templa
 
 OXI_IMG_WORK="$WORK" OXI_IMG_MODEL="$WORK/m.gguf" OXI_IMG_MMPROJ="$WORK/mmproj.gguf" node "$SRC/tests/e2e/lib/images_client.mjs"
 rc=$?
+# The C API (oxi_context_prefill_image via python/oxinfer.py, mRoPE positions after each image):
+# llama-mtmd-cli's text for two images.
+if OXINFER_LIB="$(dirname "$OXINFER")/../../src/api/liboxinfer.so" PYTHONPATH="$SRC/python" \
+   $PY "$SRC/tests/e2e/lib/c_api_images.py" "$WORK/m.gguf" "$WORK/mmproj.gguf" "$WORK/ref_two.out" "Compare the two images." \
+   "$WORK/media/square.png" "$WORK/wide.png" > "$WORK/capi.out" 2>&1
+then echo "ok   C API images (oxi_context_prefill_image): greedy text identical to llama-mtmd-cli's"
+else cat "$WORK/capi.out"; echo "FAIL C API images differ from llama-mtmd-cli"; rc=1; fi
 echo "# server_images: $(( $(date +%s) - t0 )) s"
 exit $rc
