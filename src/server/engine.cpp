@@ -177,28 +177,26 @@ class ServerEngine final : public Engine {
                                                   std::vector<int32_t>* prefix) override {
     const std::vector<ImageRef> refs = image_refs(req.messages);
     if (refs.empty()) return nullptr;
-    if (!tower_ && !gtower_) {
+    if (!vision_) {
       throw RequestError(400, refs[0].param, "this model takes no images: the server has no vision tower for it "
                                              "(start it with --mmproj FILE, or serve an HF checkpoint that has one)");
     }
     auto media = std::make_shared<PromptMedia>();
     size_t decoded = 0;
-    const int64_t cell = tower_ ? tower_->config().patch * tower_->config().merge : gtower_->config().patch * gtower_->config().pool;
     for (const ImageRef& ref : refs) {
       const std::string bytes = image_url_bytes(ref, opt_.media_dir);
       PromptImage im;
       try {
         im.pixels = vision::decode_image(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
                                          "the image", kMaxServerImagePixels);
-        const vision::Size in{im.pixels.width, im.pixels.height};
-        const vision::Size t = tower_ ? tower_->target_size(in) : gtower_->target_size(in);
-        im.nx = t.width / cell;
-        im.ny = t.height / cell;
+        const vision::Size g = vision_->grid({im.pixels.width, im.pixels.height});
+        im.nx = g.width;
+        im.ny = g.height;
       } catch (const Error& e) {
         throw RequestError(400, ref.param, e.what());
       }
       // Rows that see each other go in one pass (llama.cpp refuses more than a ubatch the same way).
-      if (gtower_ && vision::gemma4_image_non_causal(model_->info().n_embd) && im.nx * im.ny > Model::kMaxUbatch) {
+      if (vision_->non_causal && im.nx * im.ny > Model::kMaxUbatch) {
         throw RequestError(400, ref.param, "the image makes " + std::to_string(im.nx * im.ny) + " rows; this model attends to an image's rows "
                                            "together, in one pass of at most " + std::to_string(Model::kMaxUbatch) + " (send a smaller image)");
       }
@@ -212,19 +210,19 @@ class ServerEngine final : public Engine {
     }
     // Each placeholder → the next image's rows (Gemma 4: between <|image> and <image|>), at
     // Qwen3-VL's positions or plain ones (vision::MediaEntries).
-    media->non_causal = gtower_ && vision::gemma4_image_non_causal(model_->info().n_embd);
+    media->non_causal = vision_->non_causal;
     auto expand = [&](std::vector<int32_t>& v, bool whole) {
       vision::MediaEntries ent;
-      ent.mrope = tower_ != nullptr;
+      ent.mrope = vision_->mrope;
       size_t k = 0, start = 0;
       for (size_t i = 0; i < v.size(); ++i) {
         if (v[i] != image_pad_) continue;
         if (k == media->images.size()) break;
         ent.add_text(std::span<const int32_t>(v.data() + start, i - start));
-        if (gtower_) ent.add_text(std::span<const int32_t>(&image_beg_, 1));
+        if (vision_->gemma) ent.add_text(std::span<const int32_t>(&vision_->begin, 1));
         if (whole) media->images[k].first = ent.tok.size();
         ent.add_image(media->images[k].nx, media->images[k].ny, media->images[k].ids);
-        if (gtower_) ent.add_text(std::span<const int32_t>(&image_end_, 1));
+        if (vision_->gemma) ent.add_text(std::span<const int32_t>(&vision_->end, 1));
         ++k;
         start = i + 1;
       }
@@ -317,7 +315,7 @@ class ServerEngine final : public Engine {
       // Gemma 4's images go in llama.cpp mtmd's chunks (the text before an image, its rows, ...):
       // the pieces end at image edges, and an image whose rows see each other is one piece.
       std::vector<size_t> cuts;
-      if (media && gtower_) {
+      if (media && vision_->gemma) {
         for (const PromptImage& im : media->images) cuts.insert(cuts.end(), {im.first, im.first + static_cast<size_t>(im.nx * im.ny)});
       }
       const auto next_cut = [&](size_t p) {
@@ -503,7 +501,7 @@ class ServerEngine final : public Engine {
                 {"n_vocab", mi.n_vocab}, {"quant", opt_.quant}, {"chat_template", loaded_->chat_template},
                 {"format", fs::is_directory(path, ec) ? "safetensors" : "gguf"}, {"modified", modified},
                 {"bos_token", loaded_->bos_text}, {"eos_token", loaded_->eos_text},
-                {"n_slots", static_cast<int>(slots_.size())}, {"vision", tower_ != nullptr || gtower_ != nullptr},
+                {"n_slots", static_cast<int>(slots_.size())}, {"vision", vision_ != nullptr},
                 {"defaults", {{"temperature", defaults_.temperature}, {"top_k", defaults_.top_k},
                               {"top_p", defaults_.top_p}, {"min_p", defaults_.min_p},
                               {"repeat_penalty", defaults_.repeat_penalty}, {"repeat_last_n", defaults_.penalty_last_n},
@@ -531,7 +529,7 @@ class ServerEngine final : public Engine {
       std::shared_ptr<const std::vector<float>> enc = cached_encoding(im.ids);
       if (!enc) {
         const auto t0 = Clock::now();
-        vision::ImageEmbedding e = tower_ ? tower_->encode(im.pixels) : gtower_->encode(im.pixels);
+        vision::ImageEmbedding e = vision_->encode(im.pixels);
         out.image_encode_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         out.n_images_encoded++;
         enc = std::make_shared<const std::vector<float>>(std::move(e.rows));
@@ -577,27 +575,25 @@ class ServerEngine final : public Engine {
       defaults_ = loaded_->defaults;
       pooling_ = resolve_pooling();
       // The vision tower, once per server: --mmproj, else the HF checkpoint's own.
+      auto special = [this](const char* text) {
+        const std::vector<int32_t> ids = tok_->encode(text, false, true);
+        return ids.size() == 1 ? ids[0] : -1;
+      };
       try {
-        const std::string fam = model_family(model_->info().arch);
-        if (fam == "gemma4")
-          gtower_ = vision::load_gemma4_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
-        else if (!opt_.mmproj.empty() || fam == "qwen35")
-          tower_ = vision::load_vision_tower(model_->info(), loaded_->files, opt_.mmproj);
+        vision_ = vision::load_vision_input(model_->info(), loaded_->files, opt_.mmproj, special);
       } catch (const Error& e) {
         // A tower that came from the -hf repo on its own (not asked for by --mmproj) must not
         // keep a text model from serving.
         if (!opt_.mmproj_from_repo) throw;
         std::fprintf(stderr, "oxinfer: warning: the repo's mmproj is not used (%s); serving text only\n", e.what());
-        tower_.reset();
-        gtower_.reset();
+        vision_.reset();
       }
-      if (tower_) image_pad_ = special_token("<|image_pad|>");
-      if (gtower_) {
-        image_pad_ = special_token("<|image|>");
-        image_beg_ = special_token("<|image>");
-        image_end_ = special_token("<image|>");
-      }
-      if (tower_ || gtower_) {
+      if (vision_) {
+        // The template's placeholder for an image part (Qwen 3.5 writes the start / end tokens
+        // around it itself; Gemma 4's become vision_->begin / end here).
+        const char* pad = vision_->gemma ? "<|image|>" : "<|image_pad|>";
+        image_pad_ = special(pad);
+        if (image_pad_ < 0) throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + pad + " token (not a vision model)");
         std::fprintf(stderr, "oxinfer: vision tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
       }
       if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && !model_->has_mtp())
@@ -798,17 +794,8 @@ class ServerEngine final : public Engine {
   std::string model_id_;
   SamplingParams defaults_;
   Pooling pooling_ = Pooling::kNone;  // the embeddings endpoints' (resolve_pooling)
-  // The vision tower (at most one; both nullptr: text only) and its tokens: the template's image
-  // placeholder, and Gemma 4's image start / end tokens around the rows.
-  std::unique_ptr<vision::Qwen3VLTower> tower_;
-  std::unique_ptr<vision::Gemma4VTower> gtower_;
-  int32_t image_pad_ = -1, image_beg_ = -1, image_end_ = -1;
-
-  int32_t special_token(const char* text) const {
-    const std::vector<int32_t> ids = tok_->encode(text, false, true);
-    if (ids.size() != 1) throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + text + " token (not a vision model)");
-    return ids[0];
-  }
+  std::unique_ptr<vision::VisionInput> vision_;  // nullptr: text only
+  int32_t image_pad_ = -1;                         // the template's image placeholder token
 
   mutable std::mutex mu_;
   std::condition_variable slot_cv_;
