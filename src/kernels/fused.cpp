@@ -60,6 +60,13 @@ void attend_one_f16(const float* q, const uint16_t* K, const uint16_t* V, int64_
   kern::active_fused().attend_one_f16(q, K, V, stride, kv_off, n_kv_pos, hd, scale, scores, out);
 }
 
+void attend_group_f16(const float* q, int64_t q_stride, int64_t G, const uint16_t* K, const uint16_t* V,
+                      int64_t stride, int64_t kv_off, int64_t n_kv_pos, int64_t hd, float scale, float* scores,
+                      float* out, int64_t out_stride) {
+  kern::active_fused().attend_group_f16(q, q_stride, G, K, V, stride, kv_off, n_kv_pos, hd, scale, scores, out,
+                                        out_stride);
+}
+
 void attend_causal_f16(const float* q, int64_t q_stride, int64_t nq, const float* KT, int64_t kt_stride,
                        const uint16_t* V, int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale,
                        float* out, int64_t out_stride) {

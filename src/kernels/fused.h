@@ -63,6 +63,13 @@ void attend_causal_f16(const float* q, int64_t q_stride, int64_t nq, const float
                        const uint16_t* V, int64_t stride, int64_t kv_off, int64_t n_kv0, int64_t hd, float scale,
                        float* out, int64_t out_stride);
 
+// attend_one_f16 for G query heads that share one KV head (grouped-query attention): head g's
+// query at q + g·q_stride, its output at out + g·out_stride; scores: scratch of G · n_kv_pos
+// floats. Bit for bit attend_one_f16 per head, reading each K and V row once for the group.
+void attend_group_f16(const float* q, int64_t q_stride, int64_t G, const uint16_t* K, const uint16_t* V,
+                      int64_t stride, int64_t kv_off, int64_t n_kv_pos, int64_t hd, float scale, float* scores,
+                      float* out, int64_t out_stride);
+
 // x ← softmax(x) in place over n values (max subtracted; e^x as the vector polynomial silu_mul
 // uses, within 2 ulp; the sum in double). The vision tower's attention rows.
 void softmax_row(float* x, int64_t n);
@@ -112,6 +119,8 @@ struct FusedKernels {
   void (*fma_chains_f32)(const float*, const float*, int64_t, int64_t, float*);
   void (*fma_chains_f16)(const uint16_t*, const float*, int64_t, int64_t, float*);
   void (*softmax)(float*, int64_t);
+  void (*attend_group_f16)(const float*, int64_t, int64_t, const uint16_t*, const uint16_t*, int64_t, int64_t, int64_t,
+                           int64_t, float, float*, float*, int64_t);
 };
 // The generic build, and the one matching the active matmul set (generic where none is compiled).
 const FusedKernels& generic_fused();

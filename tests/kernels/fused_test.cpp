@@ -246,6 +246,36 @@ TEST(Fused, AttendF16StorageEveryIsaEqualsF32StorageBitForBit) {
   }
 }
 
+// attend_group_f16 (the query heads of one KV head together) gives each head exactly (bit for bit)
+// what attend_one_f16 gives it, on every ISA: group sizes 1..8 and one past the kernel's limit,
+// head sizes with and without its 32-column blocks, queries strided as Qwen's (q, gate) layout.
+TEST(Fused, AttendGroupF16EveryIsaEqualsPerHeadBitForBit) {
+  IsaGuard guard;
+  std::mt19937 rng(33);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t hd : {256, 128, 64, 40}) {
+    const int64_t npos = 97, stride = 3 * hd + 5, off = hd + 2;
+    std::vector<uint16_t> K(npos * stride), V(K.size());
+    for (size_t i = 0; i < K.size(); ++i) K[i] = f32_to_f16(nd(rng)), V[i] = f32_to_f16(3.0f * nd(rng));
+    for (int64_t G : {1, 2, 3, 4, 5, 8, 9}) {
+      const int64_t qs = 2 * hd + 1, os = hd + 3;
+      std::vector<float> Q(G * qs);
+      for (auto& x : Q) x = 2.0f * nd(rng);
+      for (const auto& isa : available_isas()) {
+        set_isa(isa);
+        for (int64_t n : {int64_t{1}, int64_t{33}, npos}) {
+          std::vector<float> ref(G * os, 5.0f), got(G * os, 5.0f), s1(npos), sg(G * npos);
+          for (int64_t g = 0; g < G; ++g)
+            attend_one_f16(Q.data() + g * qs, K.data(), V.data(), stride, off, n, hd, 0.125f, s1.data(), ref.data() + g * os);
+          attend_group_f16(Q.data(), qs, G, K.data(), V.data(), stride, off, n, hd, 0.125f, sg.data(), got.data(), os);
+          ASSERT_EQ(std::memcmp(ref.data(), got.data(), sizeof(float) * ref.size()), 0)
+              << isa << " hd=" << hd << " G=" << G << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
 // Row conversions against the scalar reference (core/half.h) on every ISA: all 65536 halves to
 // f32 (NaNs stay NaNs with their sign), and f32 → f16 round to nearest even incl. ties,
 // overflow and subnormals.

@@ -922,7 +922,28 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
     if (const Segment& sg = p.segs[static_cast<size_t>(s)]; per_token(s))
       for (int64_t i = 0; i < sg.n; ++i) short_rows.push_back(sg.row0 + i);
   const int64_t nsr = static_cast<int64_t>(short_rows.size());
-  if (nsr > 0) {
+  // f16 cache with enough (token, KV head) jobs for the threads: one job per KV head reads its rows
+  // once for the grp query heads that share them (attend_group_f16, the same bits as per head).
+  if (nsr > 0 && kv_f16 && grp > 1 && nsr * Hkv >= num_threads()) {
+    parallel_for(nsr * Hkv, [&](int64_t job) {
+      const int64_t t = short_rows[static_cast<size_t>(job / Hkv)], g = job % Hkv;
+      const int64_t s = p.seg_of[static_cast<size_t>(t)];
+      const Segment& sg = p.segs[static_cast<size_t>(s)];
+      const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
+      const int64_t n_kv = sg.pos0 + (t - sg.row0) + 1;
+      thread_local std::vector<float> scores;
+      if (scores.size() < static_cast<size_t>(grp * n_kv)) scores.resize(static_cast<size_t>(grp * (n_kv + 64)));
+      const float* q = qg + t * QW + g * grp * 2 * hd;  // the group's first head; heads 2·hd apart (q, gate)
+      float* o = att + t * H * hd + g * grp * hd;
+      attend_group_f16(q, 2 * hd, grp, reinterpret_cast<const uint16_t*>(kv.k_row(0)),
+                       reinterpret_cast<const uint16_t*>(kv.v_row(0)), KW, g * hd, n_kv, hd, scale, scores.data(), o, hd);
+      for (int64_t j = 0; j < grp; ++j) {
+        const float* gate = q + j * 2 * hd + hd;
+        float* oj = o + j * hd;
+        for (int64_t e = 0; e < hd; ++e) oj[e] *= ops::sigmoid(gate[e]);
+      }
+    });
+  } else if (nsr > 0) {
     parallel_for(nsr * H, [&](int64_t job) {
       const int64_t t = short_rows[static_cast<size_t>(job / H)], hh = job % H;
       const int64_t s = p.seg_of[static_cast<size_t>(t)];
