@@ -557,8 +557,10 @@ class ServerEngine final : public Engine {
         image_pad_ = pad[0];
         std::fprintf(stderr, "oxinfer: vision tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
       }
-      if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && !model_->has_mtp())
+      if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && (!model_->has_mtp() || model_->mtp_is_draft_model()))
         throw_error(ErrorCode::kUnsupported, "--spec mtp: the model has no MTP head (use auto, ngram or none)");
+      if (opt_.spec_mode == static_cast<int>(SpecMode::kDraft) && !model_->mtp_is_draft_model())
+        throw_error(ErrorCode::kUnsupported, "--spec draft: no draft model (-md: a Gemma 4 assistant drafter)");
       batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;
