@@ -641,7 +641,8 @@ TEST(Gemma4, AssistantDumpForOracle) {
   next.push_back(x);  // pairs (h_p, x_{p+1}) for p < n: the last one pairs h_{n-1} with x_n
   std::vector<float> h(static_cast<size_t>(d));
   m->mtp_forward(*ms, hid.data(), next.data(), n, logits.data(), h.data());
-  json out = {{"target_token", x}, {"first_logits", logits}};
+  json out = {{"target_token", x}, {"first_logits", logits},
+              {"h", std::vector<float>(hid.end() - d, hid.end())}};
   std::vector<int32_t> drafts;
   for (int j = 0; j < K; ++j) {
     drafts.push_back(argmax(logits));
