@@ -15,6 +15,7 @@
 // - refusals: the drafter as -m, -md with a file that is no assistant, --spec draft without -md.
 import { run, must } from "./proc.mjs";
 import { runJsonSteps } from "./lib/run_json.mjs";
+import { startServer } from "./lib/server.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -134,6 +135,21 @@ for (const c of cases) {
   check(plain.tokens.length === 40 && tk(drafted) === tk(plain) && drafted.spec && Number(drafted.spec[2]) > 30, `${c.name}: run --spec draft (3 drafts per step, past the window) gives the plain greedy tokens`);
   check(tk(auto) === tk(plain), `${c.name}: run -md (auto) gives the plain greedy tokens`);
   if (!c.bench) continue;
+  // serve: a request that drafts (2 per step, forced) returns the text of one that does not
+  // (speculative.n_max 0), with llama-server's draft counts in its timings and in /metrics.
+  const srv = await startServer(oxinfer, target, ["-md", asst, "--spec", "draft", "--draft-min", "2", "--draft-max", "2",
+    "--chat-template-file", path.join(shared, "testdata/templates/google-gemma-4-31B-it.jinja")], { env: { OXI_GEMMA4_GGML_MM: "0" } });
+  try {
+    const ask = async (nmax) => (await (await fetch(`${srv.base}/v1/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ prompt: "A prompt that runs past the sliding window of sixteen tokens, to see the drafter read the ring.",
+        max_tokens: 24, temperature: 0, "speculative.n_max": nmax, "speculative.n_min": nmax }) })).json());
+    const off = await ask(0), on = await ask(2);
+    const metrics = await (await fetch(`${srv.base}/metrics`)).text();
+    check(off.choices[0].text === on.choices[0].text && on.timings.draft_n > 0 && off.timings.draft_n === 0 &&
+      /oxinfer_draft_tokens_total [1-9]/.test(metrics), `${c.name}: serve -md --spec draft: the undrafted text, ${on.timings.draft_n} drafts in timings and /metrics`);
+  } finally {
+    srv.proc.kill();
+  }
   const b = must(oxinfer, ["bench", "-m", target, "-md", asst, "--spec", "none,draft", "--draft-max", "3", "-n", "16", "-r", "1", "-t", "2", "-o", "json"], { env });
   const rows = JSON.parse(b.stdout);
   check(rows.length === 2 && rows.every((r) => r.avg_ts > 0) && rows[1].spec === "draft",
