@@ -12,7 +12,9 @@
 //   targets;
 // - `run -m TARGET -md ASSISTANT --spec draft` (drafts forced every step) gives the plain greedy
 //   tokens and reports its draft counts; bench --spec none,draft runs;
-// - refusals: the drafter as -m, -md with a file that is no assistant, --spec draft without -md.
+// - serve -md --spec draft: the text of an undrafted request, draft counts in timings and /metrics;
+// - refusals: the drafter as -m, -md with a file that is no assistant, --spec draft without -md
+//   (run, and serve at start), a drafter for a target of another width.
 import { run, must } from "./proc.mjs";
 import { runJsonSteps } from "./lib/run_json.mjs";
 import { startServer } from "./lib/server.mjs";
@@ -165,6 +167,9 @@ const r2 = run(oxinfer, ["run", "-m", target, "-md", target, ...base]);
 check(r2.status === 1 && /not a Gemma 4 assistant drafter/.test(r2.stderr), "-md with a file that is no assistant: exit 1");
 const r3 = run(oxinfer, ["run", "-m", target, "--spec", "draft", ...base]);
 check(r3.status === 1 && /needs a draft model/.test(r3.stderr), "--spec draft without -md: exit 1");
+const r5 = run(oxinfer, ["serve", "-m", target, "--spec", "draft", "--port", "0", "-t", "2", "--chat-template-file",
+  path.join(shared, "testdata/templates/google-gemma-4-31B-it.jinja")], { timeout: 60000 });
+check(r5.status === 1 && /--spec draft: no draft model/.test(r5.stderr), "serve --spec draft without -md: refuses to start (exit 1)");
 const wide = path.join(work, "wide");
 must(gen, ["gemma4", "--shape", "31b", "--hidden", "96", "--out", wide, "--seed", "3", "--window", "16", "--tokenizer-dir", tokDir]);
 const r4 = run(oxinfer, ["run", "-m", wide, "-md", asst, ...base]);
