@@ -69,11 +69,12 @@ const char* kUsage =
     "                          then the prompt per sequence (one value, default 32)\n"
     "  --verify K[,K..]        speculative verify-step cost tests vK: steps of K positions (all\n"
     "                          logits, then truncate to one), -n steps each; v1 is a decode step\n"
-    "  --spec MODE[,MODE..]    tgN through the runtime with speculation none|ngram|mtp|auto|replay\n"
-    "                          (replay: drafts the known greedy continuation, the 100 %-acceptance\n"
-    "                          ceiling; mtp: the model's MTP head);\n"
+    "  --spec MODE[,MODE..]    tgN through the runtime with speculation none|ngram|mtp|draft|auto|\n"
+    "                          replay (replay: drafts the known greedy continuation, the 100 %-\n"
+    "                          acceptance ceiling; mtp: the model's MTP head; draft: -md's model);\n"
     "                          acceptance in the test column and JSON; --draft-max N (1..32, 16)\n"
-    "  -md, --model-draft F    an MTP-only GGUF whose head drafts for --spec mtp / auto (Qwen 3.5)\n"
+    "  -md, --model-draft F    a draft GGUF: Qwen 3.5 an MTP-only file (--spec mtp / auto), Gemma 4\n"
+    "                          an assistant drafter (--spec draft / auto)\n"
     "  -t, --threads N         threads (default 0: all hardware threads)\n"
     "  -r, --repetitions R     timed runs per test after one warm-up (default 5)\n"
     "  -o, --output md|json    markdown table (default) or a JSON array, one object per test\n"
@@ -332,8 +333,8 @@ int cmd_bench(int argc, char** argv) {
       for (size_t i = 0; i <= sm->size();) {
         const size_t j = std::min(sm->find(',', i), sm->size());
         const std::string m = sm->substr(i, j - i);
-        if (m != "none" && m != "ngram" && m != "replay" && m != "auto" && m != "mtp")
-          usage_error("invalid value for --spec: '" + m + "' (none, ngram, mtp, auto, replay)");
+        if (m != "none" && m != "ngram" && m != "replay" && m != "auto" && m != "mtp" && m != "draft")
+          usage_error("invalid value for --spec: '" + m + "' (none, ngram, mtp, draft, auto, replay)");
         spec_modes.push_back(m);
         i = j + 1;
       }

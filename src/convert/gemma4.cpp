@@ -171,8 +171,14 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
   if (quant) rule = QuantRule{out, c.n_expert, false};  // the converter writes no output.weight (tied)
 
   GgufWriter w;
-  const std::string a = "gemma4.";
-  w.set_string("general.architecture", "gemma4");
+  // An assistant drafter (spec B.5) is written as llama.cpp's converter writes it: arch
+  // gemma4-assistant, the same keys under that prefix plus embedding_length_out (the target's
+  // width) and nextn_predict_layers = block_count, pre/post projections as nextn.*; the
+  // ordered-embedding tensors (masked_embedding.*) are left out, as llama.cpp's converter does
+  // (drafts then come from the full logits: docs/speculative.md).
+  const std::string arch = c.assistant ? gemma4::kAssistantArch : "gemma4";
+  const std::string a = arch + ".";
+  w.set_string("general.architecture", arch);
   w.set_string("general.type", "model");
   {
     std::string name = c.name;
@@ -223,6 +229,10 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
   if (c.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", c.final_softcap);
   w.set_u32(a + "embedding_length_per_layer_input", static_cast<uint32_t>(c.n_embd_per_layer));
   if (c.n_expert > 0) w.set_u32(a + "expert_feed_forward_length", static_cast<uint32_t>(c.n_ff_exp));
+  if (c.assistant) {
+    w.set_u32(a + "embedding_length_out", static_cast<uint32_t>(c.n_embd_backbone));
+    w.set_u32(a + "nextn_predict_layers", static_cast<uint32_t>(c.n_layer));
+  }
 
   write_tokenizer(hf, c.n_vocab, w);
 
@@ -233,9 +243,18 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
                  rope_freqs->size() * sizeof(float));
 
   for (const auto& [name, t] : hf.tensors.all()) {
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;  // vision / audio towers
-    const std::string rel = name.substr(prefix.size());
-    const std::string g = gemma4::hf_to_gguf_name(rel);
+    std::string g;
+    if (c.assistant && (name == "pre_projection.weight" || name == "post_projection.weight")) {
+      g = "nextn." + name;
+    } else if (c.assistant && name.compare(0, 17, "masked_embedding.") == 0) {
+      continue;
+    } else if (name.compare(0, prefix.size(), prefix) != 0) {
+      if (c.assistant && name != "lm_head.weight") format_error(hf.dir, "convert: unknown gemma4 assistant tensor " + name);
+      continue;  // vision / audio towers; an assistant's tied lm_head
+    } else {
+      g = gemma4::hf_to_gguf_name(name.substr(prefix.size()));
+    }
+    const std::string rel = name.substr(std::min(prefix.size(), name.size()));
     if (g.empty()) {
       if (rel == "lm_head.weight") continue;
       format_error(hf.dir, "convert: unknown gemma4 tensor " + name);

@@ -184,6 +184,15 @@ class Model {
   // (new_mtp_state), so a state fed n pairs holds positions 0 … n − 1.
   virtual bool has_mtp() const { return false; }
   virtual std::unique_ptr<SequenceState> new_mtp_state(int64_t n_ctx) const;
+  // The MTP state of a drafter that reads the trunk's own state (Gemma 4's assistant drafter reads
+  // the target's KV cache; `trunk` must outlive the returned state). Default: new_mtp_state.
+  virtual std::unique_ptr<SequenceState> new_mtp_state_for(int64_t n_ctx, const SequenceState& trunk) const {
+    (void)trunk;
+    return new_mtp_state(n_ctx);
+  }
+  // The "MTP head" is a separate draft model (Gemma 4's assistant, -md; --spec draft) rather than
+  // a head of the model's own (Qwen 3.5/3.6; --spec mtp).
+  virtual bool mtp_is_draft_model() const { return false; }
   // Feeds n pairs (hidden [n, n_embd], tokens [n]) at the state's next positions. For the last
   // pair, writes its logits [n_vocab] (when logits is set: the draft for the position after next)
   // and its MTP output hidden state [n_embd] (when hidden_out is set: the h of the next chained

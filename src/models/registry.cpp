@@ -16,7 +16,7 @@ std::string model_family(const std::string& arch) {
   if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3_5" || arch == "qwen3_5_moe" ||
       arch == "qwen3_5_text" || arch == "qwen3_5_moe_text")
     return "qwen35";
-  if (arch == "gemma4" || arch == "gemma4_text") return "gemma4";
+  if (arch == "gemma4" || arch == "gemma4_text" || arch == "gemma4_assistant" || arch == "gemma4-assistant") return "gemma4";
   return "";
 }
 

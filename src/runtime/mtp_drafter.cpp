@@ -6,7 +6,8 @@
 
 namespace oxi {
 
-MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx) : m_(m), st_(m.new_mtp_state(n_ctx)) {
+MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx, const SequenceState& trunk)
+    : m_(m), st_(m.new_mtp_state_for(n_ctx, trunk)) {
   logits_.resize(static_cast<size_t>(m.info().n_vocab));
   h_.resize(static_cast<size_t>(m.info().n_embd));
 }

@@ -23,7 +23,8 @@ namespace oxi {
 
 class MtpDrafter {
  public:
-  MtpDrafter(const Model& m, int64_t n_ctx);
+  // trunk: the sequence's own state (a draft model such as Gemma 4's assistant reads its cache).
+  MtpDrafter(const Model& m, int64_t n_ctx, const SequenceState& trunk);
 
   // history: the consumed tokens then `id` (history.size() − 1 = the trunk's n_past = n); hidden:
   // the trunk's rows of positions [first, hidden_rows) (first ≤ fed(): rows the head has taken in

@@ -81,7 +81,7 @@ Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batch
   state_ = model_.new_state(n_ctx, max_draft_ > 0 ? max_draft_ + 1 : 0);
   if (!state_) throw_error(ErrorCode::kInternal, "the model returned no sequence state");
   logits_.resize(static_cast<size_t>(model_.info().n_vocab));
-  if (model_.has_mtp() && max_draft_ > 0) mtp_ = std::make_unique<MtpDrafter>(model_, n_ctx);
+  if (model_.has_mtp() && max_draft_ > 0) mtp_ = std::make_unique<MtpDrafter>(model_, n_ctx, *state_);
 }
 
 Session::~Session() = default;
@@ -339,13 +339,20 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   spec.draft_max = std::clamp(spec.draft_max, 0, std::min(max_draft_, exact - 1));
   spec.draft_min = std::clamp(spec.draft_min, 0, spec.draft_max);
   bool use_mtp = false;
+  // The model's MTP head answers --spec mtp; a draft model loaded beside it (Gemma 4's assistant,
+  // -md) answers --spec draft; auto takes either.
+  const SpecMode head_mode = model_.mtp_is_draft_model() ? SpecMode::kDraft : SpecMode::kMtp;
   if (spec.mode != SpecMode::kNone && spec.drafter) {
     drafter = spec.drafter;
-  } else if ((spec.mode == SpecMode::kMtp || spec.mode == SpecMode::kAuto) && mtp_) {
+  } else if ((spec.mode == head_mode || spec.mode == SpecMode::kAuto) && mtp_) {
     // auto on a model with an MTP head drafts with the head (docs/speculative.md, "auto").
     use_mtp = spec.draft_max > 0;
-  } else if (spec.mode == SpecMode::kMtp && model_.has_mtp()) {
-    throw_error(ErrorCode::kUnsupported, "speculation mode 'mtp' needs a session that may speculate (max_draft > 0)");
+  } else if (spec.mode == head_mode && model_.has_mtp()) {
+    throw_error(ErrorCode::kUnsupported, std::string("speculation mode '") + spec_mode_name(spec.mode) +
+                                             "' needs a session that may speculate (max_draft > 0)");
+  } else if (spec.mode == SpecMode::kDraft) {
+    throw_error(ErrorCode::kUnsupported, "speculation mode 'draft' needs a draft model: -md FILE, a Gemma 4 assistant drafter "
+                                         "for a Gemma 4 model (use auto, ngram or none)");
   } else if (spec.mode == SpecMode::kMtp || spec.mode == SpecMode::kDraft) {
     throw_error(ErrorCode::kUnsupported, std::string("speculation mode '") + spec_mode_name(spec.mode) +
                                              "' is not available for this model (use auto, ngram or none)");
@@ -358,7 +365,9 @@ GenerateResult Session::generate(std::span<const int32_t> prompt, const Generate
   // An MTP draft runs the head (one layer and the output head: about 0.3 of a decode step on the
   // 0.8B shape) until its cost is measured: with the tuner's prior acceptance that keeps a request
   // from drafting before its first probe, so drafting that never pays costs only the probes.
-  if (use_mtp) tuner_.expect_draft_cost(0.3);
+  // Gemma 4's assistant: four narrow layers and a d_a-wide output product (E2B assistant: d_a 256,
+  // ~70 M multiply-adds against ~2 G for the target), assumed 0.1 of a decode step until measured.
+  if (use_mtp) tuner_.expect_draft_cost(model_.mtp_is_draft_model() ? 0.1 : 0.3);
   std::vector<int32_t> draft, feed;
 
   int32_t pending = -1;  // a token already chosen: the replacement for a rejected draft

@@ -596,8 +596,10 @@ class ServerEngine final : public Engine {
         if (image_pad_ < 0) throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + pad + " token (not a vision model)");
         std::fprintf(stderr, "oxinfer: vision tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
       }
-      if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && !model_->has_mtp())
+      if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && (!model_->has_mtp() || model_->mtp_is_draft_model()))
         throw_error(ErrorCode::kUnsupported, "--spec mtp: the model has no MTP head (use auto, ngram or none)");
+      if (opt_.spec_mode == static_cast<int>(SpecMode::kDraft) && !model_->mtp_is_draft_model())
+        throw_error(ErrorCode::kUnsupported, "--spec draft: no draft model (-md: a Gemma 4 assistant drafter)");
       batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,22 +48,29 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   return b;
 }
 
+// add(name, shape, std, mean): an f32 tensor of N(mean, std²) values into w (tweak may edit them).
+auto random_adder(oxi::SafetensorsWriter& w, std::mt19937& rng,
+                  const std::function<void(const std::string&, std::vector<float>&)>& tweak = nullptr) {
+  // One distribution for all tensors (it keeps a spare draw between calls: the same stream as before).
+  auto nd = std::make_shared<std::normal_distribution<float>>(0.0f, 1.0f);
+  return [&w, &rng, tweak, nd](const std::string& n, std::vector<int64_t> shape, float std, float mean) {
+    int64_t count = 1;
+    for (int64_t x : shape) count *= x;
+    std::vector<float> v(static_cast<size_t>(count));
+    for (auto& x : v) x = mean + std * (*nd)(rng);
+    if (tweak) tweak(n, v);
+    w.add_tensor(n, oxi::DType::F32, shape, f32_bytes(v));
+  };
+}
+
 // Writes a tiny HF checkpoint (f32) with a minimal tokenizer.json; returns its directory.
 std::string write_checkpoint(const std::string& name, const Spec& s,
                              const std::function<void(const std::string&, std::vector<float>&)>& tweak = nullptr) {
   const std::string dir = (fs::temp_directory_path() / ("oxi_gemma4_" + name + "_" + std::to_string(::getpid()))).string();
   fs::create_directories(dir);
   std::mt19937 rng(s.seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
   oxi::SafetensorsWriter w;
-  auto add = [&](const std::string& n, std::vector<int64_t> shape, float std, float mean) {
-    int64_t count = 1;
-    for (int64_t x : shape) count *= x;
-    std::vector<float> v(static_cast<size_t>(count));
-    for (auto& x : v) x = mean + std * nd(rng);
-    if (tweak) tweak(n, v);
-    w.add_tensor(n, oxi::DType::F32, shape, f32_bytes(v));
-  };
+  auto add = random_adder(w, rng, tweak);
   const std::string p = "model.language_model.";
   std::vector<std::string> types = s.types;
   if (types.empty())
@@ -453,6 +461,195 @@ TEST(Gemma4, SnapshotRestoreIsBitIdentical) {
   EXPECT_THROW(st->restore(cut), oxi::Error);
   EXPECT_THROW(m->new_state(32)->restore(snap), oxi::Error);
   fs::remove_all(dir);
+}
+
+// ---- Gemma 4's assistant drafter (spec B.5; -md, --spec draft) ----
+
+// A tiny assistant checkpoint (HF layout, f32) for target spec `t`: d_a = 16, layers [S, S, S, F]
+// with the target's head sizes, optionally the ordered-embedding tensors; converted to its GGUF.
+std::string write_assistant(const std::string& target_dir, const Spec& t, bool ordered, int64_t heads = 2) {
+  const std::string dir = target_dir + "/assistant" + (ordered ? "_ordered" : "");
+  fs::create_directories(dir);
+  std::mt19937 rng(77);
+  oxi::SafetensorsWriter w;
+  auto add = random_adder(w, rng);
+  const int64_t d = 16, L = 4, ff = 24;
+  const std::vector<std::string> types = {"sliding_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  add("model.embed_tokens.weight", {t.vocab, d}, 0.25f, 0);
+  add("model.norm.weight", {d}, 0.1f, 1.0f);
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string b = "model.layers." + std::to_string(l) + ".";
+    const int64_t hd = l < 3 ? t.hd : t.hd_global;
+    const float qk = std::pow(static_cast<float>(hd), -0.25f);
+    add(b + "input_layernorm.weight", {d}, 0.1f, 1.0f);
+    add(b + "self_attn.q_proj.weight", {heads * hd, d}, 0.25f, 0);
+    add(b + "self_attn.q_norm.weight", {hd}, 0.1f * qk, 1.5f * qk);
+    add(b + "self_attn.o_proj.weight", {d, heads * hd}, 0.15f, 0);
+    add(b + "post_attention_layernorm.weight", {d}, 0.1f, 1.0f);
+    add(b + "pre_feedforward_layernorm.weight", {d}, 0.1f, 1.0f);
+    add(b + "mlp.gate_proj.weight", {ff, d}, 0.25f, 0);
+    add(b + "mlp.up_proj.weight", {ff, d}, 0.25f, 0);
+    add(b + "mlp.down_proj.weight", {d, ff}, 0.2f, 0);
+    add(b + "post_feedforward_layernorm.weight", {d}, 0.1f, 1.0f);
+    add(b + "layer_scalar", {1}, 0.1f, 0.8f);
+  }
+  add("pre_projection.weight", {d, 2 * t.d}, 0.125f, 0);
+  add("post_projection.weight", {t.d, d}, 0.25f, 0);
+  if (ordered) {
+    add("masked_embedding.centroids.weight", {8, d}, 0.25f, 0);
+    std::vector<int64_t> perm(static_cast<size_t>(t.vocab));
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(perm.size() - 1 - i);
+    std::vector<uint8_t> b(perm.size() * 8);
+    std::memcpy(b.data(), perm.data(), b.size());
+    w.add_tensor("masked_embedding.token_ordering", oxi::DType::I64, {t.vocab}, b);
+  }
+  w.write(dir + "/model.safetensors");
+  json tc = {{"model_type", "gemma4_text"}, {"vocab_size", t.vocab}, {"hidden_size", d}, {"num_hidden_layers", L},
+             {"layer_types", types}, {"sliding_window", t.window}, {"num_attention_heads", heads},
+             {"num_key_value_heads", t.kv}, {"head_dim", t.hd}, {"global_head_dim", t.hd_global},
+             {"num_kv_shared_layers", L}, {"hidden_size_per_layer_input", 0}, {"intermediate_size", ff},
+             {"rms_norm_eps", 1e-6},
+             {"rope_parameters",
+              {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+               {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}}},
+             {"tie_word_embeddings", true}, {"max_position_embeddings", 4096}};
+  json cfg = {{"model_type", "gemma4_assistant"}, {"architectures", {"Gemma4AssistantForCausalLM"}},
+              {"backbone_hidden_size", t.d}, {"use_ordered_embeddings", ordered}, {"num_centroids", 8},
+              {"centroid_intermediate_top_k", 2}, {"text_config", tc}};
+  std::ofstream(dir + "/config.json") << cfg.dump(1);
+  fs::copy_file(target_dir + "/tokenizer.json", dir + "/tokenizer.json", fs::copy_options::overwrite_existing);
+  return convert(dir, "assistant");
+}
+
+std::unique_ptr<oxi::Model> load_with_draft(const std::string& path, const oxi::GgufFile& draft, bool invariant = true) {
+  if (invariant) setenv("OXI_GEMMA4_GGML_MM", "0", 1);
+  oxi::LoadOptions lo;
+  lo.draft = &draft;
+  lo.draft_path = "assistant.gguf";
+  auto m = oxi::load_model(oxi::open_model_files(path), lo);
+  unsetenv("OXI_GEMMA4_GGML_MM");
+  return m;
+}
+
+// The converted file carries llama.cpp's arch, keys and names (the e2e test loads it in llama.cpp).
+TEST(Gemma4, AssistantConvertsWithLlamaCppNames) {
+  Spec s = six_layer_spec(false);
+  const std::string dir = write_checkpoint("asst_conv", s);
+  for (bool ordered : {false, true}) {
+    oxi::GgufFile f = oxi::read_gguf(write_assistant(dir, s, ordered));
+    const std::string a = "gemma4-assistant.";
+    EXPECT_EQ(f.metadata.get_string("general.architecture"), "gemma4-assistant");
+    EXPECT_EQ(f.metadata.get_int(a + "block_count"), 4);
+    EXPECT_EQ(f.metadata.get_int(a + "nextn_predict_layers"), 4);
+    EXPECT_EQ(f.metadata.get_int(a + "embedding_length"), 16);
+    EXPECT_EQ(f.metadata.get_int(a + "embedding_length_out"), s.d);
+    EXPECT_EQ(f.metadata.get_int(a + "attention.shared_kv_layers"), 4);
+    EXPECT_EQ(f.metadata.find(a + "attention.sliding_window_pattern")->as_int_array(), (std::vector<int64_t>{1, 1, 1, 0}));
+    EXPECT_EQ(f.tensors.get("nextn.pre_projection.weight").shape, (std::vector<int64_t>{16, 2 * s.d}));
+    EXPECT_EQ(f.tensors.get("nextn.post_projection.weight").shape, (std::vector<int64_t>{s.d, 16}));
+    EXPECT_TRUE(f.tensors.find("rope_freqs.weight"));
+    EXPECT_FALSE(f.tensors.find("blk.0.attn_k.weight"));
+    // llama.cpp's converter drops the ordered-embedding tensors; so do we.
+    for (const auto& [name, t] : f.tensors.all()) EXPECT_EQ(name.find("masked"), std::string::npos) << name;
+  }
+  fs::remove_all(dir);
+}
+
+// Greedy output with the drafter verifying is the plain output (drafts k = 1, 3, 8 every step, and
+// auto), past the sliding window (4) with KV-shared target layers and per-layer embeddings; a
+// mismatched drafter is refused naming the first difference; the drafter alone is no model.
+TEST(Gemma4, AssistantDraftsAndGreedyEqualsPlain) {
+  for (bool moe : {false, true}) {
+    const Spec s = six_layer_spec(moe);
+    const std::string dir = write_checkpoint(moe ? "asst_moe" : "asst_ple", s);
+    const oxi::GgufFile draft = oxi::read_gguf(write_assistant(dir, s, !moe));
+    auto m = load_with_draft(dir, draft);
+    ASSERT_TRUE(m->has_mtp());
+    ASSERT_TRUE(m->mtp_is_draft_model());
+    std::vector<int32_t> prompt = batchtest::ids(30, s.vocab, 11);
+    prompt.insert(prompt.end(), prompt.begin() + 5, prompt.begin() + 12);
+    EXPECT_EQ(spectest::spec_vs_plain(*m, prompt, 24), "") << (moe ? "moe" : "ple");
+    // Drafts are made and counted (forced: draft_min = draft_max).
+    oxi::SpecOptions sp;
+    sp.mode = oxi::SpecMode::kDraft;
+    sp.draft_max = 3;
+    sp.draft_min = 3;
+    const oxi::GenerateResult r = spectest::greedy(*m, prompt, 24, sp);
+    std::printf("gemma4 assistant (%s): %d of %d drafts accepted in %d verify steps\n", moe ? "moe" : "ple", r.n_accepted,
+                r.n_drafted, r.n_verify);
+    EXPECT_GT(r.n_drafted, 20);
+    // Default numerics (f32 weights in ggml's orders: no exact verify steps) decode plainly.
+    auto plain_numerics = load_with_draft(dir, draft, false);
+    EXPECT_EQ(spectest::spec_vs_plain(*plain_numerics, prompt, 24), "") << (moe ? "moe" : "ple") << " default numerics";
+    // --spec mtp is the model's own head: refused for a draft model.
+    oxi::SpecOptions mtp;
+    mtp.mode = oxi::SpecMode::kMtp;
+    EXPECT_THROW(spectest::greedy(*m, prompt, 4, mtp), oxi::Error);
+    fs::remove_all(dir);
+  }
+  // Refusals: --spec draft without a draft model; a drafter of another width; the drafter as -m.
+  Spec s = six_layer_spec(false);
+  const std::string dir = write_checkpoint("asst_bad", s);
+  const std::string good = write_assistant(dir, s, false);
+  oxi::SpecOptions sp;
+  sp.mode = oxi::SpecMode::kDraft;
+  EXPECT_THROW(spectest::greedy(*load(dir), {2, 5, 9}, 4, sp), oxi::Error);
+  Spec wide = s;
+  wide.d = 48;
+  const std::string other = write_checkpoint("asst_wide", wide);
+  const oxi::GgufFile wrong = oxi::read_gguf(write_assistant(other, wide, false));
+  try {
+    load_with_draft(dir, wrong);
+    ADD_FAILURE() << "a drafter for a 48-wide model loaded beside a 32-wide one";
+  } catch (const oxi::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("embedding_length_out (the target width) is 48, the model's is 32"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load(good), oxi::Error);
+  const oxi::GgufFile not_asst = oxi::read_gguf(convert(dir, "target"));
+  EXPECT_THROW(load_with_draft(dir, not_asst), oxi::Error);
+  fs::remove_all(dir);
+  fs::remove_all(other);
+}
+
+// For the llama.cpp oracle (tests/e2e/gemma4_assistant.test.mjs): with OXI_G4A_TARGET (a GGUF),
+// OXI_G4A_DRAFT (the assistant GGUF), OXI_G4A_TOKENS (comma-separated prompt), OXI_G4A_K and
+// OXI_G4A_OUT set, writes the drafter's first-step logits and its K chained greedy drafts after
+// the prompt (the target's greedy token at the prompt's end as x_n) as JSON. Skipped otherwise.
+TEST(Gemma4, AssistantDumpForOracle) {
+  const char* tp = std::getenv("OXI_G4A_TARGET");
+  if (!tp) GTEST_SKIP() << "OXI_G4A_TARGET not set (run by e2e_gemma4_assistant)";
+  const oxi::GgufFile draft = oxi::read_gguf(std::getenv("OXI_G4A_DRAFT"));
+  oxi::LoadOptions lo;
+  lo.draft = &draft;
+  lo.draft_path = std::getenv("OXI_G4A_DRAFT");
+  auto m = oxi::load_model(oxi::open_model_files(tp), lo);
+  std::vector<int32_t> toks;
+  for (std::string s = std::getenv("OXI_G4A_TOKENS"); !s.empty();) {
+    const size_t c = s.find(',');
+    toks.push_back(std::stoi(s.substr(0, c)));
+    s = c == std::string::npos ? "" : s.substr(c + 1);
+  }
+  const int K = std::atoi(std::getenv("OXI_G4A_K"));
+  const int64_t n = static_cast<int64_t>(toks.size()), d = m->info().n_embd, V = m->info().n_vocab;
+  auto st = m->new_state(512);
+  std::vector<float> logits(static_cast<size_t>(V)), hid(static_cast<size_t>(n * d));
+  m->forward(*st, toks, logits.data(), false, hid.data());
+  auto argmax = [](const std::vector<float>& v) { return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin()); };
+  const int32_t x = argmax(logits);
+  auto ms = m->new_mtp_state_for(512, *st);
+  std::vector<int32_t> next(toks.begin() + 1, toks.end());
+  next.push_back(x);  // pairs (h_p, x_{p+1}) for p < n: the last one pairs h_{n-1} with x_n
+  std::vector<float> h(static_cast<size_t>(d));
+  m->mtp_forward(*ms, hid.data(), next.data(), n, logits.data(), h.data());
+  json out = {{"target_token", x}, {"first_logits", logits},
+              {"h", std::vector<float>(hid.end() - d, hid.end())}};
+  std::vector<int32_t> drafts;
+  for (int j = 0; j < K; ++j) {
+    drafts.push_back(argmax(logits));
+    m->mtp_forward(*ms, h.data(), &drafts.back(), 1, logits.data(), h.data());
+  }
+  out["drafts"] = drafts;
+  std::ofstream(std::getenv("OXI_G4A_OUT")) << out.dump();
 }
 
 TEST(Gemma4, HfAndConvertedGgufAgree) {

@@ -68,9 +68,11 @@ inline std::string spec_vs_plain(const oxi::Model& m, const std::vector<int32_t>
   ngram.adaptive = false;
   if (greedy(m, prompt, n, ngram).generated != plain.generated) return "ngram";
   if (m.has_mtp()) {
+    // The model's own head answers 'mtp', a draft model beside it (Gemma 4's assistant) 'draft'.
+    const oxi::SpecMode head = m.mtp_is_draft_model() ? oxi::SpecMode::kDraft : oxi::SpecMode::kMtp;
     for (int32_t k : {1, 3, 8}) {
       oxi::SpecOptions mtp;
-      mtp.mode = oxi::SpecMode::kMtp;
+      mtp.mode = head;
       mtp.adaptive = false;  // verify every draft the head makes
       mtp.draft_max = k;
       const oxi::GenerateResult r = greedy(m, prompt, n, mtp);

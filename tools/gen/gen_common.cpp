@@ -141,6 +141,12 @@ std::vector<uint8_t> encode(const std::vector<float>& v, DType dt) {
   if (dt == DType::F32) {
     out.resize(v.size() * 4);
     std::memcpy(out.data(), v.data(), out.size());
+  } else if (dt == DType::I64) {  // integer buffers (e.g. a permutation); values exact below 2^24
+    out.resize(v.size() * 8);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto x = static_cast<int64_t>(v[i]);
+      std::memcpy(out.data() + 8 * i, &x, 8);
+    }
   } else {
     out.resize(v.size() * 2);
     for (size_t i = 0; i < v.size(); ++i) {

@@ -157,8 +157,14 @@ void Config::validate(const std::string& where) const {
   bool any_swa = false;
   for (auto s : is_swa) any_swa |= (s != 0);
   if (any_swa && window <= 0) bad("sliding layers need a positive sliding_window");
-  if (n_kv_shared < 0 || n_kv_shared >= n_layer) bad("bad num_kv_shared_layers " + std::to_string(n_kv_shared));
-  for (int64_t l = n_layer_kv(); l < n_layer; ++l)
+  if (assistant) {
+    if (n_kv_shared != n_layer) bad("an assistant's layers must all read the target's cache (num_kv_shared_layers " + std::to_string(n_kv_shared) + ", want " + std::to_string(n_layer) + ")");
+    if (n_embd_backbone <= 0 || n_embd_backbone > (1 << 16)) bad("bad backbone (target) hidden size " + std::to_string(n_embd_backbone));
+    if (n_embd_per_layer != 0 || n_expert != 0) bad("an assistant has no per-layer embeddings and no experts");
+  } else if (n_kv_shared < 0 || n_kv_shared >= n_layer) {
+    bad("bad num_kv_shared_layers " + std::to_string(n_kv_shared));
+  }
+  for (int64_t l = n_layer_kv(); l < n_layer && !assistant; ++l)
     if (kv_source(l) < 0)
       bad("KV-shared layer " + std::to_string(l) + " has no earlier layer of its type to read from");
   if (n_embd_per_layer < 0 || n_embd_per_layer > 65536) bad("bad hidden_size_per_layer_input");
@@ -273,17 +279,22 @@ Config config_from_hf(const HfCheckpoint& hf) {
   if (c.n_rot_swa % 2) c.n_rot_swa -= 1;
   if (c.n_rot_full % 2) c.n_rot_full -= 1;
   c.name = hf.config.value("_name_or_path", std::string());
+  if (hf.config.value("model_type", std::string()) == "gemma4_assistant") {
+    c.assistant = true;
+    c.n_embd_backbone = jint(hf.config, "backbone_hidden_size", w);
+  }
   c.validate(w);
   return c;
 }
 
 Config config_from_gguf(const GgufFile& g, const std::string& path) {
   const GgufMetadata& m = g.metadata;
-  const std::string a = "gemma4.";
   Config c;
+  c.assistant = m.get_string("general.architecture", "gemma4") == kAssistantArch;
+  const std::string a = c.assistant ? std::string(kAssistantArch) + "." : "gemma4.";
   c.n_embd = m.get_int(a + "embedding_length");
   c.n_layer = m.get_int(a + "block_count");
-  if (c.n_layer <= 0 || c.n_layer > 1024) format_error(path, "gemma4.block_count out of range");
+  if (c.n_layer <= 0 || c.n_layer > 1024) format_error(path, a + "block_count out of range");
   const size_t L = static_cast<size_t>(c.n_layer);
   auto per_layer = [&](const std::string& key, bool required, int64_t def) {
     std::vector<int64_t> v(L, def);
@@ -340,6 +351,11 @@ Config config_from_gguf(const GgufFile& g, const std::string& path) {
   c.final_softcap = static_cast<float>(m.get_float(a + "final_logit_softcapping", 0.0));
   c.n_ctx_train = m.get_int(a + "context_length", 0);
   c.name = m.get_string("general.name", "");
+  if (c.assistant) {
+    c.n_embd_backbone = m.get_int(a + "embedding_length_out", 0);
+    if (m.get_int(a + "nextn_predict_layers", 0) != c.n_layer)
+      format_error(path, a + "nextn_predict_layers must equal block_count in an assistant file");
+  }
   const TensorInfo& emb = g.tensors.get("token_embd.weight");
   if (emb.shape.size() != 2) format_error(path, "token_embd.weight must be 2-D, got " + emb.shape_string());
   c.n_vocab = emb.shape[0];

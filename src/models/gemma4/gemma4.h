@@ -40,6 +40,11 @@ struct Config {
   int64_t n_ctx_train = 0;
   bool k_eq_v = false;          // full layers without v_proj (HF flag; GGUF: tensor absence)
   std::string name;
+  // An assistant drafter (spec B.5; HF gemma4_assistant, GGUF gemma4-assistant): every layer reads
+  // the target's cache (n_kv_shared == n_layer), and its input is concat(target embedding,
+  // target hidden) of n_embd_backbone each.
+  bool assistant = false;
+  int64_t n_embd_backbone = 0;
 
   bool swa(int64_t l) const { return is_swa[static_cast<size_t>(l)] != 0; }
   int64_t head_dim(int64_t l) const { return swa(l) ? head_dim_swa : head_dim_full; }
@@ -52,7 +57,11 @@ struct Config {
 };
 
 Config config_from_hf(const HfCheckpoint& hf);
+// GGUF architecture "gemma4" or (an assistant drafter) "gemma4-assistant", whose keys carry that
+// prefix plus embedding_length_out (the target width) and nextn_predict_layers == block_count.
 Config config_from_gguf(const GgufFile& gguf, const std::string& path);
+// llama.cpp's architecture string of the assistant drafters.
+inline constexpr const char* kAssistantArch = "gemma4-assistant";
 
 // HF text-decoder prefix in use ("model.language_model." or "model.").
 std::string hf_prefix(const HfCheckpoint& hf);

@@ -181,6 +181,43 @@ class Gemma4State final : public SequenceState {
   std::vector<nn::KvCache> caches_;  // indexed by layer; KV-shared layers have width 0
 };
 
+// The drafter's state (spec B.5): it owns no cache — every layer reads the target's — so it only
+// counts the pairs (h_p, x_{p+1}) taken in (the MTP numbering of models/model.h: pair p at p) and
+// knows the target's state whose cache it reads.
+class AssistState final : public SequenceState {
+ public:
+  AssistState(int64_t n_ctx, const SequenceState* trunk) : n_ctx_(n_ctx), trunk_(trunk) {}
+  int64_t n_past() const override { return n_past_; }
+  int64_t n_ctx() const override { return n_ctx_; }
+  void clear() override { n_past_ = 0; }
+  void truncate(int64_t n) override {
+    if (n < 0 || n > n_past_) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: bad truncate");
+    n_past_ = n;
+  }
+  std::vector<uint8_t> snapshot() const override {
+    std::vector<uint8_t> out(sizeof(int64_t));
+    std::memcpy(out.data(), &n_past_, sizeof(int64_t));
+    return out;
+  }
+  void restore(std::span<const uint8_t> bytes) override {
+    int64_t n = -1;
+    if (bytes.size() == sizeof(int64_t)) std::memcpy(&n, bytes.data(), sizeof(int64_t));
+    if (n < 0 || n > n_ctx_) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant state: bad snapshot");
+    n_past_ = n;
+  }
+  int64_t n_ctx_ = 0, n_past_ = 0;
+  const SequenceState* trunk_ = nullptr;
+};
+
+// The assistant drafter's weights (spec B.5), from its own GGUF (-md).
+struct Assistant {
+  Config cfg;
+  MatrixView embd, pre, post;       // [V, d_a] (tied head), [d_a, 2·d_t], [d_t, d_a]
+  std::vector<float> output_norm;  // [d_a]
+  std::vector<Layer> layers;        // q, o, norms, GeGLU; no K/V
+  int64_t src_swa = -1, src_full = -1;  // the target's cache layers read by sliding / full layers
+};
+
 // ---------------------------------------------------------------------------------------------
 // the model
 
@@ -201,6 +238,19 @@ class Gemma4Model final : public Model {
     if (dev_) return dev_->new_state(n_ctx, rollback);
     return std::make_unique<Gemma4State>(cfg_, n_ctx, kt_, vt_, rollback);
   }
+  // The assistant drafter (-md) drafts through the MTP interface: a pair (h_p, x_{p+1}) is the
+  // target's post-norm hidden row of position p and the token that followed it.
+  bool has_mtp() const override { return asst_ != nullptr; }
+  bool mtp_is_draft_model() const override { return asst_ != nullptr; }
+  std::unique_ptr<SequenceState> new_mtp_state_for(int64_t n_ctx, const SequenceState& trunk) const override {
+    if (!asst_) return Model::new_mtp_state_for(n_ctx, trunk);
+    if (!dynamic_cast<const Gemma4State*>(&trunk))
+      throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: needs the target's sequence state (CPU path)");
+    return std::make_unique<AssistState>(n_ctx, &trunk);
+  }
+  void mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
+                   float* hidden_out) const override;
+  void load_assistant(const GgufFile& g, const std::string& path);
 
  protected:
   void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const override;
@@ -274,6 +324,7 @@ class Gemma4Model final : public Model {
   int attn_mode_ = 0;  // 0: as llama.cpp's flash attention (vector kernel under 64 tokens, tiled from 64)
   // LoadOptions::device: the whole pass on that device (device_forward.h); null: the CPU path here.
   std::unique_ptr<DeviceForward> dev_;
+  std::unique_ptr<Assistant> asst_;  // LoadOptions::draft: the assistant drafter
 };
 
 const TensorInfo* Gemma4Model::find(const std::string& g) const {
@@ -909,6 +960,149 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
   }
 }
 
+// Loads the assistant drafter from its GGUF (llama.cpp's gemma4-assistant layout) and checks it
+// against this target: the first mismatch is named.
+void Gemma4Model::load_assistant(const GgufFile& g, const std::string& path) {
+  if (g.metadata.get_string("general.architecture", "") != kAssistantArch)
+    throw_error(ErrorCode::kInvalidArgument, path + ": not a Gemma 4 assistant drafter (general.architecture is '" +
+                                                 g.metadata.get_string("general.architecture", "") + "', want '" + kAssistantArch + "')");
+  if (dev_) throw_error(ErrorCode::kUnsupported, path + ": the Gemma 4 assistant drafter runs on the CPU path only (no --device)");
+  auto a = std::make_unique<Assistant>();
+  a->cfg = config_from_gguf(g, path);
+  const Config& ac = a->cfg;
+  const Config& c = cfg_;
+  auto mismatch = [&](const std::string& what, int64_t got, int64_t want) {
+    if (got != want)
+      throw_error(ErrorCode::kInvalidArgument, path + ": the assistant does not fit this model: " + what + " is " +
+                                                   std::to_string(got) + ", the model's is " + std::to_string(want));
+  };
+  mismatch("embedding_length_out (the target width)", ac.n_embd_backbone, c.n_embd);
+  mismatch("the vocabulary size", ac.n_vocab, c.n_vocab);
+  mismatch("the sliding head size", ac.head_dim_swa, c.head_dim_swa);
+  mismatch("the full-attention head size", ac.head_dim_full, c.head_dim_full);
+  mismatch("the sliding window", ac.window, c.window);
+  // The target's last sliding and last full layer (llama.cpp: layers n_layer − 2 and n_layer − 1),
+  // through KV sharing to the layer whose cache holds their K/V.
+  for (int64_t l = c.n_layer - 1; l >= 0; --l) {
+    int64_t& s = c.swa(l) ? a->src_swa : a->src_full;
+    if (s < 0) s = c.kv_source(l);
+  }
+  const int64_t d = ac.n_embd, dt = c.n_embd;
+  auto vecf = [&](const std::string& name, int64_t n) { return wt::to_f32(wt::require(g.tensors, name, {n})); };
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) { return wt::matrix(wt::require(g.tensors, name, {rows, cols}), rows, cols); };
+  a->embd = mat("token_embd.weight", ac.n_vocab, d);
+  a->output_norm = vecf("output_norm.weight", d);
+  a->pre = mat("nextn.pre_projection.weight", d, 2 * dt);
+  a->post = mat("nextn.post_projection.weight", dt, d);
+  a->layers.resize(static_cast<size_t>(ac.n_layer));
+  for (int64_t l = 0; l < ac.n_layer; ++l) {
+    Layer& ly = a->layers[static_cast<size_t>(l)];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const int64_t hd = ac.head_dim(l), src = ac.swa(l) ? a->src_swa : a->src_full;
+    if (src < 0)
+      throw_error(ErrorCode::kInvalidArgument, path + ": assistant layer " + std::to_string(l) + " is " +
+                                                   (ac.swa(l) ? "sliding" : "full") + " but the model has no such layer to read");
+    const int64_t hkv = c.n_head_kv[static_cast<size_t>(src)];
+    if (ac.n_head % hkv != 0)
+      throw_error(ErrorCode::kInvalidArgument, path + ": assistant layer " + std::to_string(l) + ": " + std::to_string(ac.n_head) +
+                                                   " query heads do not group over the model's " + std::to_string(hkv) + " KV heads");
+    ly.attn_norm = vecf(b + "attn_norm.weight", d);
+    ly.wq = mat(b + "attn_q.weight", ac.n_head * hd, d);
+    ly.q_norm = vecf(b + "attn_q_norm.weight", hd);
+    ly.wo = mat(b + "attn_output.weight", d, ac.n_head * hd);
+    ly.post_attn_norm = vecf(b + "post_attention_norm.weight", d);
+    const int64_t ff = ac.n_ff[static_cast<size_t>(l)];
+    ly.ffn_norm = vecf(b + "ffn_norm.weight", d);
+    ly.gate = mat(b + "ffn_gate.weight", ff, d);
+    ly.up = mat(b + "ffn_up.weight", ff, d);
+    ly.down = mat(b + "ffn_down.weight", d, ff);
+    ly.post_ffn_norm = vecf(b + "post_ffw_norm.weight", d);
+    if (g.tensors.find(b + "layer_output_scale.weight")) ly.out_scale = vecf(b + "layer_output_scale.weight", 1)[0];
+  }
+  asst_ = std::move(a);
+}
+
+// One draft step per spec B.5 for the last of n pairs (the others are only counted: the drafter
+// keeps no state of its own). Pair p = (h_p, x_{p+1}); its query sits at position p + 1 — the
+// position x_{p+1} will take in the target — capped at the target's n_past: chained steps (whose
+// pairs lie beyond the target) reuse the first step's position, as HF's generator and llama.cpp do
+// ("same position for all draft tokens"). Attention reads the target's cached K/V of cells < that
+// position, sliding layers the last `window` positions as the target's own rule (p − j < W).
+void Gemma4Model::mtp_forward(SequenceState& st_base, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
+                              float* hidden_out) const {
+  if (!asst_) return Model::mtp_forward(st_base, hidden, tokens, n, logits, hidden_out);
+  auto* st = dynamic_cast<AssistState*>(&st_base);
+  if (!st || n < 1 || st->n_past_ + n > st->n_ctx_) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: bad state or pair count");
+  const auto* tg = dynamic_cast<const Gemma4State*>(st->trunk_);
+  const int64_t p_last = st->n_past_ + n - 1;
+  st->n_past_ += n;
+  if (!logits && !hidden_out) return;
+  const Assistant& A = *asst_;
+  const Config& ac = A.cfg;
+  const Config& c = cfg_;
+  const int64_t d = ac.n_embd, dt = c.n_embd, H = ac.n_head;
+  const int64_t pos = std::min<int64_t>(p_last + 1, tg->n_past_);
+  if (pos < 1) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: the target has no cached positions to read");
+  const int32_t tok = tokens[n - 1];
+  if (tok < 0 || tok >= c.n_vocab) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: token out of range");
+  // u = pre_projection · [E_target[x]·sqrt(d_t), h]
+  std::vector<float> xh(static_cast<size_t>(2 * dt)), x(static_cast<size_t>(d)), u(static_cast<size_t>(d)), tmp(static_cast<size_t>(d));
+  dequantize_row(tok_embd_, tok, xh.data());
+  const float emb_scale = std::sqrt(static_cast<float>(dt));
+  for (int64_t i = 0; i < dt; ++i) xh[static_cast<size_t>(i)] *= emb_scale;
+  std::memcpy(xh.data() + dt, hidden + (n - 1) * dt, static_cast<size_t>(dt) * sizeof(float));
+  mm(A.pre, xh.data(), 1, x.data());
+  std::vector<float> q, att, gbuf, ubuf;
+  const size_t esz = kv_f32_ ? 4 : 2;
+  for (int64_t l = 0; l < ac.n_layer; ++l) {
+    const Layer& ly = A.layers[static_cast<size_t>(l)];
+    const bool swa = ac.swa(l);
+    const int64_t hd = ac.head_dim(l), src = swa ? A.src_swa : A.src_full;
+    const nn::KvCache& lc = tg->caches_[static_cast<size_t>(src)];
+    const int64_t hkv = c.n_head_kv[static_cast<size_t>(src)], group = H / hkv;
+    rms_norm(x.data(), d, ac.eps, ly.attn_norm.data(), u.data());
+    q.resize(static_cast<size_t>(H * hd));
+    mm(ly.wq, u.data(), 1, q.data());
+    for (int64_t h = 0; h < H; ++h) rms_norm(q.data() + h * hd, hd, ac.eps, ly.q_norm.data(), q.data() + h * hd);
+    const float* ff = (!swa && !ac.rope_freqs_full.empty()) ? ac.rope_freqs_full.data() : nullptr;
+    ggml_rope_neox(q.data(), H, hd, pos, swa ? ac.n_rot_swa : ac.n_rot_full, swa ? ac.rope_base_swa : ac.rope_base_full, ff);
+    const int64_t lo = swa ? std::max<int64_t>(0, pos - ac.window + 1) : 0, hi = pos - 1;
+    att.assign(static_cast<size_t>(H * hd), 0.0f);
+    if (hi >= lo) {
+      parallel_for(H, [&](int64_t h) {
+        const int64_t kh = h / group;
+        std::vector<const void*> kr(static_cast<size_t>(hi - lo + 1)), vr(kr.size());
+        for (int64_t j = lo; j <= hi; ++j) {
+          kr[static_cast<size_t>(j - lo)] = lc.k_row(j) + nn::kv_row_bytes(kt_, kh * hd);
+          vr[static_cast<size_t>(j - lo)] = lc.v_row(j) + nn::kv_row_bytes(vt_, kh * hd);
+        }
+        float* oh = att.data() + h * hd;
+        if (kv_typed_)
+          fa_row_typed(q.data() + h * hd, hd, kr.data(), vr.data(), hi - lo + 1, kt_, vt_, oh);
+        else
+          ggml_flash_attn_row(q.data() + h * hd, hd, kr.data(), vr.data(), lo, hi - lo + 1, esz == 2, false, lanes_, oh);
+      });
+    }
+    mm(ly.wo, att.data(), 1, tmp.data());
+    rms_norm(tmp.data(), d, ac.eps, ly.post_attn_norm.data(), tmp.data());
+    for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
+    rms_norm(x.data(), d, ac.eps, ly.ffn_norm.data(), u.data());
+    const int64_t ffn = ac.n_ff[static_cast<size_t>(l)];
+    gbuf.resize(static_cast<size_t>(ffn));
+    ubuf.resize(static_cast<size_t>(ffn));
+    mm2(ly.gate, gbuf.data(), ly.up, ubuf.data(), u.data(), 1);
+    geglu(gbuf.data(), ubuf.data(), ffn);
+    mm(ly.down, gbuf.data(), 1, tmp.data());
+    rms_norm(tmp.data(), d, ac.eps, ly.post_ffn_norm.data(), tmp.data());
+    for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(i)] = (x[static_cast<size_t>(i)] + tmp[static_cast<size_t>(i)]) * ly.out_scale;
+  }
+  rms_norm(x.data(), d, ac.eps, A.output_norm.data(), u.data());
+  // Full logits from the tied embedding (no soft-cap: llama.cpp's graph has none; argmax would not
+  // change anyway), and the projection back to the target width for the next chained step.
+  if (logits) mm(A.embd, u.data(), 1, logits);
+  if (hidden_out) mm(A.post, u.data(), 1, hidden_out);
+}
+
 }  // namespace
 
 float gelu_ggml(float x) { return ggml_gelu(x); }
@@ -918,11 +1112,14 @@ float gelu_tanh_exact(float x) { return gelu_tanh(x); }
 }  // namespace gemma4
 
 std::unique_ptr<Model> load_gemma4(const ModelFiles& files, const LoadOptions& options) {
-  if (options.draft)
-    throw_error(ErrorCode::kUnsupported, options.draft_path + ": draft models for Gemma 4 (the assistant drafters) are not supported yet");
   gemma4::Config cfg = files.kind == ModelFileKind::kHf ? gemma4::config_from_hf(*files.hf)
                                                         : gemma4::config_from_gguf(*files.gguf, files.path);
-  return std::make_unique<gemma4::Gemma4Model>(files, std::move(cfg), options);
+  if (cfg.assistant)
+    throw_error(ErrorCode::kInvalidArgument, files.path + ": a Gemma 4 assistant drafter is not a model of its own: "
+                                             "pass it with -md beside its Gemma 4 model (--spec draft)");
+  auto m = std::make_unique<gemma4::Gemma4Model>(files, std::move(cfg), options);
+  if (options.draft) m->load_assistant(*options.draft, options.draft_path);
+  return m;
 }
 
 }  // namespace oxi
