@@ -192,7 +192,9 @@ typedef struct oxi_generate_params {
    * and rolled back when rejected. Greedy output is identical to spec_mode 0's; sampled output
    * has the same distribution (not the same draws for a seed). OXI_SPEC_AUTO (the default) drafts
    * by prompt lookup and only while it pays on this machine; OXI_SPEC_NGRAM likewise but is
-   * chosen explicitly; OXI_SPEC_MTP / OXI_SPEC_DRAFT are OXI_ERR_UNSUPPORTED until implemented. */
+   * chosen explicitly; OXI_SPEC_MTP drafts with the model's MTP head (Qwen 3.5/3.6 files that
+   * carry one, or oxi_model_params.draft_model's MTP file), OXI_SPEC_DRAFT with a Gemma 4
+   * assistant (draft_model); either without its drafter is OXI_ERR_UNSUPPORTED. */
   int32_t spec_mode;
   int32_t draft_max; /* most drafts per verify step, 0..16 (contexts keep room to roll back 16) */
   int32_t draft_min; /* fewest drafts worth verifying; > 0 also forces drafting (default 0) */
