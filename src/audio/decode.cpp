@@ -126,4 +126,27 @@ std::vector<float> load_audio(const std::string& path, int rate) {
   return decode_audio(bytes, path, rate);
 }
 
+void write_audio(const std::string& path, const std::vector<float>& samples, int rate, const std::string& format) {
+#ifndef OXI_HAVE_AUDIO_DECODE
+  (void)samples;
+  (void)rate;
+  (void)format;
+  throw_error(ErrorCode::kUnsupported, path + ": audio support not built (oxinfer was built without libsndfile / libsamplerate)");
+#else
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = 1;
+  if (format == "wav") info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+  else if (format == "flac") info.format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16;
+  else if (format == "ogg") info.format = SF_FORMAT_OGG | SF_FORMAT_VORBIS;
+  else if (format == "mp3") info.format = SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
+  else throw_error(ErrorCode::kInvalidArgument, "audio: unknown format '" + format + "' (wav, flac, ogg, mp3)");
+  SNDFILE* f = sf_open(path.c_str(), SFM_WRITE, &info);
+  if (!f) throw_error(ErrorCode::kUnsupported, path + ": cannot write " + format + " (" + std::string(sf_strerror(nullptr)) + ")");
+  const sf_count_t n = sf_writef_float(f, samples.data(), static_cast<sf_count_t>(samples.size()));
+  const int closed = sf_close(f);
+  if (n != static_cast<sf_count_t>(samples.size()) || closed != 0) throw_error(ErrorCode::kIo, path + ": writing audio failed");
+#endif
+}
+
 }  // namespace oxi::audio

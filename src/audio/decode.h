@@ -22,4 +22,9 @@ bool decode_supported();
 std::vector<float> decode_audio(std::span<const uint8_t> bytes, const std::string& what, int rate);
 std::vector<float> load_audio(const std::string& path, int rate);
 
+// Writes mono samples as `format` ("wav" 16-bit PCM, "flac" 16-bit, "ogg" Vorbis, "mp3") with
+// libsndfile: how the tests make the compressed files they decode (no encoder tool is needed on
+// the machine). oxi::Error as decode_audio's (kUnsupported without the libraries).
+void write_audio(const std::string& path, const std::vector<float>& samples, int rate, const std::string& format);
+
 }  // namespace oxi::audio

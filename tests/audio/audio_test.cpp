@@ -83,6 +83,40 @@ TEST(AudioDecode, BadInputIsAClearError) {
   EXPECT_THROW(load_audio("/nonexistent/x.wav", 16000), oxi::Error);
 }
 
+// FLAC, Ogg Vorbis and MP3 written by libsndfile's encoders decode back: FLAC exactly (16-bit),
+// the lossy ones close to the tone (MP3 aligned by its decoder delay, as found by correlation).
+TEST(AudioDecode, FlacOggMp3) {
+  if (!decode_supported()) GTEST_SKIP() << "built without libsndfile / libsamplerate";
+  std::vector<float> x(16000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::round(9000 * std::sin(2 * M_PI * 440 * double(i) / 16000)) / 32768.0f;
+  const std::string dir = ::testing::TempDir();
+  for (const char* fmt : {"flac", "ogg", "mp3"}) {
+    const std::string path = dir + "/oxi_audio_test." + fmt;
+    write_audio(path, x, 16000, fmt);
+    const std::vector<float> y = load_audio(path, 16000);
+    ASSERT_GE(y.size(), x.size() - 1200) << fmt;
+    if (std::string(fmt) == "flac") {
+      ASSERT_EQ(y.size(), x.size());
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], x[i]) << i;
+      continue;
+    }
+    double best = 0;
+    for (int lag = 0; lag < 1200; ++lag) {
+      double xy = 0, yy = 0, xx = 0;
+      for (size_t i = 2000; i + lag < y.size() && i < 14000; ++i) {
+        xy += x[i] * y[i + lag];
+        yy += y[i + lag] * y[i + lag];
+        xx += x[i] * x[i];
+      }
+      if (yy > 0) best = std::max(best, xy / std::sqrt(xx * yy));
+    }
+    EXPECT_GT(best, 0.99) << fmt;
+  }
+  std::remove((dir + "/oxi_audio_test.flac").c_str());
+  std::remove((dir + "/oxi_audio_test.ogg").c_str());
+  std::remove((dir + "/oxi_audio_test.mp3").c_str());
+}
+
 TEST(Gemma4Mel, FramesToneAndFloor) {
   // Frame count ⌊(n + 160 − 321) / 160⌋ + 1; tokens after two stride-2 convolutions.
   std::vector<float> x(16000, 0.0f);
@@ -105,6 +139,16 @@ TEST(Gemma4Mel, FramesToneAndFloor) {
   // Magnitude scale: the peak filter holds roughly the tone's windowed magnitude A·Σw/2 = 0.5·160/2.
   EXPECT_GT(fr[best], std::log(5.0f));
   EXPECT_LT(fr[best], std::log(60.0f));
+}
+
+// oxi_audio_tests --gtest_filter=AudioDev.Convert writes OXI_AUD_IN (any readable clip, kept at
+// its samples: 16 kHz expected) as OXI_AUD_OUT in OXI_AUD_FORMAT (the e2e test's FLAC / MP3 clips).
+TEST(AudioDev, Convert) {
+  const char* in = std::getenv("OXI_AUD_IN");
+  const char* out = std::getenv("OXI_AUD_OUT");
+  const char* fmt = std::getenv("OXI_AUD_FORMAT");
+  if (!in || !out || !fmt) GTEST_SKIP() << "OXI_AUD_IN / OXI_AUD_OUT / OXI_AUD_FORMAT not set";
+  write_audio(out, load_audio(in, 16000), 16000, fmt);
 }
 
 // oxi_audio_tests --gtest_filter=AudioDev.Embed writes a clip's embeddings as llama.cpp's
