@@ -14,6 +14,7 @@ PKGS=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libutf8proc-dev libhwy-dev
   libcurl4-openssl-dev
   libstb-dev libwebp-dev            # image input: stb_image (PNG/JPEG/GIF/BMP…) and libwebp
+  libsndfile1-dev libsamplerate0-dev  # audio input: WAV/FLAC/Ogg/MP3 decoding, resampling to 16 kHz
   python3-pil                       # test reference: Pillow's decoders and BICUBIC resize (HF's)
   emscripten                        # wasm32 build of the core, tests run under node
   chromium                          # the browser build's tests (headless, via npm playwright-core)

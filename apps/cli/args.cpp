@@ -75,6 +75,18 @@ std::vector<std::string> Args::get_all(const std::string& name) const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> Args::get_all_in_order(std::initializer_list<const char*> names) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::map<std::string, size_t> seen;  // occurrences consumed per name
+  for (const auto& n : order_) {
+    if (std::none_of(names.begin(), names.end(), [&](const char* a) { return n == a; })) continue;
+    const std::vector<std::string> all = get_all(n);
+    const size_t k = seen[n]++;
+    if (k < all.size()) out.emplace_back(n, all[k]);
+  }
+  return out;
+}
+
 std::optional<std::string> Args::get(std::initializer_list<const char*> aliases) const {
   // The last occurrence across aliases wins, as on a command line.
   std::optional<std::string> out;

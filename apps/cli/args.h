@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +35,9 @@ class Args {
   std::optional<std::string> get(std::initializer_list<const char*> aliases) const;
   // Every value given for a repeatable option, in command-line order.
   std::vector<std::string> get_all(const std::string& name) const;
+  // (name, value) of every occurrence of any of `names`, in command-line order (--image and
+  // --audio interleaved as given).
+  std::vector<std::pair<std::string, std::string>> get_all_in_order(std::initializer_list<const char*> names) const;
   std::string get_or(std::initializer_list<const char*> aliases, const std::string& def) const;
   // Numeric getters throw oxi::Error(kInvalidArgument) "invalid value for -n: 'x'".
   long long get_int(std::initializer_list<const char*> aliases, long long def) const;

@@ -32,7 +32,7 @@ const char* kUsage =
     "         [--top-logprobs K] [--chat-template-file F | --chat-template NAME] [--system S] [--no-think]\n"
     "         [--ignore-eos] [--isa scalar|avx2|avx512|avx512-amx|auto] [--device none|auto|NAME]\n"
     "         [--quant q8_0|q4_0|q4_k] [--spec auto|none|ngram|mtp|draft] [--draft-max N]\n"
-    "         [--draft-min N] [--mmproj FILE --image FILE [--image FILE ...]] [--progress | --no-progress]\n"
+    "         [--draft-min N] [--mmproj FILE --image FILE --audio FILE ...] [--progress | --no-progress]\n"
     "         [--grammar GBNF | --grammar-file FILE]\n"
     "\n"
     "  -p TEXT           prompt; wrapped in the model's chat template (a user message, generation\n"
@@ -75,7 +75,11 @@ const char* kUsage =
     "                    <__media__> markers in order, else before the prompt text (as\n"
     "                    llama-mtmd-cli); needs --mmproj (Qwen 3.5: the qwen3vl_merger tower;\n"
     "                    Gemma 4: gemma4v) unless -m is an HF checkpoint with its vision tower\n"
-    "  --mmproj FILE     the model's vision tower, as llama.cpp's mmproj GGUF (with -hf and --image:\n"
+    "  --audio FILE      Gemma 4 (E2B/E4B): an audio clip (WAV, FLAC, Ogg, MP3; repeatable; any rate,\n"
+    "                    mixed to mono and resampled to 16 kHz), placed at the next <__media__> marker\n"
+    "                    in command-line order with the images (as llama-mtmd-cli); needs --mmproj\n"
+    "                    with a gemma4a tower unless -m is an HF checkpoint with its audio tower\n"
+    "  --mmproj FILE     the model's vision/audio towers, as llama.cpp's mmproj GGUF (with -hf and --image:\n"
     "                    the repo's mmproj file unless --no-mmproj, as llama.cpp picks it)\n"
     "  --image-preproc M Qwen 3.5: hf (default: the HF image processor's resize) or llama (llama.cpp\n"
     "                    mtmd's); Gemma 4 always resizes as llama.cpp (70..1120 soft tokens)\n"
@@ -103,7 +107,7 @@ std::string read_prompt_file(const std::string& path) {
 
 // Options of run that need a prompt: without one, run is `oxinfer chat`, which has none of them.
 const char* const kPromptOnlyOptions[] = {"--no-chat", "--json", "--top-logprobs", "--ignore-eos",
-                                          "--image", "--mmproj", "--image-preproc", "--grammar",
+                                          "--image", "--audio", "--mmproj", "--image-preproc", "--grammar",
                                           "--grammar-file"};
 
 volatile int g_cancel = 0;
@@ -173,7 +177,7 @@ int cmd_run(int argc, char** argv) {
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     for (const char* k : {"-p", "--prompt", "-f", "--file", "--tokens", "-n", "--n-predict",
                           "-c", "--ctx-size", "--top-logprobs", "--system", "-sys",
-                          "--system-prompt", "--image", "--mmproj", "--image-preproc", "--grammar",
+                          "--system-prompt", "--image", "--audio", "--mmproj", "--image-preproc", "--grammar",
                           "--grammar-file"}) {
       known.emplace_back(k);
     }
@@ -214,7 +218,11 @@ int cmd_run(int argc, char** argv) {
                   "do not apply");
     }
     const std::vector<std::string> images = args.get_all("--image");
-    if (!images.empty() && tokens_text) usage_error("--image cannot be combined with --tokens");
+    const std::vector<std::string> audio = args.get_all("--audio");
+    if ((!images.empty() || !audio.empty()) && tokens_text) usage_error("--image / --audio cannot be combined with --tokens");
+    std::string media_order;
+    for (const auto& kv : args.get_all_in_order({"--image", "--audio"})) media_order += kv.first == "--audio" ? 'a' : 'i';
+    const bool media = !images.empty() || !audio.empty();
     const std::string preproc = args.get_or({"--image-preproc"}, "hf");
     if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
     // Validate sampling flags before the (slow) model load.
@@ -225,19 +233,21 @@ int cmd_run(int argc, char** argv) {
     if (grammar_text && grammar_file) usage_error("give only one of --grammar and --grammar-file");
     const std::string grammar = grammar_text ? *grammar_text : grammar_file ? read_text_file(*grammar_file) : "";
     if (!grammar.empty() && args.flag({"--ignore-eos"})) usage_error("--grammar cannot be combined with --ignore-eos");
-    if (!grammar.empty() && !images.empty()) usage_error("--grammar is not supported with --image yet");
+    if (!grammar.empty() && media) usage_error("--grammar is not supported with --image / --audio yet");
 
     ModelHolder h;
-    const ModelPaths paths = model_paths_from_args(args, !images.empty());
+    const ModelPaths paths = model_paths_from_args(args, media);
     h.m = open_model_from_args(args, &paths);
     log_kernels(gpu_layers_from_args(args));
     oxi_model_desc desc;
     check_status(oxi_model_describe(h.m, &desc));
 
-    if (!images.empty()) {
+    if (media) {
       MediaRun mr;
       mr.mmproj = paths.mmproj;
       mr.images = images;
+      mr.audio = audio;
+      mr.order = media_order;
       mr.text = prompt_text ? *prompt_text : file_text;
       mr.system = system ? *system : "";
       mr.chat = !no_chat && desc.has_chat_template;
@@ -247,7 +257,7 @@ int cmd_run(int argc, char** argv) {
       mr.n_ctx = n_ctx;
       mr.ignore_eos = args.flag({"--ignore-eos"});
       mr.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
-      if (json) usage_error("--json is not supported with --image yet");
+      if (json) usage_error("--json is not supported with --image / --audio yet");
       run_with_images(h.m, mr);
       return 0;
     }

@@ -33,11 +33,11 @@ void MmprojWriter::check_all_used(const std::vector<std::string>& prefixes) cons
     const TensorInfo& t = entry.second;
     if (std::none_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; })) continue;
     if (std::find(seen_.begin(), seen_.end(), name) == seen_.end())
-      throw_error(ErrorCode::kUnsupported, hf_.dir + ": unexpected vision tensor " + name + " " + t.shape_string());
+      throw_error(ErrorCode::kUnsupported, hf_.dir + ": unexpected tower tensor " + name + " " + t.shape_string());
   }
 }
 
-void MmprojWriter::write_header(const std::string& projector) {
+void MmprojWriter::write_header(const std::string& projector, const std::string& audio_projector) {
   w.set_string("general.architecture", "clip");
   w.set_string("general.type", "mmproj");
   std::string name = std::filesystem::path(hf_.dir).filename().string();
@@ -45,7 +45,13 @@ void MmprojWriter::write_header(const std::string& projector) {
   w.set_string("general.name", name);
   w.set_u32("general.file_type", mt_ == DType::F32 ? 0 : 1);
   w.set_bool("clip.has_vision_encoder", true);
-  w.set_string("clip.projector_type", projector);
+  if (audio_projector.empty()) {
+    w.set_string("clip.projector_type", projector);
+  } else {
+    w.set_bool("clip.has_audio_encoder", true);
+    w.set_string("clip.vision.projector_type", projector);
+    w.set_string("clip.audio.projector_type", audio_projector);
+  }
 }
 
 }  // namespace oxi

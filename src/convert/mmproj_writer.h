@@ -31,8 +31,11 @@ class MmprojWriter {
   // Throws kUnsupported naming the first checkpoint tensor under one of `prefixes` not taken.
   void check_all_used(const std::vector<std::string>& prefixes) const;
   // general.architecture clip, type mmproj, name (the checkpoint folder), file_type, and
-  // clip.has_vision_encoder / clip.projector_type.
-  void write_header(const std::string& projector);
+  // clip.has_vision_encoder / clip.projector_type. With an audio projector too (one file holding
+  // both towers, as llama.cpp's converter writes Gemma 4): clip.has_audio_encoder, and the types as
+  // clip.vision.projector_type / clip.audio.projector_type (llama.cpp's loader reads the shared
+  // clip.projector_type first, so it must be absent then).
+  void write_header(const std::string& projector, const std::string& audio_projector = "");
 
  private:
   const HfCheckpoint& hf_;

@@ -22,12 +22,7 @@ namespace oxi::vision {
 
 namespace {
 
-// A linear without bias, with the optional clamps of HF's Gemma4ClippableLinear:
-// y = clamp(W · clamp(x, in_lo, in_hi), out_lo, out_hi).
-struct Lin {
-  MatrixView w;
-  float in_lo = -FLT_MAX, in_hi = FLT_MAX, out_lo = -FLT_MAX, out_hi = FLT_MAX;
-};
+using Lin = ClipLinear;
 
 }  // namespace
 
@@ -60,13 +55,6 @@ struct Names {
 
 std::vector<float> vec(const TensorIndex& idx, const std::string& name, int64_t n) {
   return wt::to_f32(wt::require(idx, name, {n}));
-}
-
-float scalar_or(const TensorIndex& idx, const std::string& name, float def) {
-  const TensorInfo* t = idx.find(name);
-  if (!t) return def;
-  if (t->n_elements() != 1) throw_error(ErrorCode::kFormat, "vision tower: " + name + " is not a scalar");
-  return wt::to_f32(*t)[0];
 }
 
 Lin linear(const TensorIndex& idx, const Names& nm, const std::string& base, int64_t rows, int64_t cols) {
@@ -136,29 +124,8 @@ void check_config(const Gemma4VConfig& c, const std::string& what) {
     if (!(c.stdv[i] > 0) || !std::isfinite(c.mean[i])) bad("image mean/std out of range");
 }
 
-// y[n, rows] = clamp(W · clamp(x)), through the kernels' matmul.
 void lin(const Lin& l, const float* x, int64_t n, int64_t k, float* y, std::vector<float>& scratch) {
-  const float* in = x;
-  if (l.in_lo > -FLT_MAX || l.in_hi < FLT_MAX) {
-    scratch.resize(static_cast<size_t>(n * k));
-    parallel_for_chunked(n, 64, [&](int64_t r0, int64_t r1) {
-      for (int64_t i = r0 * k; i < r1 * k; ++i) scratch[static_cast<size_t>(i)] = std::clamp(x[i], l.in_lo, l.in_hi);
-    });
-    in = scratch.data();
-  }
-  matmul(l.w, in, n, y);
-  if (l.out_lo > -FLT_MAX || l.out_hi < FLT_MAX) {
-    const int64_t m = l.w.rows;
-    parallel_for_chunked(n, 64, [&](int64_t r0, int64_t r1) {
-      for (int64_t i = r0 * m; i < r1 * m; ++i) y[i] = std::clamp(y[i], l.out_lo, l.out_hi);
-    });
-  }
-}
-
-void rms_rows(float* x, const float* w, int64_t n, int64_t k, float eps) {
-  parallel_for_chunked(n, 64, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) ops::rms_norm(x + r * k, w, x + r * k, k, eps);
-  });
+  clip_linear(l, x, n, k, y, scratch);
 }
 
 }  // namespace

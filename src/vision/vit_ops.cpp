@@ -9,6 +9,8 @@
 #include "kernels/fused.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
+#include "models/common/weights.h"
+#include "nn/ops.h"
 
 namespace oxi::vision {
 
@@ -62,17 +64,49 @@ void gelu_tanh_rows(float* x, const float* bias, int64_t n, int64_t k) {
   });
 }
 
-GgufFile read_mmproj(const std::string& path, const std::string& projector, const std::string& name) {
+GgufFile read_mmproj(const std::string& path, const std::string& projector, const std::string& name,
+                     const std::string& modality) {
   GgufFile f = read_gguf(path);
   const GgufMetadata& md = f.metadata;
   if (md.get_string("general.architecture", "") != "clip")
     throw_error(ErrorCode::kInvalidArgument, path + ": not an mmproj file (general.architecture is not 'clip')");
   // A file with a vision and an audio tower names each one's type apart.
-  std::string proj = md.get_string("clip.vision.projector_type", "");
+  std::string proj = md.get_string("clip." + modality + ".projector_type", "");
   if (proj.empty()) proj = md.get_string("clip.projector_type", "");
   if (proj != projector)
     throw_error(ErrorCode::kUnsupported, path + ": projector type '" + proj + "' is not " + name + " (" + projector + ")");
   return f;
+}
+
+void clip_linear(const ClipLinear& l, const float* x, int64_t n, int64_t k, float* y, std::vector<float>& scratch) {
+  const float* in = x;
+  if (l.in_lo > -FLT_MAX || l.in_hi < FLT_MAX) {
+    scratch.resize(static_cast<size_t>(n * k));
+    parallel_for_chunked(n, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0 * k; i < r1 * k; ++i) scratch[static_cast<size_t>(i)] = std::clamp(x[i], l.in_lo, l.in_hi);
+    });
+    in = scratch.data();
+  }
+  matmul(l.w, in, n, y);
+  if (l.out_lo > -FLT_MAX || l.out_hi < FLT_MAX) {
+    const int64_t m = l.w.rows;
+    parallel_for_chunked(n, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0 * m; i < r1 * m; ++i) y[i] = std::clamp(y[i], l.out_lo, l.out_hi);
+    });
+  }
+}
+
+float scalar_or(const TensorIndex& idx, const std::string& name, float def) {
+  const TensorInfo* t = idx.find(name);
+  if (!t) return def;
+  if (t->n_elements() != 1) throw_error(ErrorCode::kFormat, "tower: " + name + " is not a scalar");
+  return wt::to_f32(*t)[0];
+}
+
+void rms_rows(float* x, const float* w, int64_t n, int64_t k, float eps) {
+  parallel_for_chunked(n, 64, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) ops::rms_norm(x + r * k, w, x + r * k, k, eps);
+  });
 }
 
 }  // namespace oxi::vision

@@ -2,10 +2,13 @@
 // kernels' thread pool and SIMD matmul.
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "format/gguf.h"
+#include "kernels/matmul.h"
 
 namespace oxi::vision {
 
@@ -14,7 +17,22 @@ namespace oxi::vision {
 // `projector`. oxi::Error:
 // kInvalidArgument for a file that is not an mmproj, kUnsupported "PATH: projector type 'X' is
 // not NAME" for another projector, and read_gguf's errors.
-GgufFile read_mmproj(const std::string& path, const std::string& projector, const std::string& name);
+// `modality` "audio" reads clip.audio.projector_type instead of clip.vision.projector_type.
+GgufFile read_mmproj(const std::string& path, const std::string& projector, const std::string& name,
+                     const std::string& modality = "vision");
+
+// A linear without bias, with the optional clamps of HF's Gemma4ClippableLinear (the Gemma 4
+// vision and audio towers): y = clamp(W · clamp(x, in_lo, in_hi), out_lo, out_hi).
+struct ClipLinear {
+  MatrixView w;
+  float in_lo = -FLT_MAX, in_hi = FLT_MAX, out_lo = -FLT_MAX, out_hi = FLT_MAX;
+};
+// y[n, w.rows] = the linear over n rows x[n, k], through the kernels' matmul (scratch: the clamped input).
+void clip_linear(const ClipLinear& l, const float* x, int64_t n, int64_t k, float* y, std::vector<float>& scratch);
+// The value of a one-element tensor, `def` when absent; kFormat when it is not one element.
+float scalar_or(const TensorIndex& idx, const std::string& name, float def);
+// RMS norm in place over n rows of k (w may be null), on the thread pool.
+void rms_rows(float* x, const float* w, int64_t n, int64_t k, float eps);
 
 // Full (non-causal) multi-head attention over N rows: for head hh, query row i reads
 // q[i·q_stride + hh·hd …], keys/values likewise; out[i·H·hd + hh·hd …] = softmax(scale·q·Kᵀ)·V.

@@ -89,6 +89,65 @@ void add_vision(Checkpoint& ck, Rng& rng, const Vision& v, int64_t d_text) {
   ck.add("model.embed_vision.embedding_projection.weight", {d_text, h}, mat(rng, d_text, h));
 }
 
+// The Gemma 4 audio tower (USM-style conformer; docs/multimodal.md "Gemma 4 audio") under
+// model.audio_tower. and its projection model.embed_audio.: two 3×3 stride-2 Conv2d subsampling
+// layers (bias-free, each with a weight-only LayerNorm over channels) over the [T, 128] log-mel
+// input, input_proj_linear [h, 32·c1]; per layer two half-step SiLU FFNs (feed_forward1/2: pre/post
+// RMS norms, ffw_layer_1 [4h, h], ffw_layer_2 [h, 4h]), chunked local self-attention (q/k/v/post
+// clippable linears, relative_k_proj [h, h], per_dim_scale [hd]) between norm_pre_attn and
+// norm_post_attn, the light conv module (lconv1d: pre_layer_norm, linear_start [2h, h] → GLU,
+// causal depthwise Conv1d [h, 1, K], conv_norm, SiLU, linear_end [h, h]) and norm_out; then
+// output_proj [out, h] with bias and the projection model.embed_audio.embedding_projection [d_text, out].
+struct Audio {
+  int64_t hidden, depth, heads, out, c0, c1, kernel, mels;
+  bool clip;
+};
+
+void add_audio(Checkpoint& ck, Rng& rng, const Audio& au, int64_t d_text) {
+  const std::string p = "model.audio_tower.";
+  const int64_t h = au.hidden, hd = h / au.heads, f1 = au.mels / 4;
+  auto linear = [&](const std::string& name, int64_t out, int64_t in, double gain) {
+    ck.add(name + ".linear.weight", {out, in}, mat(rng, out, in, gain));
+    if (!au.clip) return;
+    ck.add(name + ".input_min", {}, randu(rng, 1, -4.0, -3.0));
+    ck.add(name + ".input_max", {}, randu(rng, 1, 3.0, 4.0));
+    ck.add(name + ".output_min", {}, randu(rng, 1, -5.0, -4.0));
+    ck.add(name + ".output_max", {}, randu(rng, 1, 4.0, 5.0));
+  };
+  const std::string s = p + "subsample_conv_projection.";
+  ck.add(s + "layer0.conv.weight", {au.c0, 1, 3, 3}, randn(rng, au.c0 * 9, 1.0 / 3.0));
+  ck.add(s + "layer0.norm.weight", {au.c0}, norm_w(rng, au.c0));
+  ck.add(s + "layer1.conv.weight", {au.c1, au.c0, 3, 3}, randn(rng, au.c1 * au.c0 * 9, 1.0 / std::sqrt(9.0 * au.c0)));
+  ck.add(s + "layer1.norm.weight", {au.c1}, norm_w(rng, au.c1));
+  ck.add(s + "input_proj_linear.weight", {h, f1 * au.c1}, mat(rng, h, f1 * au.c1));
+  for (int64_t i = 0; i < au.depth; ++i) {
+    const std::string b = p + "layers." + std::to_string(i) + ".";
+    for (const char* ff : {"feed_forward1.", "feed_forward2."}) {
+      ck.add(b + ff + "pre_layer_norm.weight", {h}, norm_w(rng, h));
+      linear(b + ff + "ffw_layer_1", 4 * h, h, 1.0);
+      linear(b + ff + "ffw_layer_2", h, 4 * h, 1.0);
+      ck.add(b + ff + "post_layer_norm.weight", {h}, norm_w(rng, h));
+    }
+    ck.add(b + "norm_pre_attn.weight", {h}, norm_w(rng, h));
+    linear(b + "self_attn.q_proj", h, h, 1.0);
+    linear(b + "self_attn.k_proj", h, h, 1.0);
+    linear(b + "self_attn.v_proj", h, h, 1.0);
+    linear(b + "self_attn.post", h, h, 0.7);
+    ck.add(b + "self_attn.relative_k_proj.weight", {h, h}, mat(rng, h, h));
+    ck.add(b + "self_attn.per_dim_scale", {hd}, randn(rng, hd, 0.3));
+    ck.add(b + "norm_post_attn.weight", {h}, norm_w(rng, h));
+    ck.add(b + "lconv1d.pre_layer_norm.weight", {h}, norm_w(rng, h));
+    linear(b + "lconv1d.linear_start", 2 * h, h, 1.0);
+    ck.add(b + "lconv1d.depthwise_conv1d.weight", {h, 1, au.kernel}, randn(rng, h * au.kernel, 1.0 / std::sqrt(double(au.kernel))));
+    ck.add(b + "lconv1d.conv_norm.weight", {h}, norm_w(rng, h));
+    linear(b + "lconv1d.linear_end", h, h, 0.7);
+    ck.add(b + "norm_out.weight", {h}, norm_w(rng, h));
+  }
+  ck.add(p + "output_proj.weight", {au.out, h}, mat(rng, au.out, h));
+  ck.add(p + "output_proj.bias", {au.out}, randn(rng, au.out, 0.1));
+  ck.add("model.embed_audio.embedding_projection.weight", {d_text, au.out}, mat(rng, d_text, au.out));
+}
+
 int gen_gemma4(GenArgs& a) {
   const std::string shape = a.get_str("--shape", "e2b");
   G4 c{};
@@ -141,7 +200,21 @@ int gen_gemma4(GenArgs& a) {
   v.pool = 3;
   v.clip = !a.flag("--vision-no-clip");
   v.standardize = a.flag("--vision-standardize");
+  const bool audio = a.flag("--audio");
+  Audio au{};
+  au.hidden = a.get_int("--audio-hidden", 64);
+  au.depth = a.get_int("--audio-depth", 2);
+  au.heads = a.get_int("--audio-heads", 4);
+  au.out = a.get_int("--audio-out", 96);  // output_proj_dims (E2B: 1536)
+  au.c0 = a.get_int("--audio-conv0", 16);  // subsampling_conv_channels (E2B: 128, 32)
+  au.c1 = a.get_int("--audio-conv1", 8);
+  au.kernel = 5;
+  au.mels = 128;
+  au.clip = !a.flag("--audio-no-clip");
   a.finish();
+  if (audio && (au.hidden <= 0 || au.depth <= 0 || au.heads <= 0 || au.out <= 0 || au.c0 <= 0 || au.c1 <= 0 ||
+                au.hidden % au.heads || (au.hidden / 2) < 2))
+    throw_error(ErrorCode::kInvalidArgument, "gemma4: audio sizes must be positive, the hidden size a multiple of the heads");
   if (vision && (v.hidden <= 0 || v.depth <= 0 || v.heads <= 0 || v.ffn <= 0 || v.pos < 4 || v.hidden % v.heads ||
                  (v.hidden / v.heads) % 4))
     throw_error(ErrorCode::kInvalidArgument, "gemma4: vision sizes must be positive, the head dim a multiple of 4");
@@ -213,6 +286,7 @@ int gen_gemma4(GenArgs& a) {
   }
   ck.add(p + "norm.weight", {c.d}, norm_w(rng, c.d));
   if (vision) add_vision(ck, rng, v, c.d);
+  if (audio) add_audio(ck, rng, au, c.d);
   ck.write(a);
 
   json layer_types = json::array();
@@ -290,6 +364,29 @@ int gen_gemma4(GenArgs& a) {
         {"attention_bias", false},
     };
     cfg["vision_soft_tokens_per_image"] = 280;
+  }
+  if (audio) {
+    cfg["audio_config"] = {
+        {"model_type", "gemma4_audio"},
+        {"hidden_size", au.hidden},
+        {"num_hidden_layers", au.depth},
+        {"num_attention_heads", au.heads},
+        {"hidden_act", "silu"},
+        {"subsampling_conv_channels", {au.c0, au.c1}},
+        {"conv_kernel_size", au.kernel},
+        {"residual_weight", 0.5},
+        {"attention_chunk_size", 12},
+        {"attention_context_left", 13},
+        {"attention_context_right", 0},
+        {"attention_logit_cap", 50.0},
+        {"attention_invalid_logits_value", -1e9},
+        {"use_clipped_linears", au.clip},
+        {"rms_norm_eps", 1e-6},
+        {"gradient_clipping", 1e10},
+        {"output_proj_dims", au.out},
+    };
+  }
+  if (vision) {
     // The Gemma 4 image processor: rescale to [0, 1], no mean/std (the tower maps x → 2x − 1).
     write_json(a.out_dir, "preprocessor_config.json",
                json{{"image_processor_type", "Gemma4ImageProcessor"},
@@ -320,5 +417,7 @@ OXI_GEN_FAMILY(gemma4,
                "[--global-kv-heads N] [--head-dim N] [--global-head-dim N] [--ffn N] [--kv-shared N] [--ple N] "
                "[--experts N] [--top-k N] [--expert-ffn N] [--full-every N] [--vocab N] [--emb-gain 1.0] "
                "[--vision [--vision-hidden 64 --vision-depth 2 --vision-heads 4 --vision-ffn 128 --vision-pos 64 "
-               "--vision-no-clip --vision-standardize]]",
+               "--vision-no-clip --vision-standardize]] "
+               "[--audio [--audio-hidden 64 --audio-depth 2 --audio-heads 4 --audio-out 96 --audio-conv0 16 "
+               "--audio-conv1 8 --audio-no-clip]]",
                oxi::gen::gen_gemma4);
