@@ -3,7 +3,7 @@
 reference for oxinfer's MLX reader (docs/format.md, "MLX checkpoints").
 
   mlx_checkpoint.py HF_DIR MLX_DIR REF_DIR --family qwen35|gemma4 [--bits 4] [--group 64]
-                    [--scale-dtype bf16|f16|f32] [--router-8bit] [--corrupt-scales]
+                    [--scale-dtype bf16|f16|f32] [--router-8bit] [--corrupt-scales] [--no-ref]
 
 MLX_DIR gets what mlx-lm's convert writes: mlx.core.quantize's affine groups (documented arithmetic,
 per group of G along the last axis: scale = (max - min) / (2^bits - 1), bias = min,
@@ -123,6 +123,7 @@ def main():
     ap.add_argument("--scale-dtype", default="bf16", choices=["bf16", "f16", "f32"])
     ap.add_argument("--router-8bit", action="store_true")
     ap.add_argument("--corrupt-scales", action="store_true")
+    ap.add_argument("--no-ref", action="store_true", help="write only MLX_DIR (large models, e.g. for bench)")
     a = ap.parse_args()
     sdt = {"bf16": "BF16", "f16": "F16", "f32": "F32"}[a.scale_dtype]
     config = json.load(open(os.path.join(a.hf, "config.json")))
@@ -206,7 +207,7 @@ def main():
         mlx[mname] = (dt, arr)
         ref[name] = (dt, arr)
 
-    for d in (a.mlx, a.ref):
+    for d in (a.mlx,) if a.no_ref else (a.mlx, a.ref):
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         for f in os.listdir(a.hf):
@@ -215,10 +216,12 @@ def main():
                 if os.path.isfile(p):
                     shutil.copy(p, os.path.join(d, f))
     write_st(os.path.join(a.mlx, "model.safetensors"), mlx)
-    write_st(os.path.join(a.ref, "model.safetensors"), ref)
+    if not a.no_ref:
+        write_st(os.path.join(a.ref, "model.safetensors"), ref)
     q = {"group_size": a.group, "bits": a.bits, "mode": "affine", **overrides}
     json.dump({**config, "quantization": q, "quantization_config": q}, open(os.path.join(a.mlx, "config.json"), "w"), indent=1)
-    json.dump(config, open(os.path.join(a.ref, "config.json"), "w"), indent=1)
+    if not a.no_ref:
+        json.dump(config, open(os.path.join(a.ref, "config.json"), "w"), indent=1)
     print(f"mlx_checkpoint: {sum(1 for k in mlx if k.endswith('.scales'))} quantised tensors "
           f"({a.bits} bits, groups of {a.group}, {sdt} scales, {len(overrides)} overrides)")
 
