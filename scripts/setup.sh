@@ -16,6 +16,7 @@ PKGS=(
   libstb-dev libwebp-dev            # image input: stb_image (PNG/JPEG/GIF/BMP…) and libwebp
   libsndfile1-dev libsamplerate0-dev  # audio input: WAV/FLAC/Ogg/MP3 decoding, resampling to 16 kHz
   python3-pil                       # test reference: Pillow's decoders and BICUBIC resize (HF's)
+  python3-numpy                     # test reference: MLX checkpoints written by numpy (tests/e2e/mlx_oracle)
   emscripten                        # wasm32 build of the core, tests run under node
   chromium                          # the browser build's tests (headless, via npm playwright-core)
   g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # NEON kernels: cross build + qemu tests

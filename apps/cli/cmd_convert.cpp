@@ -18,7 +18,9 @@ const char* kHelp =
     "                       [--mtp MTP.gguf] [--no-mtp]\n"
     "  HF_DIR may also be given as -m DIR or -hf org/name (a checkpoint in the HF cache).\n"
     "  --type: type of the 2-D weight matrices (default f32 where the checkpoint is f32,\n"
-    "          else f16 for f16 checkpoints and bf16 for bf16 ones); norms stay f32.\n"
+    "          else f16 for f16 checkpoints and bf16 for bf16 ones; q8_0 for an MLX 4/8-bit\n"
+    "          checkpoint, whose groups are requantised: docs/format.md \"MLX checkpoints\",\n"
+    "          f32 keeps their exact values); norms stay f32.\n"
     "          q8_0 / q4_0 / q4_k follow llama-quantize's per-tensor rule (routers, conv kernels\n"
     "          and Gemma's per_layer_model_proj keep the checkpoint's type; tied embeddings take\n"
     "          Q6_K under 4-bit): q8_0 and q4_0 give the bytes llama-quantize Q8_0 / Q4_0 would;\n"
@@ -61,7 +63,7 @@ int cmd_convert(int argc, char** argv) {
       }
       opt.out_type = *dt;
     } else {
-      opt.out_type = checkpoint_float_type(hf);  // keep the checkpoint's float width
+      opt.out_type = default_convert_type(hf);  // the checkpoint's float width; Q8_0 for MLX 4/8-bit
     }
     if (args.flag({"--no-mtp"})) opt.mtp = ConvertOptions::Mtp::kNone;
     convert_hf_to_gguf(hf, *out, opt);

@@ -17,9 +17,18 @@ void convert_qwen35_mmproj(const HfCheckpoint& hf, const std::string& out_path, 
 void convert_gemma4_mmproj(const HfCheckpoint& hf, const std::string& out_path, const ConvertOptions& opt);
 
 DType checkpoint_float_type(const HfCheckpoint& hf) {
+  // MLX affine groups dequantise to values a bf16/f16 GGUF would round again: keep f32.
+  for (const auto& [name, t] : hf.tensors.all())
+    if (is_mlx_dtype(t.dtype)) return DType::F32;
   for (const auto& [name, t] : hf.tensors.all())
     if (t.shape.size() == 2 && (t.dtype == DType::BF16 || t.dtype == DType::F16)) return t.dtype;
   return DType::F32;
+}
+
+DType default_convert_type(const HfCheckpoint& hf) {
+  for (const auto& [name, t] : hf.tensors.all())
+    if (is_mlx_dtype(t.dtype)) return DType::Q8_0;
+  return checkpoint_float_type(hf);
 }
 
 void write_st_pooling(GgufWriter& w, const std::string& arch, const HfCheckpoint& hf) {

@@ -22,7 +22,12 @@ struct ConvertOptions {
 
 // The float width the checkpoint's matrices are stored in: the type of the first 2-D BF16/F16
 // tensor, else F32 (what `convert` writes when no --type is given).
+// MLX-quantised checkpoints (format/mlx.h): F32 (their dequantised values, unrounded).
 DType checkpoint_float_type(const HfCheckpoint& hf);
+// What `convert` writes when no --type is given: Q8_0 for an MLX-quantised checkpoint (its 4- and
+// 8-bit groups requantised to Q8_0 blocks: ~1/500 of the group's range added error, far below the
+// MLX quantisation's own; docs/format.md "MLX checkpoints"), else checkpoint_float_type.
+DType default_convert_type(const HfCheckpoint& hf);
 
 // For the per-family converters: `<arch>.pooling_type` from the checkpoint's sentence-transformers
 // pooling config (read_st_pooling), as llama.cpp's converter writes it; nothing when there is

@@ -25,10 +25,10 @@ namespace {
 
 using nlohmann::json;
 
-// Writes tensor `t` (F32/F16/BF16) as `type`, rows of `row_len`, into dst: a plain copy when the
+// Writes tensor `t` (F32/F16/BF16, or MLX affine groups: format/mlx.h) as `type`, rows of `row_len`, into dst: a plain copy when the
 // types match, else row by row (in parallel) through f32 with the kernels' quantisers.
 void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst) {
-  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && !is_mlx_dtype(t.dtype))
     throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot convert from " + dtype_name(t.dtype));
   if (type == t.dtype) {
     std::memcpy(dst, t.data(), t.nbytes);
@@ -259,12 +259,15 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
       if (rel == "lm_head.weight") continue;
       format_error(hf.dir, "convert: unknown gemma4 tensor " + name);
     }
-    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+    const bool mlx = is_mlx_dtype(t.dtype);
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && !mlx)
       throw_error(ErrorCode::kUnsupported, hf.dir + ": convert: tensor " + name + " has type " + dtype_name(t.dtype));
     // Matrices (2-D / 3-D) take the requested type; vectors and scalars stay F32.
     const int64_t row_len = t.shape.empty() ? 1 : t.shape.back();
     DType type = DType::F32;
-    if (t.shape.size() >= 2) type = rule ? rule->target(g, static_cast<int>(t.shape.size()), row_len).value_or(t.dtype) : out;
+    // (MLX groups have no GGUF type: what the rule keeps is written F32.)
+    if (t.shape.size() >= 2)
+      type = rule ? rule->target(g, static_cast<int>(t.shape.size()), row_len).value_or(mlx ? DType::F32 : t.dtype) : out;
     std::vector<int64_t> shape = t.shape;
     if (shape.empty()) shape = {1};
     auto nb = dtype_row_bytes(type, static_cast<uint64_t>(row_len));

@@ -28,6 +28,11 @@ constexpr Entry kTypes[] = {
     {DType::BF16, {"BF16", 1, 2}},        {DType::TQ1_0, {"TQ1_0", 256, 54}},
     {DType::TQ2_0, {"TQ2_0", 256, 66}},   {DType::MXFP4, {"MXFP4", 32, 17}},
     {DType::U8, {"U8", 1, 1}},            {DType::BOOL, {"BOOL", 1, 1}},
+    {DType::U32, {"U32", 1, 4}},
+    // 8 bytes of f32 scale + bias, then G·bits/8 bytes of codes.
+    {DType::MLX_Q4_G32, {"MLX_Q4_G32", 32, 8 + 16}},    {DType::MLX_Q4_G64, {"MLX_Q4_G64", 64, 8 + 32}},
+    {DType::MLX_Q4_G128, {"MLX_Q4_G128", 128, 8 + 64}}, {DType::MLX_Q8_G32, {"MLX_Q8_G32", 32, 8 + 32}},
+    {DType::MLX_Q8_G64, {"MLX_Q8_G64", 64, 8 + 64}},    {DType::MLX_Q8_G128, {"MLX_Q8_G128", 128, 8 + 128}},
 };
 }  // namespace
 
@@ -56,6 +61,17 @@ std::optional<DType> dtype_from_name(std::string_view name) {
     if (eq) return e.type;
   }
   return std::nullopt;
+}
+
+std::optional<DType> mlx_dtype(int bits, int group_size) {
+  const int g = group_size == 32 ? 0 : group_size == 64 ? 1 : group_size == 128 ? 2 : -1;
+  if (g < 0 || (bits != 4 && bits != 8)) return std::nullopt;
+  return static_cast<DType>(static_cast<uint32_t>(bits == 4 ? DType::MLX_Q4_G32 : DType::MLX_Q8_G32) + static_cast<uint32_t>(g));
+}
+
+bool is_mlx_dtype(DType t) {
+  const auto v = static_cast<uint32_t>(t);
+  return v >= static_cast<uint32_t>(DType::MLX_Q4_G32) && v <= static_cast<uint32_t>(DType::MLX_Q8_G128);
 }
 
 std::optional<uint64_t> dtype_row_bytes(DType t, uint64_t n_elems) {

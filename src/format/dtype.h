@@ -17,8 +17,19 @@ enum class DType : uint32_t {
   IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
   TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
   // Not ggml types: safetensors dtypes without a ggml equivalent.
-  U8 = 1000, BOOL = 1001,
+  U8 = 1000, BOOL = 1001, U32 = 1002,  // U32: MLX's packed codes (format/mlx.h)
+  // Not ggml types either: MLX affine groups (mlx-community checkpoints, format/mlx.h), repacked at
+  // load into one self-contained block per group of G elements: f32 scale s, f32 bias b, then the
+  // G codes q (4 bits: element 2j in the low nibble of byte j, 2j+1 in the high; 8 bits: one byte
+  // each), value = s * q + b. Never written to GGUF (ids >= 1000 have no GGUF encoding).
+  MLX_Q4_G32 = 1010, MLX_Q4_G64 = 1011, MLX_Q4_G128 = 1012,
+  MLX_Q8_G32 = 1013, MLX_Q8_G64 = 1014, MLX_Q8_G128 = 1015,
 };
+
+// The MLX affine block type for (bits, group size); nullopt for a combination we do not run
+// (bits other than 4 and 8, group sizes other than 32, 64, 128).
+std::optional<DType> mlx_dtype(int bits, int group_size);
+bool is_mlx_dtype(DType t);
 
 struct DTypeTraits {
   const char* name;      // "F32", "Q4_K", ... (ggml's spelling, upper case)

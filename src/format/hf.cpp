@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/json_limits.h"
+#include "format/mlx.h"
 #include "format/util.h"
 
 namespace oxi {
@@ -167,6 +168,7 @@ HfCheckpoint read_hf_checkpoint(const std::string& dir_in) {
   } else {
     throw_error(ErrorCode::kIo, dir + ": no model.safetensors or model.safetensors.index.json");
   }
+  apply_mlx_layout(ck);  // MLX (mlx-community) checkpoints: back to HF names and layouts (format/mlx.h)
   return ck;
 }
 

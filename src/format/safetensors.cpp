@@ -25,7 +25,7 @@ struct DtypeName {
 constexpr DtypeName kDtypes[] = {
     {"F64", DType::F64}, {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16},
     {"I64", DType::I64}, {"I32", DType::I32}, {"I16", DType::I16}, {"I8", DType::I8},
-    {"U8", DType::U8},   {"BOOL", DType::BOOL},
+    {"U8", DType::U8},   {"BOOL", DType::BOOL}, {"U32", DType::U32},
 };
 
 std::string q(const std::string& s) { return "'" + fmt::printable(s) + "'"; }
@@ -36,7 +36,7 @@ DType safetensors_dtype(const std::string& s, const std::string& file, const std
   for (const auto& d : kDtypes) {
     if (s == d.name) return d.type;
   }
-  if (s == "F8_E4M3" || s == "F8_E5M2" || s == "U16" || s == "U32" || s == "U64" || s == "F8_E8M0" ||
+  if (s == "F8_E4M3" || s == "F8_E5M2" || s == "U16" || s == "U64" || s == "F8_E8M0" ||
       s == "F4") {
     throw_error(ErrorCode::kUnsupported, file + ": tensor " + q(tensor) + ": dtype " + s + " is not supported");
   }

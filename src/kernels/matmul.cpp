@@ -40,13 +40,25 @@ int wtype_index(DType t) {
     case DType::Q2_K: return kWQ2_K;
     case DType::IQ3_S: return kWIQ3_S;
     case DType::IQ3_XXS: return kWIQ3_XXS;
+    case DType::MLX_Q4_G32: return kWMLX4_32;
+    case DType::MLX_Q4_G64: return kWMLX4_64;
+    case DType::MLX_Q4_G128: return kWMLX4_128;
+    case DType::MLX_Q8_G32: return kWMLX8_32;
+    case DType::MLX_Q8_G64: return kWMLX8_64;
+    case DType::MLX_Q8_G128: return kWMLX8_128;
     default: return -1;
   }
 }
 
 AType atype_of(int wtype) {
   switch (wtype) {
-    case kWF32: return kAF32;
+    case kWF32:
+    case kWMLX4_32:
+    case kWMLX4_64:
+    case kWMLX4_128:
+    case kWMLX8_32:
+    case kWMLX8_64:
+    case kWMLX8_128: return kAF32;
     case kWF16: return kAF16;
     case kWBF16: return kABF16;
     case kWQ8_0:
@@ -63,7 +75,8 @@ DType wtype_dtype(int wtype) {
   static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                             DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS,
                             DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1, DType::Q2_K,
-                            DType::IQ3_S, DType::IQ3_XXS};
+                            DType::IQ3_S, DType::IQ3_XXS, DType::MLX_Q4_G32, DType::MLX_Q4_G64,
+                            DType::MLX_Q4_G128, DType::MLX_Q8_G32, DType::MLX_Q8_G64, DType::MLX_Q8_G128};
   return k[wtype];
 }
 
@@ -161,7 +174,7 @@ bool is_fallback_type(DType t) {
     case DType::IQ4_XS:
     case DType::Q2_K:
     case DType::Q3_K: return true;
-    default: return kern::is_codebook_type(t);  // IQ1/IQ2/IQ3, MXFP4 (IQ3_S/XXS: kernels on x86 only)
+    default: return is_mlx_dtype(t) || kern::is_codebook_type(t);  // IQ1/IQ2/IQ3, MXFP4 (IQ3_S/XXS: kernels on x86 only)
   }
 }
 
@@ -198,17 +211,18 @@ void matmul_fallback(const MatrixView& w, const float* x, int64_t n_tokens, floa
   // and then multiplies exactly in integers. Round them the same way here (quantise, dequantise):
   // llama.cpp's Q4_K_M files put Q5_0 where Q4_K rows do not fit (Gemma 4 26B's experts), and
   // f32 activations there would differ from ggml by more than summation order.
+  // MLX affine groups multiply f32 activations (as mlx does): no rounding.
   const bool k_blocks = activation_type(w.dtype) == DType::Q8_K;
   const AType at = k_blocks ? kAQ8_K : kAQ8_0;
-  std::vector<float> xr(static_cast<size_t>(n_tokens * cols));
-  parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {
+  std::vector<float> xr(is_mlx_dtype(w.dtype) ? 0 : static_cast<size_t>(n_tokens * cols));
+  if (!xr.empty()) parallel_for_chunked(n_tokens, 4, [&](int64_t t0, int64_t t1) {
     std::vector<uint8_t> q(static_cast<size_t>(act_row_bytes(at, cols)));
     for (int64_t t = t0; t < t1; ++t) {
       K.act[at](x + t * cols, q.data(), cols);
       ref_dequantize(k_blocks ? DType::Q8_K : DType::Q8_0, q.data(), xr.data() + t * cols, cols);
     }
   });
-  x = xr.data();
+  if (!xr.empty()) x = xr.data();
   int64_t row_chunk = std::max<int64_t>(16, std::min<int64_t>(256, (rows + nth * 8 - 1) / (nth * 8)));
   row_chunk = (row_chunk + 15) / 16 * 16;
   constexpr int64_t kTokTile = 64;

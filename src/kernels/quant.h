@@ -202,6 +202,8 @@ void ref_quantize_iq4_nl(const float* x, uint8_t* y, int64_t n);
 
 // Dot products of one weight row with one prepared activation row (n elements).
 float ref_dot_f32(const float* w, const float* x, int64_t n);
+// One row of an MLX affine type (DType::MLX_*, f32 activations): Σ (s·q + b)·x, groups in order.
+float ref_dot_mlx(DType t, const uint8_t* w, const float* x, int64_t n);
 float ref_dot_f16(const uint16_t* w, const uint16_t* x, int64_t n);  // x: f16 activations
 float ref_dot_bf16(const uint16_t* w, const uint16_t* x, int64_t n);  // x: bf16 activations
 float ref_dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);

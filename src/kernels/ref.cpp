@@ -218,8 +218,47 @@ void dequant_q3_K(const BlockQ3_K* b, float* y, int64_t nb) {
 }
 }  // namespace
 
+namespace {
+// MLX affine groups (format/dtype.h): per block of G, f32 scale s and bias b, then the codes.
+// value = s·q + b, rounded twice (product, then sum) as numpy / mlx compute it in f32.
+template <int kBits, int G>
+void dequant_mlx(const uint8_t* b, float* y, int64_t nb) {
+  constexpr int kBlock = 8 + G * kBits / 8;
+  for (int64_t i = 0; i < nb; ++i, b += kBlock, y += G) {
+    float s, bias;
+    std::memcpy(&s, b, 4);
+    std::memcpy(&bias, b + 4, 4);
+    const uint8_t* q = b + 8;
+    for (int j = 0; j < G; ++j) {
+      const int code = kBits == 4 ? (q[j >> 1] >> ((j & 1) * 4)) & 15 : q[j];
+      volatile float p = s * static_cast<float>(code);  // no fused multiply-add: the reference rounds twice
+      y[j] = p + bias;
+    }
+  }
+}
+}  // namespace
+
+float ref_dot_mlx(DType t, const uint8_t* w, const float* x, int64_t n) {
+  const int64_t g = static_cast<int64_t>(dtype_traits(t)->block_elems);
+  const uint64_t bb = dtype_traits(t)->block_bytes;
+  float buf[128];
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; i += g, w += bb) {
+    ref_dequantize(t, w, buf, g);
+    for (int64_t j = 0; j < g; ++j) sum += buf[j] * x[i + j];
+  }
+  return sum;
+}
+
 void ref_dequantize(DType t, const void* src, float* dst, int64_t n) {
+  const auto* u8 = static_cast<const uint8_t*>(src);
   switch (t) {
+    case DType::MLX_Q4_G32: return dequant_mlx<4, 32>(u8, dst, n / 32);
+    case DType::MLX_Q4_G64: return dequant_mlx<4, 64>(u8, dst, n / 64);
+    case DType::MLX_Q4_G128: return dequant_mlx<4, 128>(u8, dst, n / 128);
+    case DType::MLX_Q8_G32: return dequant_mlx<8, 32>(u8, dst, n / 32);
+    case DType::MLX_Q8_G64: return dequant_mlx<8, 64>(u8, dst, n / 64);
+    case DType::MLX_Q8_G128: return dequant_mlx<8, 128>(u8, dst, n / 128);
     case DType::F32:
       std::memcpy(dst, src, n * sizeof(float));
       return;
@@ -1076,6 +1115,7 @@ DType activation_type(DType weight) {
     case DType::MXFP4: return DType::Q8_0;
     default:
       if (is_codebook_type(weight)) return DType::Q8_K;  // the IQ1/IQ2/IQ3 types
+      if (is_mlx_dtype(weight)) return DType::F32;       // MLX affine groups: f32 activations
       throw_error(ErrorCode::kUnsupported, "unsupported tensor type " + dtype_name(weight) +
                                                " (no matmul kernel)");
   }

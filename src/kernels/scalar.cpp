@@ -19,6 +19,11 @@ void mm_ref(const MMArgs& a) {
   }
 }
 
+template <DType T>
+float dot_mlx(const uint8_t* w, const float* x, int64_t n) {
+  return ref_dot_mlx(T, w, x, n);
+}
+
 void act_f16(const float* x, void* dst, int64_t n) {
   uint16_t* d = static_cast<uint16_t*>(dst);
   for (int64_t i = 0; i < n; ++i) d[i] = f32_to_f16(x[i]);
@@ -53,6 +58,12 @@ const Kernels kScalarKernels = {
         mm_ref<BlockQ2_K, BlockQ8_K, ref_dot_q2_K>,
         mm_ref<BlockIQ3_S, BlockQ8_K, ref_dot_iq3_s>,
         mm_ref<BlockIQ3_XXS, BlockQ8_K, ref_dot_iq3_xxs>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G32>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G64>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G128>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G32>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G64>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G128>>,
     },
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
 };

@@ -70,7 +70,13 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
       case DType::IQ4_NL: put16(0, f32_to_f16(sc(rng))); break;
       case DType::Q4_1:
       case DType::Q5_1: put16(0, f32_to_f16(sc(rng))); put16(2, f32_to_f16(-sc(rng) * 8.0f)); break;
-      default: break;
+      default:
+        if (is_mlx_dtype(t)) {  // f32 scale, f32 bias (≈ −scale·2^(bits−1): codes centred on 0)
+          const float s = sc(rng), b = -s * (t <= DType::MLX_Q4_G128 ? 8.0f : 128.0f);
+          std::memcpy(blk, &s, 4);
+          std::memcpy(blk + 4, &b, 4);
+        }
+        break;
     }
   }
   return buf;
@@ -79,7 +85,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,  DType::Q4_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K,  DType::IQ4_XS,
                            DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL, DType::Q2_K,
-                           DType::IQ3_S, DType::IQ3_XXS};
+                           DType::IQ3_S, DType::IQ3_XXS, DType::MLX_Q4_G32, DType::MLX_Q4_G64,
+                           DType::MLX_Q4_G128, DType::MLX_Q8_G32, DType::MLX_Q8_G64, DType::MLX_Q8_G128};
 
 struct IsaGuard {
   ~IsaGuard() { set_isa("auto"); }
@@ -162,6 +169,32 @@ TEST(Dequant, Q4_0Layout) {
     EXPECT_FLOAT_EQ(y[j], (j - 8) * 0.5f);
     EXPECT_FLOAT_EQ(y[16 + j], (15 - j - 8) * 0.5f);
   }
+}
+
+// MLX affine groups (format/dtype.h): f32 scale, f32 bias, codes; 4 bits: element 2j in the low
+// nibble of byte j (mlx packs the first code in the lowest bits of a little-endian word).
+TEST(Dequant, MlxAffineLayout) {
+  std::vector<uint8_t> blk(8 + 16);
+  const float s = 0.5f, b = -1.0f;
+  std::memcpy(blk.data(), &s, 4);
+  std::memcpy(blk.data() + 4, &b, 4);
+  for (int j = 0; j < 16; ++j) blk[8 + j] = static_cast<uint8_t>((15 - j) << 4 | j);  // codes j, 15 − j
+  std::vector<float> y(32);
+  dequantize(DType::MLX_Q4_G32, blk.data(), y.data(), 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[2 * j], 0.5f * j - 1.0f) << j;
+    EXPECT_EQ(y[2 * j + 1], 0.5f * (15 - j) - 1.0f) << j;
+  }
+  std::vector<uint8_t> b8(8 + 32);
+  std::memcpy(b8.data(), &s, 4);
+  std::memcpy(b8.data() + 4, &b, 4);
+  for (int j = 0; j < 32; ++j) b8[8 + j] = static_cast<uint8_t>(j * 7);
+  dequantize(DType::MLX_Q8_G32, b8.data(), y.data(), 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 0.5f * static_cast<float>(j * 7) - 1.0f) << j;
+  EXPECT_EQ(mlx_dtype(4, 64), DType::MLX_Q4_G64);
+  EXPECT_EQ(mlx_dtype(8, 128), DType::MLX_Q8_G128);
+  EXPECT_FALSE(mlx_dtype(3, 64));
+  EXPECT_FALSE(mlx_dtype(4, 48));
 }
 
 TEST(Dequant, Q4_KLayout) {
@@ -560,6 +593,9 @@ TEST(Matmul, PathNamesKernelTypes) {
       EXPECT_TRUE(matmul_supports(t)) << dtype_name(t);
     }
     EXPECT_STREQ(matmul_path(DType::TQ1_0), "none") << isa;
+    // MLX affine groups: kernels on scalar / AVX2 / AVX-512, rows dequantised to f32 elsewhere.
+    for (DType t : {DType::MLX_Q4_G32, DType::MLX_Q4_G64, DType::MLX_Q4_G128, DType::MLX_Q8_G32, DType::MLX_Q8_G64, DType::MLX_Q8_G128})
+      EXPECT_STREQ(matmul_path(t), q2k ? "kernel" : "dequantise") << isa << " " << dtype_name(t);
   }
 }
 

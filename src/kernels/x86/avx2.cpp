@@ -3,6 +3,7 @@
 // scalar reference only in float summation order.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/dispatch.h"
@@ -490,12 +491,57 @@ void mm_iq4_nl(const MMArgs& a) { drive_stream_tiles<TIQ4_NL, 4, 2>(a); }
 void mm_q4_1(const MMArgs& a) { drive_stream_tiles<TQ4_1, 4, 2>(a); }
 void mm_q5_1(const MMArgs& a) { drive_stream_tiles<TQ5_1, 4, 2>(a); }
 
+// MLX affine groups: the kernel's scheme is in kernels/x86/mlx_drive.h.
+inline __m256 mlx_widen(__m128i bytes) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)); }
+
+template <int kBits, int G, int NT>
+void mlx_row(const uint8_t* row, const float* const* x, int64_t cols, float* const* y) {
+  constexpr int kBlock = 8 + G * kBits / 8;
+  __m256 acc0[NT], acc1[NT];
+  for (int k = 0; k < NT; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
+  const __m128i m4 = _mm_set1_epi8(15);
+  for (int64_t i0 = 0; i0 < cols; i0 += G, row += kBlock) {
+    float s, b;
+    std::memcpy(&s, row, 4);
+    std::memcpy(&b, row + 4, 4);
+    const __m256 vs = _mm256_set1_ps(s), vb = _mm256_set1_ps(b);
+    const uint8_t* q = row + 8;
+    for (int c = 0; c < G; c += 32) {
+      __m128i v0, v1;  // codes 0..15 and 16..31 of the chunk, one byte each
+      if constexpr (kBits == 4) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c / 2));
+        const __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+        v0 = _mm_unpacklo_epi8(lo, hi);
+        v1 = _mm_unpackhi_epi8(lo, hi);
+      } else {
+        v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c));
+        v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c + 16));
+      }
+      const __m256 w0 = _mm256_fmadd_ps(mlx_widen(v0), vs, vb);
+      const __m256 w1 = _mm256_fmadd_ps(mlx_widen(_mm_srli_si128(v0, 8)), vs, vb);
+      const __m256 w2 = _mm256_fmadd_ps(mlx_widen(v1), vs, vb);
+      const __m256 w3 = _mm256_fmadd_ps(mlx_widen(_mm_srli_si128(v1, 8)), vs, vb);
+      for (int k = 0; k < NT; ++k) {
+        const float* xk = x[k] + i0 + c;
+        acc0[k] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xk), acc0[k]);
+        acc1[k] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xk + 8), acc1[k]);
+        acc0[k] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xk + 16), acc0[k]);
+        acc1[k] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xk + 24), acc1[k]);
+      }
+    }
+  }
+  for (int k = 0; k < NT; ++k) *y[k] = hsum(_mm256_add_ps(acc0[k], acc1[k]));
+}
+
+#include "kernels/x86/mlx_drive.h"
+
 }  // namespace
 
 const Kernels kAvx2Kernels = {
     "avx2",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
-     mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
+     mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
+     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     8,
 };

@@ -1136,12 +1136,53 @@ void mm_iq3_xxs(const MMArgs& a) {
   gemv_k<TIQ3_XXS>(a);
 }
 
+// MLX affine groups: the kernel's scheme is in kernels/x86/mlx_drive.h.
+inline __m512 mlx_widen(__m128i bytes) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); }
+
+template <int kBits, int G, int NT>
+void mlx_row(const uint8_t* row, const float* const* x, int64_t cols, float* const* y) {
+  constexpr int kBlock = 8 + G * kBits / 8;
+  __m512 acc0[NT], acc1[NT];
+  for (int k = 0; k < NT; ++k) acc0[k] = acc1[k] = _mm512_setzero_ps();
+  const __m128i m4 = _mm_set1_epi8(15);
+  for (int64_t i0 = 0; i0 < cols; i0 += G, row += kBlock) {
+    float s, b;
+    std::memcpy(&s, row, 4);
+    std::memcpy(&b, row + 4, 4);
+    const __m512 vs = _mm512_set1_ps(s), vb = _mm512_set1_ps(b);
+    const uint8_t* q = row + 8;
+    for (int c = 0; c < G; c += 32) {
+      __m512 w0, w1;
+      if constexpr (kBits == 4) {
+        // byte j: code 2j low nibble, 2j+1 high nibble → interleave back to element order.
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c / 2));
+        const __m128i lo = _mm_and_si128(raw, m4), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+        w0 = mlx_widen(_mm_unpacklo_epi8(lo, hi));
+        w1 = mlx_widen(_mm_unpackhi_epi8(lo, hi));
+      } else {
+        w0 = mlx_widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c)));
+        w1 = mlx_widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c + 16)));
+      }
+      w0 = _mm512_fmadd_ps(w0, vs, vb);
+      w1 = _mm512_fmadd_ps(w1, vs, vb);
+      for (int k = 0; k < NT; ++k) {
+        acc0[k] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x[k] + i0 + c), acc0[k]);
+        acc1[k] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x[k] + i0 + c + 16), acc1[k]);
+      }
+    }
+  }
+  for (int k = 0; k < NT; ++k) *y[k] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[k], acc1[k]));
+}
+
+#include "kernels/x86/mlx_drive.h"
+
 }  // namespace
 
 const Kernels kAvx512Kernels = {
     "avx512",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
+     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
@@ -1154,7 +1195,8 @@ const Kernels kAvx512Kernels = {
 const Kernels kAvx512AmxKernels = {
     "avx512-amx",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
-     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs},
+     mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
+     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
