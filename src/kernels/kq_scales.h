@@ -1,7 +1,7 @@
 // Sub-block scales of Q3_K and IQ4_XS as packed bytes, computed in general registers (writing
-// single bytes to memory and reading them back as a vector stalls on store forwarding). For the
-// per-ISA files: anonymous namespace, so each file compiles its own copy with its own flags (as
-// tile_drive.h); plain integer code.
+// single bytes to memory and reading them back as a vector stalls on store forwarding), and the
+// scale fields of IQ1_M and MXFP4. For the per-ISA files: anonymous namespace, so each file
+// compiles its own copy with its own flags (as tile_drive.h); plain integer code.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,32 @@ inline uint64_t iq4xs_scale_bytes(const BlockIQ4_XS& b) {
   h = (h | (h << 12)) & 0x000F000F000F000Full;
   h = (h | (h << 6)) & 0x0303030303030303ull;
   return x | (h << 4);
+}
+
+// IQ1_M's f16 super-scale bits: the top nibbles of its four scale u16s.
+inline uint16_t iq1m_d_bits(const BlockIQ1_M& b) {
+  uint16_t sc[4];
+  std::memcpy(sc, b.scales, 8);
+  return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) | (sc[3] & 0xF000));
+}
+
+// MXFP4's E8M0 exponent e → 2^(e − 128): half the block scale 2^(e − 127), as its values are
+// doubled E2M1 values (ggml's E8M0_TO_FP32_HALF); e < 2 gives the subnormals 2^(−127), 2^(−126).
+inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;  // memcpy, not std::bit_cast: emscripten 3.1.6's libc++ has none
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// A 32-element block's weight scale: MXFP4 (W::kE8M0) from its exponent byte, the others the f16
+// at the block's start (h2f: the ISA's f16 → f32).
+template <class W>
+constexpr bool kE8M0 = requires { W::kE8M0; };
+template <class W, class H>
+inline float block_scale(const uint8_t* p, H h2f) {
+  if constexpr (kE8M0<W>) return mxfp4_scale(p[0]);
+  else return h2f(p);
 }
 
 }  // namespace

@@ -119,6 +119,55 @@ extern const uint32_t* const kIQ3SGrid;
 extern const uint32_t* const kIQ3XXSGrid;
 // IQ3_XXS sign bytes of one sub-block (4 groups) from its u32.
 void iq3xxs_signs(uint32_t aux, uint8_t* sg);
+// IQ2_XXS: 8 sub-blocks of 32, each 8 bytes of qs: 4 indices into kIQ2XXSGrid (one 8-magnitude
+// entry per group), then a u32 as IQ3_XXS's (signs, bits 28..31 s); value = d·(2s + 1)/8·±g.
+struct BlockIQ2_XXS {  // 66 bytes
+  uint16_t d;
+  uint8_t qs[64];
+};
+// IQ2_XS: qs[4ib + l] = 9-bit index into kIQ2XSGrid | 7 sign bits << 9; scales[ib]: low nibble
+// for groups 0-1, high for 2-3 (per 16 elements); value = d·(2s + 1)/8·±g.
+struct BlockIQ2_XS {  // 74 bytes
+  uint16_t d;
+  uint16_t qs[32];
+  uint8_t scales[8];
+};
+// IQ2_S: 10-bit indices into kIQ2SGrid (qs[4ib + l] | bits 2l..2l+1 of qh[ib] << 8), one sign
+// byte per group (signs[4ib + l]), scales as IQ2_XS's.
+struct BlockIQ2_S {  // 82 bytes
+  uint16_t d;
+  uint8_t qs[32];
+  uint8_t signs[32];
+  uint8_t qh[8];
+  uint8_t scales[8];
+};
+// IQ1_S: 11-bit indices into kIQ1SGrid (entries of 8 signed bytes −1/0/1: qs[4ib + l] | bits
+// 3l..3l+2 of qh[ib] << 8); qh bits 12..14 s, bit 15 the delta's sign; value = d·(2s + 1)·(g ± 1/8).
+struct BlockIQ1_S {  // 50 bytes
+  uint16_t d;
+  uint8_t qs[32];
+  uint16_t qh[8];
+};
+// IQ1_M: indices as IQ1_S's with nibble l%2 of qh[2ib + l/2] (bits 0-2: index bits 8-10, bit 3:
+// the group's delta sign); 3-bit scales per 16 elements (u16 ib/2 of scales, bits 6(ib%2) + 0..2
+// for groups 0-1, + 3..5 for 2-3); the f16 d in the four u16s' top nibbles.
+struct BlockIQ1_M {  // 56 bytes
+  uint8_t qs[32];
+  uint8_t qh[16];
+  uint8_t scales[8];
+};
+// MXFP4: E8M0 exponent e, qs[16] nibbles (low: elements 0..15, high: 16..31) into kMXFP4Values
+// (doubled E2M1 values); value = kMXFP4Values[nibble]·2^(e − 128) (kq_scales.h: mxfp4_scale).
+struct BlockMXFP4 {  // 17 bytes
+  uint8_t e;
+  uint8_t qs[16];
+};
+// The IQ2 / IQ1 codebooks (kernels/iq_grids.inc): entry i's byte j is element j of a group.
+extern const uint64_t* const kIQ2XXSGrid;
+extern const uint64_t* const kIQ2XSGrid;
+extern const uint64_t* const kIQ2SGrid;
+extern const uint64_t* const kIQ1SGrid;
+extern const int8_t* const kMXFP4Values;  // 16 values
 // IQ4_XS: 8 sub-blocks of 32 with 6-bit scales biased by 32 (low 4 bits: nibble ib of
 // scales_l, high 2: bits 2ib..2ib+1 of scales_h); value = d·(ls − 32)·kIQ4NL[nibble], sub-block
 // ib's 16 bytes of qs hold elements 0..15 in their low nibbles and 16..31 in their high ones.
@@ -150,6 +199,12 @@ static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockIQ3_S) == 110);
 static_assert(sizeof(BlockIQ3_XXS) == 98);
+static_assert(sizeof(BlockIQ2_XXS) == 66);
+static_assert(sizeof(BlockIQ2_XS) == 74);
+static_assert(sizeof(BlockIQ2_S) == 82);
+static_assert(sizeof(BlockIQ1_S) == 50);
+static_assert(sizeof(BlockIQ1_M) == 56);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
@@ -216,10 +271,17 @@ float ref_dot_q2_K(const BlockQ2_K* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq3_s(const BlockIQ3_S* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq3_xxs(const BlockIQ3_XXS* w, const BlockQ8_K* x, int64_t n);
 float ref_dot_iq4_xs(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t n);
+// The IQ2 / IQ1 types as ggml's vec_dot (integer sums per block, ggml's float expression).
+float ref_dot_iq2_xxs(const BlockIQ2_XXS* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq2_xs(const BlockIQ2_XS* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq2_s(const BlockIQ2_S* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq1_s(const BlockIQ1_S* w, const BlockQ8_K* x, int64_t n);
+float ref_dot_iq1_m(const BlockIQ1_M* w, const BlockQ8_K* x, int64_t n);
 // The 32-element fallback types as ggml's vec_dot: Q5_0 / IQ4_NL × Q8_0 (d_w·d_x·Σ q_w·q_x per
 // block), Q4_1 / Q5_1 × Q8_1 (d_w·d_x·Σ q_w·q_x + m_w·s_x per block).
 float ref_dot_q5_0(const BlockQ5_0* w, const BlockQ8_0* x, int64_t n);
 float ref_dot_iq4_nl(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t n);
+float ref_dot_mxfp4(const BlockMXFP4* w, const BlockQ8_0* x, int64_t n);  // d_w = mxfp4_scale(e)
 float ref_dot_q4_1(const BlockQ4_1* w, const BlockQ8_1* x, int64_t n);
 float ref_dot_q5_1(const BlockQ5_1* w, const BlockQ8_1* x, int64_t n);
 

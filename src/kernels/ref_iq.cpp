@@ -1,8 +1,8 @@
-// Scalar dequantisation of the codebook types (IQ2_XXS/XS/S, IQ3_XXS/S, IQ1_S/M) and MXFP4.
-// They have no matmul kernel yet: matmul dequantises their rows to f32 (kernels/matmul.cpp's
-// fallback), so these routines define the numbers. Each value is computed with the float
-// operations in the order ggml's to_float uses (scale products first, then × grid value), so the
-// results are ggml's bit for bit (tests/kernels/ggml_vectors_test.cpp).
+// Scalar dequantisation of the codebook types (IQ2_XXS/XS/S, IQ3_XXS/S, IQ1_S/M) and MXFP4, and
+// their reference dot products against Q8_K / Q8_0 activations (ggml's vec_dot integer forms):
+// the sets without a kernel for a type dequantise its rows to f32 (kernels/matmul.cpp's
+// fallback). Each dequantised value is computed with the float operations in the order ggml's
+// to_float uses (scale products first, then × grid value), so the results are ggml's bit for bit (tests/kernels/ggml_vectors_test.cpp).
 //
 // Common shape: a 256-element block of one f16 super-scale d and 8 sub-blocks of 32; each
 // sub-block is 4 groups of 8 elements, and a group is one codebook entry (8 unsigned magnitudes,
@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/half.h"
+#include "kernels/kq_scales.h"
 #include "kernels/quant.h"
 
 namespace oxi::kern {
@@ -162,9 +163,7 @@ void dequant_iq1_m(const uint8_t* b, float* y, int64_t nb) {
     const uint8_t *qs = b, *qh = b + 32;
     uint16_t sc[4];
     for (int k = 0; k < 4; ++k) sc[k] = rd16(b + 48 + 2 * k);
-    const uint16_t dbits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) |
-                                                 (sc[3] & 0xF000));
-    const float d = f16_to_f32(dbits);
+    const float d = f16_to_f32(iq1m_d_bits(*reinterpret_cast<const BlockIQ1_M*>(b)));
     for (int ib = 0; ib < 8; ++ib) {
       const int sh = 6 * (ib % 2);
       const float dl[2] = {d * static_cast<float>(2 * ((sc[ib / 2] >> sh) & 7) + 1),
@@ -178,20 +177,11 @@ void dequant_iq1_m(const uint8_t* b, float* y, int64_t nb) {
   }
 }
 
-// E8M0 exponent e → 2^(e − 128): half the block scale, as MXFP4's values table holds doubled
-// E2M1 values (2^(−127) and 2^(−128) as subnormals).
-float e8m0_half(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  float f;  // memcpy, not std::bit_cast: emscripten 3.1.6's libc++ has no bit_cast
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // MXFP4 (17 B / 32): exponent byte e, qs[16]: low nibbles elements 0..15, high 16..31;
 // value = kValuesMXFP4[nibble]·2^(e − 128).
 void dequant_mxfp4(const uint8_t* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, b += 17, y += 32) {
-    const float d = e8m0_half(b[0]);
+    const float d = mxfp4_scale(b[0]);
     for (int j = 0; j < 16; ++j) {
       y[j] = static_cast<float>(kValuesMXFP4[b[1 + j] & 15]) * d;
       y[j + 16] = static_cast<float>(kValuesMXFP4[b[1 + j] >> 4]) * d;
@@ -260,6 +250,151 @@ float ref_dot_iq3_xxs(const BlockIQ3_XXS* w, const BlockQ8_K* x, int64_t n) {
     iq3xxs_signs(aux, sg);
     return static_cast<int>(2 * (aux >> 28) + 1);
   });
+}
+
+
+const uint64_t* const kIQ2XXSGrid = kGridIQ2XXS;
+const uint64_t* const kIQ2XSGrid = kGridIQ2XS;
+const uint64_t* const kIQ2SGrid = kGridIQ2S;
+const uint64_t* const kIQ1SGrid = kGridIQ1S;
+const int8_t* const kMXFP4Values = kValuesMXFP4;
+
+namespace {
+// One IQ2 group against 8 Q8_K values in integers: Σ ±magnitude_j·x_j (sign bit j of sg).
+int iq2_group_dot(uint64_t entry, uint8_t sg, const int8_t* xq) {
+  int s = 0;
+  for (int j = 0; j < 8; ++j) {
+    const int v = gbyte(entry, j);
+    s += ((sg >> j) & 1 ? -v : v) * xq[j];
+  }
+  return s;
+}
+
+// The IQ2 dots as ggml's vec_dot: per 16 elements (two groups) the integer dot times the integer
+// scale 2s + 1 (group(b, g, sg) returns group g's grid entry and sets its sign byte; scale(b, h)
+// the scale of 16-element half h), summed over the block; the block sums times d_w·d_x, and the
+// total times 1/8 (the scale's (0.5 + s)·0.25 = (2s + 1)/8).
+template <class B, class Group, class Scale>
+float iq2_dot(const B* w, const BlockQ8_K* x, int64_t n, Group group, Scale scale) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    int bsum = 0;
+    for (int h = 0; h < 16; ++h) {
+      int s = 0;
+      for (int g = 2 * h; g < 2 * h + 2; ++g) {
+        uint8_t sg;
+        const uint64_t e = group(w[i], g, sg);
+        s += iq2_group_dot(e, sg, x[i].qs + 8 * g);
+      }
+      bsum += s * scale(w[i], h);
+    }
+    sum += f16_to_f32(w[i].d) * x[i].d * static_cast<float>(bsum);
+  }
+  return 0.125f * sum;
+}
+}  // namespace
+
+float ref_dot_iq2_xxs(const BlockIQ2_XXS* w, const BlockQ8_K* x, int64_t n) {
+  return iq2_dot(
+      w, x, n,
+      [](const BlockIQ2_XXS& b, int g, uint8_t& sg) {
+        sg = signs7(rd32(b.qs + 8 * (g / 4) + 4) >> (7 * (g % 4)));
+        return kGridIQ2XXS[b.qs[8 * (g / 4) + g % 4]];
+      },
+      [](const BlockIQ2_XXS& b, int h) { return static_cast<int>(2 * (rd32(b.qs + 8 * (h / 2) + 4) >> 28) + 1); });
+}
+
+float ref_dot_iq2_xs(const BlockIQ2_XS* w, const BlockQ8_K* x, int64_t n) {
+  return iq2_dot(
+      w, x, n,
+      [](const BlockIQ2_XS& b, int g, uint8_t& sg) {
+        sg = signs7(b.qs[g] >> 9);
+        return kGridIQ2XS[b.qs[g] & 511];
+      },
+      [](const BlockIQ2_XS& b, int h) { return 2 * ((b.scales[h / 2] >> (4 * (h % 2))) & 15) + 1; });
+}
+
+float ref_dot_iq2_s(const BlockIQ2_S* w, const BlockQ8_K* x, int64_t n) {
+  return iq2_dot(
+      w, x, n,
+      [](const BlockIQ2_S& b, int g, uint8_t& sg) {
+        sg = b.signs[g];
+        return kGridIQ2S[b.qs[g] | (((b.qh[g / 4] >> (2 * (g % 4))) & 3) << 8)];
+      },
+      [](const BlockIQ2_S& b, int h) { return 2 * ((b.scales[h / 2] >> (4 * (h % 2))) & 15) + 1; });
+}
+
+namespace {
+// One IQ1 group against 8 Q8_K values: Σ g_j·x_j (g_j ∈ {−1, 0, 1}).
+int iq1_group_dot(uint64_t entry, const int8_t* xq) {
+  int s = 0;
+  for (int j = 0; j < 8; ++j) s += static_cast<int8_t>(gbyte(entry, j)) * xq[j];
+  return s;
+}
+int xsum8(const int8_t* xq) {
+  int s = 0;
+  for (int j = 0; j < 8; ++j) s += xq[j];
+  return s;
+}
+}  // namespace
+
+// IQ1_S as ggml's vec_dot: per block Σ ls·Σ g·x and Σ ls·(±1)·Σ x (the delta's), then
+// d_w·d_x·(sumi + 0.125·sumi1).
+float ref_dot_iq1_s(const BlockIQ1_S* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const BlockIQ1_S& b = w[i];
+    int sumi = 0, sumi1 = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const uint16_t h = b.qh[ib];
+      const int ls = 2 * ((h >> 12) & 7) + 1, delta = h & 0x8000 ? -1 : 1;
+      int lsum = 0;
+      for (int l = 0; l < 4; ++l)
+        lsum += iq1_group_dot(kGridIQ1S[b.qs[4 * ib + l] | (((h >> (3 * l)) & 7) << 8)], x[i].qs + 32 * ib + 8 * l);
+      sumi += ls * lsum;
+      sumi1 += ls * delta * (x[i].bsums[2 * ib] + x[i].bsums[2 * ib + 1]);
+    }
+    sum += f16_to_f32(b.d) * x[i].d * (static_cast<float>(sumi) + kIQ1Delta * static_cast<float>(sumi1));
+  }
+  return sum;
+}
+
+// IQ1_M as ggml's vec_dot: as IQ1_S with per-16 scales and a delta sign per group.
+float ref_dot_iq1_m(const BlockIQ1_M* w, const BlockQ8_K* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / QK_K; ++i) {
+    const BlockIQ1_M& b = w[i];
+    uint16_t sc[4];
+    std::memcpy(sc, b.scales, 8);
+    int sumi1 = 0, sumi2 = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      int s1[2] = {0, 0}, s2[2] = {0, 0};
+      for (int l = 0; l < 4; ++l) {
+        const int nib = (b.qh[2 * ib + l / 2] >> (4 * (l % 2))) & 15;
+        const int8_t* xq = x[i].qs + 32 * ib + 8 * l;
+        s1[l / 2] += iq1_group_dot(kGridIQ1S[b.qs[4 * ib + l] | ((nib & 7) << 8)], xq);
+        s2[l / 2] += (nib & 8 ? -1 : 1) * xsum8(xq);
+      }
+      const int sh = 6 * (ib % 2);
+      const int ls1 = 2 * ((sc[ib / 2] >> sh) & 7) + 1, ls2 = 2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1;
+      sumi1 += s1[0] * ls1 + s1[1] * ls2;
+      sumi2 += s2[0] * ls1 + s2[1] * ls2;
+    }
+    sum += f16_to_f32(iq1m_d_bits(b)) * x[i].d * (static_cast<float>(sumi1) + kIQ1Delta * static_cast<float>(sumi2));
+  }
+  return sum;
+}
+
+// MXFP4 as ggml's vec_dot against Q8_0: per block (2^(e − 128)·d_x)·Σ value·x_q.
+float ref_dot_mxfp4(const BlockMXFP4* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / 32; ++i) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j)
+      s += kValuesMXFP4[w[i].qs[j] & 15] * x[i].qs[j] + kValuesMXFP4[w[i].qs[j] >> 4] * x[i].qs[j + 16];
+    sum += mxfp4_scale(w[i].e) * f16_to_f32(x[i].d) * static_cast<float>(s);
+  }
+  return sum;
 }
 
 bool is_codebook_type(DType t) {

@@ -13,15 +13,16 @@
 // noise: reported, not judged.
 // Per checkpoint:
 //   1. files: `oxinfer convert` → bf16 GGUF; llama.cpp's quantizer (libllama llama_model_quantize via
-//      shared/oracle/quantize_llama.py) → Q8_0, Q4_0, Q4_K_M, IQ4_XS, Q3_K_M, Q2_K, IQ3_S
+//      shared/oracle/quantize_llama.py) → Q8_0, Q4_0, Q4_K_M, IQ4_XS, Q3_K_M, Q2_K, IQ3_S,
+//      MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere: on the dense checkpoints a Q8_0 file)
 //      (not IQ3_XXS / IQ2 / IQ1: llama.cpp refuses those without an importance matrix);
 //      `oxinfer convert --type q8_0|q4_0|q4_k`.
 //   2. bytes: our Q8_0 and Q4_0 files hold exactly llama-quantize's tensors (names, types, bytes).
 //   3. Q8_0, on llama's Q8_0 file, two prompts, 32 greedy tokens each: free-running greedy tokens
 //      identical up to the first unresolvable step, and teacher-forced (oxinfer fed the prompt,
 //      then llama.cpp's continuation) top-1 identical at every resolvable position.
-//   4. 4-bit (and 3- and 2-bit), on llama's Q4_0, Q4_K_M, IQ4_XS, Q3_K_M, Q2_K and IQ3_S files
-//      (IQ4_XS / Q3_K / Q2_K / IQ3_S kernels), the same teacher-forced comparison over every
+//   4. 4-bit (and 3- and 2-bit), on llama's Q4_0, Q4_K_M, IQ4_XS, Q3_K_M, Q2_K, IQ3_S and MXFP4_MOE
+//      files (IQ4_XS / Q3_K / Q2_K / IQ3_S / MXFP4 kernels), the same teacher-forced comparison over every
 //      prompt position and every generated step: top-1 agreement ≥ 95 % on resolvable positions
 //      (which must be at least 40 % of them); the agreement over all positions and every miss (both
 //      gaps and the noise floor) are reported.
@@ -50,7 +51,7 @@ const shared = process.env.OXI_SHARED_DIR ?? path.join(root, "..", "shared");
 const devBin = path.join(path.dirname(gen), "..", "..", "tests", "oxi_models_tests");
 const N = 32;
 // llama.cpp recipes held to the 4-bit top-1 bar besides Q4_0 (QUANT_TYPES=a,b: a subset).
-const LOW_BIT = process.env.QUANT_TYPES ? process.env.QUANT_TYPES.split(",") : ["Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K", "IQ3_S"];
+const LOW_BIT = process.env.QUANT_TYPES ? process.env.QUANT_TYPES.split(",") : ["Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K", "IQ3_S", "MXFP4_MOE"];
 const TOP1_BAR = 0.95;
 fs.mkdirSync(work, { recursive: true });
 

@@ -2,7 +2,8 @@
 // gen_ggml_vectors.py from node-llama-cpp's libggml): dequantisation bit-exact, our Q8_0/Q4_0/
 // F16/BF16/Q4_K quantisers byte-identical, matmul ≈ ggml's vec_dot on every ISA. The codebook
 // types (IQ1/IQ2/IQ3) and MXFP4 have ggml-quantised rows plus random blocks (every grid index and
-// sign pattern is valid), which run through matmul's dequantising fallback.
+// sign pattern is valid), which run through their kernels on scalar/x86 and matmul's dequantising
+// fallback on the other sets.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -65,7 +65,21 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
       case DType::Q2_K: put16(80, f32_to_f16(sc(rng) * 0.1f)); put16(82, f32_to_f16(sc(rng) * 0.1f)); break;
       case DType::IQ4_XS:
       case DType::IQ3_S:
-      case DType::IQ3_XXS: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
+      case DType::IQ3_XXS:
+      case DType::IQ2_XXS:
+      case DType::IQ2_XS:
+      case DType::IQ2_S:
+      case DType::IQ1_S: put16(0, f32_to_f16(sc(rng) * 0.01f)); break;
+      case DType::IQ1_M: {  // f16 d in the top nibbles of the four scale u16s (bytes 48..55)
+        const uint16_t d = f32_to_f16(sc(rng) * 0.01f);
+        for (int k = 0; k < 4; ++k) {
+          uint16_t v;
+          std::memcpy(&v, blk + 48 + 2 * k, 2);
+          put16(48 + 2 * k, static_cast<uint16_t>((v & 0x0FFF) | (((d >> (4 * k)) & 15) << 12)));
+        }
+        break;
+      }
+      case DType::MXFP4: blk[0] = static_cast<uint8_t>(118 + rng() % 8); break;  // 2^(e − 128): 2^-10 .. 2^-3
       case DType::Q5_0:
       case DType::IQ4_NL: put16(0, f32_to_f16(sc(rng))); break;
       case DType::Q4_1:
@@ -85,7 +99,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,  DType::Q4_0,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K,  DType::IQ4_XS,
                            DType::Q5_0, DType::Q4_1, DType::Q5_1, DType::IQ4_NL, DType::Q2_K,
-                           DType::IQ3_S, DType::IQ3_XXS, DType::MLX_Q4_G32, DType::MLX_Q4_G64,
+                           DType::IQ3_S, DType::IQ3_XXS, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                           DType::IQ1_S, DType::IQ1_M, DType::MXFP4, DType::MLX_Q4_G32, DType::MLX_Q4_G64,
                            DType::MLX_Q4_G128, DType::MLX_Q8_G32, DType::MLX_Q8_G64, DType::MLX_Q8_G128};
 
 struct IsaGuard {
@@ -543,10 +558,11 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
   struct Shape { int64_t rows, cols, nt; };
   std::vector<std::pair<DType, Shape>> cases;
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::F16, DType::BF16, DType::Q5_0, DType::IQ4_NL, DType::Q4_1,
-                  DType::Q5_1})
+                  DType::Q5_1, DType::MXFP4})
     for (int64_t cols : {32, 64, 96, 160, 224, 288, 1056})
       for (int64_t nt : {1, 2, 3, 4, 67, 68}) cases.push_back({t, {cols == 1056 ? 37 : 9, cols, nt}});
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS, DType::Q2_K, DType::IQ3_S, DType::IQ3_XXS})
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS, DType::Q2_K, DType::IQ3_S,
+                  DType::IQ3_XXS, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ1_S, DType::IQ1_M})
     for (int64_t cols : {256, 768, 1280})
       for (int64_t nt : {1, 2, 3, 4, 66, 68}) cases.push_back({t, {13, cols, nt}});
   for (const auto& [t, s] : cases) {
@@ -572,9 +588,9 @@ TEST(Matmul, EveryIsaGemvOddBlockCounts) {
 }
 
 // Q3_K, IQ4_XS and the 32-element types have kernels on every set (SIMD128 too since
-// 2026-12-07), and matmul_path says so (what `oxinfer inspect` / `bench` report); Q2_K, IQ3_S and
-// IQ3_XXS have them on scalar/AVX2/AVX-512 only; the other codebook types and MXFP4 are still
-// dequantised everywhere (loadable, but slower).
+// 2026-12-07), and matmul_path says so (what `oxinfer inspect` / `bench` report); the IQ2 and IQ1
+// types and MXFP4 on every set but SIMD128; Q2_K and the IQ3 types on scalar/AVX2/AVX-512 only.
+// Elsewhere they are dequantised (loadable, but slower).
 TEST(Matmul, PathNamesKernelTypes) {
   IsaGuard g;
   for (const auto& isa : available_isas()) {
@@ -583,13 +599,13 @@ TEST(Matmul, PathNamesKernelTypes) {
       EXPECT_STREQ(matmul_path(t), "kernel") << isa << " " << dtype_name(t);
       EXPECT_TRUE(matmul_is_native(t)) << isa << " " << dtype_name(t);
     }
-    const bool q2k = isa == "scalar" || isa.rfind("avx", 0) == 0;
-    EXPECT_STREQ(matmul_path(DType::Q2_K), q2k ? "kernel" : "dequantise") << isa;
-    EXPECT_STREQ(matmul_path(DType::IQ3_S), q2k ? "kernel" : "dequantise") << isa;
-    EXPECT_STREQ(matmul_path(DType::IQ3_XXS), q2k ? "kernel" : "dequantise") << isa;
-    for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
-                    DType::IQ1_S, DType::IQ1_M, DType::MXFP4}) {
-      EXPECT_STREQ(matmul_path(t), "dequantise") << isa << " " << dtype_name(t);
+    const bool x86 = isa == "scalar" || isa.rfind("avx", 0) == 0, neon = isa.rfind("neon", 0) == 0;
+    for (DType t : {DType::Q2_K, DType::IQ3_S, DType::IQ3_XXS}) {
+      EXPECT_STREQ(matmul_path(t), x86 ? "kernel" : "dequantise") << isa << " " << dtype_name(t);
+      EXPECT_TRUE(matmul_supports(t)) << dtype_name(t);
+    }
+    for (DType t : {DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ1_S, DType::IQ1_M, DType::MXFP4}) {
+      EXPECT_STREQ(matmul_path(t), x86 || neon ? "kernel" : "dequantise") << isa << " " << dtype_name(t);
       EXPECT_TRUE(matmul_supports(t)) << dtype_name(t);
     }
     EXPECT_STREQ(matmul_path(DType::TQ1_0), "none") << isa;

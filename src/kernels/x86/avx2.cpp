@@ -118,6 +118,14 @@ struct IQ4_NLW {  // grid values (−127..113)
   static constexpr bool kMin = false;
   static __m256i load(const uint8_t* p) { return iq4nl_bytes<0>(*reinterpret_cast<const BlockIQ4_NL*>(p)); }
 };
+struct MXFP4W {  // doubled E2M1 values (−12..12); the block scale is an E8M0 exponent byte
+  static constexpr int kBytes = 17;
+  static constexpr bool kMin = false, kE8M0 = true;
+  static __m256i load(const uint8_t* p) {
+    const __m128i g = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values));
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(g), nibbles32(p + 1));
+  }
+};
 // Q4_1 / Q5_1: unsigned q (0..15 / 0..31) against Q8_1, plus m_w·s_x per block.
 struct Q4_1W {
   static constexpr int kBytes = 20;
@@ -157,7 +165,7 @@ struct TileQ8 {
             _mm_prefetch(reinterpret_cast<const char*>(p + pf + 32), _MM_HINT_T0);
           }
           wv[i] = W::load(p);
-          dw[i] = h2f(p);
+          dw[i] = block_scale<W>(p, h2f);
           if constexpr (W::kMin) mw[i] = h2f(p + 2);
         }
         for (int j = 0; j < T; ++j) {
@@ -329,6 +337,97 @@ inline void unpack(const BlockIQ3_XXS& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
+// The IQ2 / IQ1 types: chunk c = sub-block c = 4 groups of 8, one 64-bit grid entry each (one
+// vpgatherdq of 4). IQ2: magnitudes negated by the sign bytes; IQ1: 8·g ± 1 (the delta's 1/8
+// folded into d, exact). Scales 2s + 1 per 32 (IQ2_XXS, IQ1_S) or per 16 elements.
+inline __m256i gather_grid4(__m128i ix, const uint64_t* grid) {
+  return _mm256_i32gather_epi64(reinterpret_cast<const long long*>(grid), ix, 8);
+}
+inline int iq2_ls(const uint8_t* scales, int c, int half) { return 2 * ((scales[c] >> (4 * half)) & 15) + 1; }
+
+inline void unpack(const BlockIQ2_XXS& b, KRow& o) {
+  for (int c = 0; c < 8; ++c) {
+    uint32_t ix, aux;
+    std::memcpy(&ix, b.qs + 8 * c, 4);
+    std::memcpy(&aux, b.qs + 8 * c + 4, 4);
+    const uint32_t sg = iq_sign_bytes4(aux);
+    o.q[c] = iq3_signed(gather_grid4(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(ix))), kIQ2XXSGrid),
+                        reinterpret_cast<const uint8_t*>(&sg));
+    o.sc[c] = _mm256_set1_epi16(static_cast<short>(2 * (aux >> 28) + 1));
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+inline void unpack(const BlockIQ2_XS& b, KRow& o) {
+  for (int c = 0; c < 8; ++c) {
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 4 * c));
+    const uint32_t sg = static_cast<uint32_t>(_mm_cvtsi128_si32(iq2xs_sign_bytes(q)));
+    o.q[c] = iq3_signed(gather_grid4(_mm_cvtepu16_epi32(_mm_and_si128(q, _mm_set1_epi16(511))), kIQ2XSGrid),
+                        reinterpret_cast<const uint8_t*>(&sg));
+    o.sc[c] = split16(iq2_ls(b.scales, c, 0), iq2_ls(b.scales, c, 1));
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+inline void unpack(const BlockIQ2_S& b, KRow& o) {
+  const __m128i sh = _mm_setr_epi32(0, 2, 4, 6);
+  for (int c = 0; c < 8; ++c) {
+    uint32_t q;
+    std::memcpy(&q, b.qs + 4 * c, 4);
+    const __m128i hb = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b.qh[c]), sh), _mm_set1_epi32(3));
+    const __m128i ix = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(q))), _mm_slli_epi32(hb, 8));
+    o.q[c] = iq3_signed(gather_grid4(ix, kIQ2SGrid), b.signs + 4 * c);
+    o.sc[c] = split16(iq2_ls(b.scales, c, 0), iq2_ls(b.scales, c, 1));
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+// 8·g + delta from the gathered −1/0/1 bytes (delta: ±1 bytes per group).
+inline __m256i iq1_values(__m256i g, __m256i delta) {
+  return _mm256_add_epi8(_mm256_and_si256(_mm256_slli_epi16(g, 3), _mm256_set1_epi8(static_cast<char>(0xF8))), delta);
+}
+
+inline void unpack(const BlockIQ1_S& b, KRow& o) {
+  const __m128i sh = _mm_setr_epi32(0, 3, 6, 9);
+  for (int c = 0; c < 8; ++c) {
+    const uint16_t h = b.qh[c];
+    uint32_t q;
+    std::memcpy(&q, b.qs + 4 * c, 4);
+    const __m128i hb = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h), sh), _mm_set1_epi32(7));
+    const __m128i ix = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(q))), _mm_slli_epi32(hb, 8));
+    o.q[c] = iq1_values(gather_grid4(ix, kIQ1SGrid), _mm256_set1_epi8(h & 0x8000 ? -1 : 1));
+    o.sc[c] = _mm256_set1_epi16(static_cast<short>(2 * ((h >> 12) & 7) + 1));
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+inline void unpack(const BlockIQ1_M& b, KRow& o) {
+  uint16_t sc[4];
+  std::memcpy(sc, b.scales, 8);
+  const __m128i sh = _mm_setr_epi32(0, 4, 8, 12);
+  for (int c = 0; c < 8; ++c) {
+    uint32_t q;
+    std::memcpy(&q, b.qs + 4 * c, 4);
+    const int h = b.qh[2 * c] | (b.qh[2 * c + 1] << 8);  // nibble l: group l
+    const __m128i nib = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h), sh), _mm_set1_epi32(15));
+    const __m128i ix = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(q))),
+                                    _mm_slli_epi32(_mm_and_si128(nib, _mm_set1_epi32(7)), 8));
+    // per group: −1 bytes where bit 3 of its nibble is set, else +1
+    const __m256i neg = _mm256_cmpeq_epi64(_mm256_cvtepu32_epi64(_mm_and_si128(nib, _mm_set1_epi32(8))),
+                                           _mm256_set1_epi64x(8));
+    const __m256i delta = _mm256_or_si256(neg, _mm256_set1_epi8(1));
+    o.q[c] = iq1_values(gather_grid4(ix, kIQ1SGrid), delta);
+    const int s = 6 * (c % 2);
+    o.sc[c] = split16(2 * ((sc[c / 2] >> s) & 7) + 1, 2 * ((sc[c / 2] >> (s + 3)) & 7) + 1);
+  }
+  o.d = _cvtsh_ss(iq1m_d_bits(b)) * 0.125f;
+  o.dmin = 0.0f;
+}
+
 // IQ3_S: chunk c = sub-block c: 8 grid indices (qs bytes, ninth bits from qh[c]), one gather of
 // their 4-byte magnitudes, negated where the sign bit is set (signed, as IQ4_XS's, for Kind 3).
 inline void unpack(const BlockIQ3_S& b, KRow& o) {
@@ -423,6 +522,12 @@ template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
 template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 0>::Tile<R, T>;
 template <int R, int T> using TIQ3_S = TileK<BlockIQ3_S, 3>::Tile<R, T>;
 template <int R, int T> using TIQ3_XXS = TileK<BlockIQ3_XXS, 3>::Tile<R, T>;
+template <int R, int T> using TIQ2_XXS = TileK<BlockIQ2_XXS, 3>::Tile<R, T>;
+template <int R, int T> using TIQ2_XS = TileK<BlockIQ2_XS, 3>::Tile<R, T>;
+template <int R, int T> using TIQ2_S = TileK<BlockIQ2_S, 3>::Tile<R, T>;
+template <int R, int T> using TIQ1_S = TileK<BlockIQ1_S, 3>::Tile<R, T>;
+template <int R, int T> using TIQ1_M = TileK<BlockIQ1_M, 3>::Tile<R, T>;
+template <int R, int T> using TMXFP4 = TileQ8<MXFP4W>::Tile<R, T>;
 
 // ---- activations --------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -486,6 +591,12 @@ void mm_iq4_xs(const MMArgs& a) { drive_stream_tiles<TIQ4_XS, 1, 4>(a); }
 void mm_q2_K(const MMArgs& a) { drive_stream_tiles<TQ2_K, 1, 4>(a); }
 void mm_iq3_s(const MMArgs& a) { drive_stream_tiles<TIQ3_S, 1, 4>(a); }
 void mm_iq3_xxs(const MMArgs& a) { drive_stream_tiles<TIQ3_XXS, 1, 4>(a); }
+void mm_iq2_xxs(const MMArgs& a) { drive_stream_tiles<TIQ2_XXS, 1, 4>(a); }
+void mm_iq2_xs(const MMArgs& a) { drive_stream_tiles<TIQ2_XS, 1, 4>(a); }
+void mm_iq2_s(const MMArgs& a) { drive_stream_tiles<TIQ2_S, 1, 4>(a); }
+void mm_iq1_s(const MMArgs& a) { drive_stream_tiles<TIQ1_S, 1, 4>(a); }
+void mm_iq1_m(const MMArgs& a) { drive_stream_tiles<TIQ1_M, 1, 4>(a); }
+void mm_mxfp4(const MMArgs& a) { drive_stream_tiles<TMXFP4, 4, 2>(a); }
 void mm_q5_0(const MMArgs& a) { drive_stream_tiles<TQ5_0, 4, 2>(a); }
 void mm_iq4_nl(const MMArgs& a) { drive_stream_tiles<TIQ4_NL, 4, 2>(a); }
 void mm_q4_1(const MMArgs& a) { drive_stream_tiles<TQ4_1, 4, 2>(a); }
@@ -540,8 +651,13 @@ void mlx_row(const uint8_t* row, const float* const* x, int64_t cols, float* con
 const Kernels kAvx2Kernels = {
     "avx2",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
+<<<<<<< HEAD
      mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
      mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
+=======
+     mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs, mm_iq2_xxs, mm_iq2_xs, mm_iq2_s, mm_iq1_s, mm_iq1_m,
+     mm_mxfp4},
+>>>>>>> iqkern
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     8,
 };

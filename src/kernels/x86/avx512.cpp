@@ -13,6 +13,7 @@
 #include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/tile_drive.h"
+#include "kernels/x86/kq_decode.h"
 
 #ifndef OXI_PF_HINT
 #define OXI_PF_HINT _MM_HINT_T0
@@ -220,6 +221,16 @@ struct IQ4_NLW : PairW<IQ4_NLW> {  // grid value + 128 (1..241)
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(g), nibbles2(a + 2, b + 2));
   }
 };
+// MXFP4: value + 128 (116..140) by one vpshufb of its 16 values; the block scale is an E8M0
+// exponent byte, not an f16 (kE8M0: block_scale, kq_scales.h, and wscale8 below).
+struct MXFP4W : PairW<MXFP4W> {
+  static constexpr int kBytes = 17, kOffset = 128;
+  static constexpr bool kMin = false, kE8M0 = true;
+  static __m512i pair(const uint8_t* a, const uint8_t* b) {
+    const __m128i g = _mm_add_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMXFP4Values)), _mm_set1_epi8(static_cast<char>(0x80)));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(g), nibbles2(a + 1, b + 1));
+  }
+};
 // Q4_1 / Q5_1 (q unsigned, no offset) against Q8_1: the m_w·s_x term per block is added in float.
 struct Q4_1W : PairW<Q4_1W> {
   static constexpr int kBytes = 20, kOffset = 0;
@@ -246,6 +257,22 @@ inline __m256 gather8h(const uint8_t* p, int stride) {
   h0 = _mm_insert_epi16(h0, ld16(p + 3 * stride), 3);
   h1 = _mm_insert_epi16(h1, ld16(p + 7 * stride), 3);
   return _mm256_cvtph_ps(_mm_unpacklo_epi64(h0, h1));
+}
+
+// 8 blocks' weight scales (blocks W::kBytes apart). E8M0: bits (e − 1) << 23, or 0x00200000 << e
+// for e < 2 (subnormal), as mxfp4_scale.
+template <class W>
+inline __m256 wscale8(const uint8_t* p) {
+  if constexpr (kE8M0<W>) {
+    alignas(32) int32_t e[8];
+    for (int k = 0; k < 8; ++k) e[k] = p[k * W::kBytes];
+    const __m256i ev = _mm256_load_si256(reinterpret_cast<const __m256i*>(e)), one = _mm256_set1_epi32(1);
+    const __m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(ev, one), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), ev);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(nrm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), ev)));
+  } else {
+    return gather8h(p, W::kBytes);
+  }
 }
 
 // GEMV path for Q8_0 / Q4_0 (1 token): the activation is unpacked once per call (64-byte block
@@ -277,7 +304,7 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, co
     __m512 P[R];
     for (int i = 0; i < R; ++i) {
       const uint8_t* p = w[i] + b * W::kBytes;
-      P[i] = _mm512_castps256_ps512(_mm256_mul_ps(gather8h(p, W::kBytes), dxv));
+      P[i] = _mm512_castps256_ps512(_mm256_mul_ps(wscale8<W>(p), dxv));
       if constexpr (W::kMin) M[i] = _mm256_fmadd_ps(gather8h(p + 2, W::kBytes), _mm256_loadu_ps(sx + b), M[i]);
     }
     for (int k = 0; k < 4; ++k) {
@@ -301,7 +328,7 @@ inline void gemv_q8_rows(const MMArgs& a, int64_t r, int64_t rs, uint64_t pf, co
     for (int i = 0; i < R; ++i) {
       const uint8_t* p = w[i] + b * W::kBytes;
       const __m512i wv = two ? W::load2(p) : W::load1(p);
-      const __m512 sc = pair_scale(h2f(p) * dx[b], two ? h2f(p + W::kBytes) * dx[b + 1] : 0.0f);
+      const __m512 sc = pair_scale(block_scale<W>(p, h2f) * dx[b], two ? block_scale<W>(p + W::kBytes, h2f) * dx[b + 1] : 0.0f);
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(corr, wv, xv)), sc, acc[i]);
       if constexpr (W::kMin) {
         mtail[i] += h2f(p + 2) * sx[b];
@@ -530,13 +557,13 @@ inline void prep_w_row(const uint8_t* row, int64_t nb, uint8_t* out) {
   for (; b + 2 <= nb; b += 2, out += kWPair<W>) {
     const uint8_t* p = row + b * W::kBytes;
     _mm512_storeu_si512(out, W::load2(p));
-    _mm512_storeu_ps(out + 64, pair_scale(h2f(p), h2f(p + W::kBytes)));
+    _mm512_storeu_ps(out + 64, pair_scale(block_scale<W>(p, h2f), block_scale<W>(p + W::kBytes, h2f)));
     if constexpr (W::kMin) _mm512_storeu_ps(out + 128, pair_scale(h2f(p + 2), h2f(p + W::kBytes + 2)));
   }
   if (b < nb) {
     const uint8_t* p = row + b * W::kBytes;
     _mm512_storeu_si512(out, W::load1(p));
-    _mm512_storeu_ps(out + 64, pair_scale(h2f(p), 0.0f));
+    _mm512_storeu_ps(out + 64, pair_scale(block_scale<W>(p, h2f), 0.0f));
     if constexpr (W::kMin) _mm512_storeu_ps(out + 128, pair_scale(h2f(p + 2), 0.0f));
   }
 }
@@ -692,12 +719,14 @@ inline void unpack_q5k(const BlockQ5_K& b, KRow& o, const __m512i* idx) {
 // then acc += d_w·d_x·s − (Q4_K/Q5_K) d_min·d_x·Σ m_j·bsum_j, or (Q6_K) the offset 32 removed as
 // 32·Σ sc_j·bsum_j.
 // Kind 0: Q4_K/Q5_K (mins), 1: Q6_K (offset 32), 2: Q3_K (offset 4), 3: IQ4_XS (|q| against x
-// negated where q < 0: products ≤ 127·127, no correction), 4: Q2_K (mins, as 0, per-16 scales).
+// negated where q < 0: products ≤ 127·127, no correction), 4: Q2_K (mins, as 0, per-16 scales),
+// 5: as 3 with per-16 scales (IQ2_XS/IQ2_S/IQ1_M).
 template <int Kind>
 inline void k_accum_one(const KRow& w, const __m512i (&xv)[4], __m256i bs, float xd, __m512& acc) {
+  constexpr bool kSigned = Kind == 3 || Kind == 5;
   __m512i s = _mm512_setzero_si512();
   for (int k = 0; k < 4; ++k) {
-    const __m512i x = Kind == 3 ? _mm512_mask_sub_epi8(xv[k], w.neg[k], _mm512_setzero_si512(), xv[k]) : xv[k];
+    const __m512i x = kSigned ? _mm512_mask_sub_epi8(xv[k], w.neg[k], _mm512_setzero_si512(), xv[k]) : xv[k];
     s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(w.q[k], x), w.sc[k]);
   }
   if constexpr (Kind == 0 || Kind == 4) {
@@ -880,6 +909,130 @@ inline void unpack_iq3xxs(const BlockIQ3_XXS& b, KRow& o, const __m512i* idx) {
   o.dmin = 0.0f;
 }
 
+// The IQ2 / IQ1 types: chunk k = sub-blocks 2k, 2k+1 = 8 groups of 8, one 64-bit grid entry
+// each: one vpgatherqq of the 8 entries gives the chunk's bytes in element order. IQ2: |value|
+// with the sign bytes as negative lanes; IQ1: 8·g ± 1 (the delta's 1/8 folded into d, exact),
+// split into |v| and its sign. Scales 2s + 1 as int16 per 32 (IQ2_XXS, IQ1_S) or per 16 elements
+// (IQ2_XS, IQ2_S, IQ1_M: Kind 5).
+inline __m512i sc16_from_bytes(uint64_t lo) {  // 8 scale bytes -> int16 lanes 0..7
+  return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(lo))));
+}
+inline __m512i sc16_from_bytes16(const uint8_t* s) {  // 16 scale bytes -> int16 lanes 0..15
+  return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s))));
+}
+// Per-16 scales 2s + 1 of the IQ2_XS / IQ2_S nibble pairs (scales[ib]: low, then high nibble).
+inline __m512i iq2_scales16(const uint8_t* scales) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales)), m4 = _mm_set1_epi8(0x0F);
+  const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+  return _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(n, n), _mm_set1_epi8(1))));
+}
+inline __m512i gather_grid8(__m256i ix, const uint64_t* grid) {
+  return _mm512_i32gather_epi64(ix, reinterpret_cast<const long long*>(grid), 8);
+}
+
+inline void unpack_iq2xxs(const BlockIQ2_XXS& b, KRow& o, const __m512i* idx) {
+  uint64_t sc = 0;
+  for (int ib = 0; ib < 8; ++ib) sc |= static_cast<uint64_t>(2 * (b.qs[8 * ib + 7] >> 4) + 1) << (8 * ib);
+  const __m512i sc16 = sc16_from_bytes(sc);
+  for (int k = 0; k < 4; ++k) {
+    uint32_t i0, i1, a0, a1;
+    std::memcpy(&i0, b.qs + 16 * k, 4);
+    std::memcpy(&a0, b.qs + 16 * k + 4, 4);
+    std::memcpy(&i1, b.qs + 16 * k + 8, 4);
+    std::memcpy(&a1, b.qs + 16 * k + 12, 4);
+    const __m256i ix = _mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, static_cast<int>(i1), static_cast<int>(i0)));
+    o.q[k] = gather_grid8(ix, kIQ2XXSGrid);
+    o.neg[k] = iq_sign_bytes4(a0) | (static_cast<uint64_t>(iq_sign_bytes4(a1)) << 32);
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+inline void unpack_iq2xs(const BlockIQ2_XS& b, KRow& o, const __m512i* idx) {
+  const __m512i sc16 = iq2_scales16(b.scales);
+  const __m128i m9 = _mm_set1_epi16(511);
+  for (int k = 0; k < 4; ++k) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 8 * k));
+    o.q[k] = gather_grid8(_mm256_cvtepu16_epi32(_mm_and_si128(q, m9)), kIQ2XSGrid);
+    o.neg[k] = static_cast<uint64_t>(_mm_cvtsi128_si64(iq2xs_sign_bytes(q)));
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+inline void unpack_iq2s(const BlockIQ2_S& b, KRow& o, const __m512i* idx) {
+  const __m512i sc16 = iq2_scales16(b.scales);
+  const __m256i sh = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  for (int k = 0; k < 4; ++k) {
+    // [qh[2k] | qh[2k+1] << 8]: group g's index bits 8-9 at bits 2g..2g+1
+    const __m256i hv = _mm256_set1_epi32(b.qh[2 * k] | (b.qh[2 * k + 1] << 8));
+    __m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+    ix = _mm256_or_si256(ix, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hv, sh), _mm256_set1_epi32(3)), 8));
+    o.q[k] = gather_grid8(ix, kIQ2SGrid);
+    uint64_t m;
+    std::memcpy(&m, b.signs + 8 * k, 8);
+    o.neg[k] = m;
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+// IQ1: the gathered −1/0/1 bytes g → 8·g + delta (delta ±1 per qword, i.e. per group), as
+// |v| and negative lanes.
+inline void iq1_chunk(__m512i g, __m512i delta, KRow& o, int k) {
+  const __m512i v = _mm512_add_epi8(_mm512_and_si512(_mm512_slli_epi16(g, 3), _mm512_set1_epi8(static_cast<char>(0xF8))), delta);
+  o.neg[k] = _mm512_movepi8_mask(v);
+  o.q[k] = _mm512_abs_epi8(v);
+}
+
+inline void unpack_iq1s(const BlockIQ1_S& b, KRow& o, const __m512i* idx) {
+  uint64_t sc = 0;
+  for (int ib = 0; ib < 8; ++ib) sc |= static_cast<uint64_t>(2 * ((b.qh[ib] >> 12) & 7) + 1) << (8 * ib);
+  const __m512i sc16 = sc16_from_bytes(sc);
+  const __m256i sh = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
+  const __m512i one = _mm512_set1_epi8(1), mone = _mm512_set1_epi8(-1);
+  for (int k = 0; k < 4; ++k) {
+    const uint16_t h0 = b.qh[2 * k], h1 = b.qh[2 * k + 1];
+    const __m256i hv = _mm256_setr_epi32(h0, h0, h0, h0, h1, h1, h1, h1);
+    __m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+    ix = _mm256_or_si256(ix, _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(hv, sh), _mm256_set1_epi32(7)), 8));
+    const __mmask8 dn = static_cast<__mmask8>((h0 & 0x8000 ? 0x0F : 0) | (h1 & 0x8000 ? 0xF0 : 0));
+    iq1_chunk(gather_grid8(ix, kIQ1SGrid), _mm512_mask_blend_epi64(dn, one, mone), o, k);
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+  o.dmin = 0.0f;
+}
+
+inline void unpack_iq1m(const BlockIQ1_M& b, KRow& o, const __m512i* idx) {
+  uint16_t sc[4];
+  std::memcpy(sc, b.scales, 8);
+  uint8_t s16[16];
+  for (int ib = 0; ib < 8; ++ib) {
+    const int sh = 6 * (ib % 2);
+    s16[2 * ib] = static_cast<uint8_t>(2 * ((sc[ib / 2] >> sh) & 7) + 1);
+    s16[2 * ib + 1] = static_cast<uint8_t>(2 * ((sc[ib / 2] >> (sh + 3)) & 7) + 1);
+  }
+  const __m512i sc16 = sc16_from_bytes16(s16);
+  const __m256i sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m512i one = _mm512_set1_epi8(1), mone = _mm512_set1_epi8(-1);
+  for (int k = 0; k < 4; ++k) {
+    uint32_t q;
+    std::memcpy(&q, b.qh + 4 * k, 4);  // nibble g: group g of the chunk
+    const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(q)), sh), _mm256_set1_epi32(15));
+    __m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 8 * k)));
+    ix = _mm256_or_si256(ix, _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(7)), 8));
+    const __mmask8 dn = _mm256_test_epi32_mask(nib, _mm256_set1_epi32(8));
+    iq1_chunk(gather_grid8(ix, kIQ1SGrid), _mm512_mask_blend_epi64(dn, one, mone), o, k);
+    o.sc[k] = _mm512_permutexvar_epi16(idx[k], sc16);
+  }
+  o.d = _cvtsh_ss(iq1m_d_bits(b)) * 0.125f;
+  o.dmin = 0.0f;
+}
+
 template <class B>
 inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
   if constexpr (std::is_same_v<B, BlockQ4_K>) unpack_q4k(blk, o, idx);
@@ -889,6 +1042,11 @@ inline void k_unpack(const B& blk, KRow& o, const __m512i* idx) {
   else if constexpr (std::is_same_v<B, BlockQ2_K>) unpack_q2k(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockIQ3_S>) unpack_iq3s(blk, o, idx);
   else if constexpr (std::is_same_v<B, BlockIQ3_XXS>) unpack_iq3xxs(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ2_XXS>) unpack_iq2xxs(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ2_XS>) unpack_iq2xs(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ2_S>) unpack_iq2s(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ1_S>) unpack_iq1s(blk, o, idx);
+  else if constexpr (std::is_same_v<B, BlockIQ1_M>) unpack_iq1m(blk, o, idx);
   else unpack_iq4xs(blk, o, idx);
 }
 
@@ -986,6 +1144,11 @@ template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 3>::Tile<R, T>;
 template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 4>::Tile<R, T>;
 template <int R, int T> using TIQ3_S = TileK<BlockIQ3_S, 3>::Tile<R, T>;
 template <int R, int T> using TIQ3_XXS = TileK<BlockIQ3_XXS, 3>::Tile<R, T>;
+template <int R, int T> using TIQ2_XXS = TileK<BlockIQ2_XXS, 3>::Tile<R, T>;
+template <int R, int T> using TIQ2_XS = TileK<BlockIQ2_XS, 5>::Tile<R, T>;
+template <int R, int T> using TIQ2_S = TileK<BlockIQ2_S, 5>::Tile<R, T>;
+template <int R, int T> using TIQ1_S = TileK<BlockIQ1_S, 3>::Tile<R, T>;
+template <int R, int T> using TIQ1_M = TileK<BlockIQ1_M, 5>::Tile<R, T>;
 
 // ---- activations ------------------------------------------------------------------------------
 void act_f16(const float* x, void* dst, int64_t n) {
@@ -1135,6 +1298,11 @@ void mm_iq3_xxs(const MMArgs& a) {
   if (a.t1 - a.t0 >= 4) return mm_k_gemm<BlockIQ3_XXS, 3, 2, 4>(a);
   gemv_k<TIQ3_XXS>(a);
 }
+template <class B, int Kind, template <int, int> class Tile>
+void mm_iq(const MMArgs& a) {
+  if (a.t1 - a.t0 >= 4) return mm_k_gemm<B, Kind, 2, 4>(a);
+  gemv_k<Tile>(a);
+}
 
 // MLX affine groups: the kernel's scheme is in kernels/x86/mlx_drive.h.
 inline __m512 mlx_widen(__m128i bytes) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); }
@@ -1182,7 +1350,12 @@ const Kernels kAvx512Kernels = {
     "avx512",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
      mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
+<<<<<<< HEAD
      mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
+=======
+     mm_iq<BlockIQ2_XXS, 3, TIQ2_XXS>, mm_iq<BlockIQ2_XS, 5, TIQ2_XS>, mm_iq<BlockIQ2_S, 5, TIQ2_S>,
+     mm_iq<BlockIQ1_S, 3, TIQ1_S>, mm_iq<BlockIQ1_M, 5, TIQ1_M>, mm_pair<MXFP4W>},
+>>>>>>> iqkern
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
@@ -1196,7 +1369,12 @@ const Kernels kAvx512AmxKernels = {
     "avx512-amx",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
      mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
+<<<<<<< HEAD
      mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
+=======
+     mm_iq<BlockIQ2_XXS, 3, TIQ2_XXS>, mm_iq<BlockIQ2_XS, 5, TIQ2_XS>, mm_iq<BlockIQ2_S, 5, TIQ2_S>,
+     mm_iq<BlockIQ1_S, 3, TIQ1_S>, mm_iq<BlockIQ1_M, 5, TIQ1_M>, mm_pair<MXFP4W>},
+>>>>>>> iqkern
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},

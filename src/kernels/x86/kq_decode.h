@@ -62,5 +62,28 @@ inline __m256i iq4nl_bytes(const BlockIQ4_NL& b) {
   return _mm256_shuffle_epi8(iq4_grid<kOff>(), nibbles32(b.qs));
 }
 
+// The IQ2/IQ3 sign fields: 7 stored bits, the eighth the parity of the 7 (even count of
+// negatives), by xor folding. IQ2_XS: the 8 groups' u16s (signs in bits 9..15) -> 8 sign bytes in
+// the low half; IQ2_XXS / IQ3_XXS: a sub-block's u32 (four fields at bits 7l) -> 4 sign bytes.
+inline __m128i iq2xs_sign_bytes(__m128i q) {
+  const __m128i s = _mm_srli_epi16(q, 9);
+  __m128i p = _mm_xor_si128(s, _mm_srli_epi16(s, 4));
+  p = _mm_xor_si128(p, _mm_srli_epi16(p, 2));
+  p = _mm_xor_si128(p, _mm_srli_epi16(p, 1));
+  const __m128i b = _mm_or_si128(s, _mm_slli_epi16(_mm_and_si128(p, _mm_set1_epi16(1)), 7));
+  return _mm_packus_epi16(b, b);
+}
+inline uint32_t iq_sign_bytes4(uint32_t aux) {
+  uint32_t r = 0;
+  for (int l = 0; l < 4; ++l) {
+    const uint32_t s = (aux >> (7 * l)) & 127;
+    uint32_t p = s ^ (s >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1;
+    r |= (s | ((p & 1) << 7)) << (8 * l);
+  }
+  return r;
+}
+
 }  // namespace
 }  // namespace oxi::kern
