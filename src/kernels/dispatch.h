@@ -15,13 +15,10 @@ namespace oxi::kern {
 enum WType : int {
   kWF32, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWQ4_K, kWQ5_K, kWQ6_K, kWQ3_K, kWIQ4_XS,
   kWQ5_0, kWIQ4_NL, kWQ4_1, kWQ5_1, kWQ2_K, kWIQ3_S, kWIQ3_XXS,
-<<<<<<< HEAD
+  kWIQ2_XXS, kWIQ2_XS, kWIQ2_S, kWIQ1_S, kWIQ1_M, kWMXFP4,
   // MLX affine groups (format/dtype.h), f32 activations: scalar, AVX2 and AVX-512 kernels; the
   // other tables leave them empty (rows dequantised to f32).
   kWMLX4_32, kWMLX4_64, kWMLX4_128, kWMLX8_32, kWMLX8_64, kWMLX8_128, kNumWTypes
-=======
-  kWIQ2_XXS, kWIQ2_XS, kWIQ2_S, kWIQ1_S, kWIQ1_M, kWMXFP4, kNumWTypes
->>>>>>> iqkern
 };
 // Activation formats (ggml's vec_dot_type).
 enum AType : int { kAF32, kAF16, kABF16, kAQ8_0, kAQ8_K, kAQ8_1, kNumATypes };

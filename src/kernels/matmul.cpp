@@ -40,21 +40,18 @@ int wtype_index(DType t) {
     case DType::Q2_K: return kWQ2_K;
     case DType::IQ3_S: return kWIQ3_S;
     case DType::IQ3_XXS: return kWIQ3_XXS;
-<<<<<<< HEAD
-    case DType::MLX_Q4_G32: return kWMLX4_32;
-    case DType::MLX_Q4_G64: return kWMLX4_64;
-    case DType::MLX_Q4_G128: return kWMLX4_128;
-    case DType::MLX_Q8_G32: return kWMLX8_32;
-    case DType::MLX_Q8_G64: return kWMLX8_64;
-    case DType::MLX_Q8_G128: return kWMLX8_128;
-=======
     case DType::IQ2_XXS: return kWIQ2_XXS;
     case DType::IQ2_XS: return kWIQ2_XS;
     case DType::IQ2_S: return kWIQ2_S;
     case DType::IQ1_S: return kWIQ1_S;
     case DType::IQ1_M: return kWIQ1_M;
     case DType::MXFP4: return kWMXFP4;
->>>>>>> iqkern
+    case DType::MLX_Q4_G32: return kWMLX4_32;
+    case DType::MLX_Q4_G64: return kWMLX4_64;
+    case DType::MLX_Q4_G128: return kWMLX4_128;
+    case DType::MLX_Q8_G32: return kWMLX8_32;
+    case DType::MLX_Q8_G64: return kWMLX8_64;
+    case DType::MLX_Q8_G128: return kWMLX8_128;
     default: return -1;
   }
 }
@@ -85,13 +82,9 @@ DType wtype_dtype(int wtype) {
   static const DType k[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                             DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_XS,
                             DType::Q5_0, DType::IQ4_NL, DType::Q4_1, DType::Q5_1, DType::Q2_K,
-<<<<<<< HEAD
-                            DType::IQ3_S, DType::IQ3_XXS, DType::MLX_Q4_G32, DType::MLX_Q4_G64,
-                            DType::MLX_Q4_G128, DType::MLX_Q8_G32, DType::MLX_Q8_G64, DType::MLX_Q8_G128};
-=======
                             DType::IQ3_S, DType::IQ3_XXS, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
-                            DType::IQ1_S, DType::IQ1_M, DType::MXFP4};
->>>>>>> iqkern
+                            DType::IQ1_S, DType::IQ1_M, DType::MXFP4, DType::MLX_Q4_G32, DType::MLX_Q4_G64,
+                            DType::MLX_Q4_G128, DType::MLX_Q8_G32, DType::MLX_Q8_G64, DType::MLX_Q8_G128};
   return k[wtype];
 }
 
@@ -189,11 +182,7 @@ bool is_fallback_type(DType t) {
     case DType::IQ4_XS:
     case DType::Q2_K:
     case DType::Q3_K: return true;
-<<<<<<< HEAD
-    default: return is_mlx_dtype(t) || kern::is_codebook_type(t);  // IQ1/IQ2/IQ3, MXFP4 (IQ3_S/XXS: kernels on x86 only)
-=======
-    default: return kern::is_codebook_type(t);  // IQ1/IQ2/IQ3, MXFP4: kernels on scalar and x86 only
->>>>>>> iqkern
+    default: return is_mlx_dtype(t) || kern::is_codebook_type(t);  // MLX groups, IQ1/IQ2/IQ3, MXFP4: kernels on scalar and x86 only
   }
 }
 

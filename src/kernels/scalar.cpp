@@ -58,21 +58,18 @@ const Kernels kScalarKernels = {
         mm_ref<BlockQ2_K, BlockQ8_K, ref_dot_q2_K>,
         mm_ref<BlockIQ3_S, BlockQ8_K, ref_dot_iq3_s>,
         mm_ref<BlockIQ3_XXS, BlockQ8_K, ref_dot_iq3_xxs>,
-<<<<<<< HEAD
-        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G32>>,
-        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G64>>,
-        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G128>>,
-        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G32>>,
-        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G64>>,
-        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G128>>,
-=======
         mm_ref<BlockIQ2_XXS, BlockQ8_K, ref_dot_iq2_xxs>,
         mm_ref<BlockIQ2_XS, BlockQ8_K, ref_dot_iq2_xs>,
         mm_ref<BlockIQ2_S, BlockQ8_K, ref_dot_iq2_s>,
         mm_ref<BlockIQ1_S, BlockQ8_K, ref_dot_iq1_s>,
         mm_ref<BlockIQ1_M, BlockQ8_K, ref_dot_iq1_m>,
         mm_ref<BlockMXFP4, BlockQ8_0, ref_dot_mxfp4>,
->>>>>>> iqkern
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G32>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G64>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q4_G128>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G32>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G64>>,
+        mm_ref<uint8_t, float, dot_mlx<DType::MLX_Q8_G128>>,
     },
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
 };

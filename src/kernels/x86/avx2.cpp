@@ -651,13 +651,8 @@ void mlx_row(const uint8_t* row, const float* const* x, int64_t cols, float* con
 const Kernels kAvx2Kernels = {
     "avx2",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
-<<<<<<< HEAD
-     mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
-     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
-=======
      mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs, mm_iq2_xxs, mm_iq2_xs, mm_iq2_s, mm_iq1_s, mm_iq1_m,
-     mm_mxfp4},
->>>>>>> iqkern
+     mm_mxfp4, mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     8,
 };

@@ -1350,12 +1350,9 @@ const Kernels kAvx512Kernels = {
     "avx512",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
      mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
-<<<<<<< HEAD
-     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
-=======
      mm_iq<BlockIQ2_XXS, 3, TIQ2_XXS>, mm_iq<BlockIQ2_XS, 5, TIQ2_XS>, mm_iq<BlockIQ2_S, 5, TIQ2_S>,
-     mm_iq<BlockIQ1_S, 3, TIQ1_S>, mm_iq<BlockIQ1_M, 5, TIQ1_M>, mm_pair<MXFP4W>},
->>>>>>> iqkern
+     mm_iq<BlockIQ1_S, 3, TIQ1_S>, mm_iq<BlockIQ1_M, 5, TIQ1_M>, mm_pair<MXFP4W>,
+     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
@@ -1369,12 +1366,9 @@ const Kernels kAvx512AmxKernels = {
     "avx512-amx",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_pair<Q5_0W>,
      mm_pair<IQ4_NLW>, mm_pair<Q4_1W>, mm_pair<Q5_1W>, mm_q2_K, mm_iq3_s, mm_iq3_xxs,
-<<<<<<< HEAD
-     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
-=======
      mm_iq<BlockIQ2_XXS, 3, TIQ2_XXS>, mm_iq<BlockIQ2_XS, 5, TIQ2_XS>, mm_iq<BlockIQ2_S, 5, TIQ2_S>,
-     mm_iq<BlockIQ1_S, 3, TIQ1_S>, mm_iq<BlockIQ1_M, 5, TIQ1_M>, mm_pair<MXFP4W>},
->>>>>>> iqkern
+     mm_iq<BlockIQ1_S, 3, TIQ1_S>, mm_iq<BlockIQ1_M, 5, TIQ1_M>, mm_pair<MXFP4W>,
+     mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     16,
     {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed_avx512, mm_q4_K_packed_avx512, nullptr, mm_q6_K_packed_avx512},
