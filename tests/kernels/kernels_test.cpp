@@ -611,7 +611,7 @@ TEST(Matmul, PathNamesKernelTypes) {
     EXPECT_STREQ(matmul_path(DType::TQ1_0), "none") << isa;
     // MLX affine groups: kernels on scalar / AVX2 / AVX-512, rows dequantised to f32 elsewhere.
     for (DType t : {DType::MLX_Q4_G32, DType::MLX_Q4_G64, DType::MLX_Q4_G128, DType::MLX_Q8_G32, DType::MLX_Q8_G64, DType::MLX_Q8_G128})
-      EXPECT_STREQ(matmul_path(t), q2k ? "kernel" : "dequantise") << isa << " " << dtype_name(t);
+      EXPECT_STREQ(matmul_path(t), x86 ? "kernel" : "dequantise") << isa << " " << dtype_name(t);
   }
 }
 
