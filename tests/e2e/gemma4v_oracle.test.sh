@@ -42,24 +42,12 @@ node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/tok" >/dev/null || { e
   { echo "FAIL - convert --mmproj"; exit 1; }
 
 # ---- images (written by Pillow) ----
-$PY - "$WORK" <<'PYEOF'
-import sys, random
-from PIL import Image
-d = sys.argv[1]
-random.seed(5)
-def img(w, h):
-    im = Image.new("RGB", (w, h))
-    px = im.load()
-    for y in range(h):
-        for x in range(w):
-            px[x, y] = ((x * 7 + y * 3) % 256, (x * y) % 256, random.randrange(256))
-    return im
-img(480, 384).save(d + "/square.png")   # 10 × 8 soft tokens: no resize
-img(300, 200).save(d + "/wide.png")     # resize + padding
-img(100, 700).save(d + "/tall.png")     # 2:7, padding
-img(20, 12).save(d + "/tiny.png")       # upscaled to the 70-token minimum
-img(2000, 100).save(d + "/long.png")    # more patches per row than the position table holds
-PYEOF
+#   square.png: 10 × 8 soft tokens: no resize
+#   wide.png: resize + padding
+#   tall.png: 2:7, padding
+#   tiny.png: upscaled to the 70-token minimum
+#   long.png: more patches per row than the position table holds
+$PY "$SRC/tests/e2e/lib/synth_images.py" "$WORK" square.png:480x384 wide.png:300x200 tall.png:100x700 tiny.png:20x12 long.png:2000x100 || { echo "FAIL - writing the test images"; exit 1; }
 
 # ---- greedy tokens with images: llama-mtmd-cli vs oxinfer run (same command line) ----
 gen_case() {  # name, prompt, images...

@@ -25,23 +25,7 @@ bad() { echo "FAIL - $1"; fails=$((fails + 1)); }
 . "$SRC/tests/e2e/lib/vision_setup.sh"  # skips, $MTMD, t0, the model pair m.gguf + mmproj.gguf
 
 # ---- images (written by Pillow): sizes that need no resize, and odd ones ----
-$PY - "$WORK" <<'PYEOF'
-import sys, random
-from PIL import Image
-d = sys.argv[1]
-random.seed(5)
-def img(w, h):
-    im = Image.new("RGB", (w, h))
-    px = im.load()
-    for y in range(h):
-        for x in range(w):
-            px[x, y] = ((x * 7 + y * 3) % 256, (x * y) % 256, random.randrange(256))
-    return im
-img(256, 256).save(d + "/square.png")
-img(300, 200).save(d + "/wide.png")
-img(100, 700).save(d + "/tall.png")
-img(20, 12).save(d + "/tiny.png")
-PYEOF
+$PY "$SRC/tests/e2e/lib/synth_images.py" "$WORK" square.png:256x256 wide.png:300x200 tall.png:100x700 tiny.png:20x12 || { echo "FAIL - writing the test images"; exit 1; }
 
 # ---- embeddings: ours vs llama.cpp's ----
 cat > "$WORK/nmse.py" <<'PYEOF'

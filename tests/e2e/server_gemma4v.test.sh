@@ -30,24 +30,11 @@ node "$SRC/tools/gen/extract_gemma4_tokenizer.mjs" "$WORK/tok" >/dev/null || { e
 "$OXINFER" convert "$WORK/g4v" -o "$WORK/m.gguf" --mmproj "$WORK/mmproj.gguf" --type f32 2>/dev/null ||
   { echo "FAIL - convert --mmproj"; exit 1; }
 
-$PY - "$WORK" <<'PYEOF'
-import sys, random
-from PIL import Image
-d = sys.argv[1]
-random.seed(5)
-def img(w, h):
-    im = Image.new("RGB", (w, h))
-    px = im.load()
-    for y in range(h):
-        for x in range(w):
-            px[x, y] = ((x * 7 + y * 3) % 256, (x * y) % 256, random.randrange(256))
-    return im
-img(480, 384).save(d + "/square.png")   # 10 × 8 soft tokens: no resize
-img(300, 200).save(d + "/wide.png")     # resize + padding
-img(1600, 1200).save(d + "/big.png")    # more rows than one pass (512) holds
-png = open(d + "/square.png", "rb").read()
-open(d + "/corrupt.png", "wb").write(png[:len(png) // 2])
-PYEOF
+#   square.png: 10 × 8 soft tokens: no resize
+#   wide.png: resize + padding
+#   big.png: more rows than one pass (512) holds
+$PY "$SRC/tests/e2e/lib/synth_images.py" "$WORK" square.png:480x384 wide.png:300x200 big.png:1600x1200 || { echo "FAIL - writing the test images"; exit 1; }
+head -c $(( $(stat -c %s "$WORK/square.png") / 2 )) "$WORK/square.png" > "$WORK/corrupt.png"  # a truncated PNG
 
 # The second turn's prompt as the model's template renders it (@huggingface/jinja), the image part
 # as llama-mtmd-cli's marker.
