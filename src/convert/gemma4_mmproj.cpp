@@ -69,18 +69,8 @@ void add_gemma4_audio(MmprojWriter& T, const HfCheckpoint& hf, const json& ac, i
   if (ch.size() != 2 || ch[0] < 1 || ch[1] < 1 || mels % 4)
     throw_error(ErrorCode::kFormat, hf.dir + ": audio_config.subsampling_conv_channels needs two positive sizes");
   const DType mt = T.matrix_type();
-  auto scalar = [&](const std::string& out_name, const std::string& in) {
-    const TensorInfo* t = hf.tensors.find(in);
-    if (!t) return;
-    if (t->n_elements() != 1) throw_error(ErrorCode::kFormat, hf.dir + ": " + in + " is not a scalar");
-    T.take(in);
-    const float x = wt::to_f32(*t)[0];
-    T.emit(out_name, {1}, DType::F32, 1, 1, [x](int64_t, float* dst) { dst[0] = x; });
-  };
-  auto linear = [&](const std::string& o, const std::string& in, int64_t rows, int64_t cols) {
-    T.copy(o + ".weight", in + ".linear.weight", {rows, cols}, true);
-    for (const char* b : {"input_min", "input_max", "output_min", "output_max"}) scalar(o + "." + b, in + "." + b);
-  };
+  auto linear = [&](const std::string& out, const std::string& in, int64_t rows, int64_t cols) { T.clip_linear(out, in, rows, cols); };
+  auto scalar = [&](const std::string& out, const std::string& in) { T.scalar(out, in); };
   auto f32 = [&](const std::string& o, const std::string& in, const std::vector<int64_t>& shape) { T.copy(o, in, shape, false); };
   const std::string s = a + "subsample_conv_projection.";
   f32("a.conv1d.0.weight", s + "layer0.conv.weight", {ch[0], 1, 3, 3});
@@ -182,20 +172,8 @@ void convert_gemma4_mmproj(const HfCheckpoint& hf, const std::string& out_path, 
 
   MmprojWriter T(hf, opt.out_type == DType::F32 ? DType::F32 : DType::F16);
   const DType mt = T.matrix_type();
-  // A scalar bound (HF: a 0-d tensor) → a one-element f32 tensor.
-  auto scalar = [&](const std::string& out_name, const std::string& in) {
-    const TensorInfo* t = hf.tensors.find(in);
-    if (!t) return;
-    if (t->n_elements() != 1) throw_error(ErrorCode::kFormat, hf.dir + ": " + in + " is not a scalar");
-    T.take(in);
-    const float x = wt::to_f32(*t)[0];
-    T.emit(out_name, {1}, DType::F32, 1, 1, [x](int64_t, float* dst) { dst[0] = x; });
-  };
-  auto linear = [&](const std::string& out, const std::string& in, int64_t rows, int64_t cols) {
-    T.copy(out + ".weight", in + ".linear.weight", {rows, cols}, true);
-    for (const char* b : {"input_min", "input_max", "output_min", "output_max"})
-      scalar(out + "." + b, in + "." + b);
-  };
+  auto linear = [&](const std::string& out, const std::string& in, int64_t rows, int64_t cols) { T.clip_linear(out, in, rows, cols); };
+  auto scalar = [&](const std::string& out, const std::string& in) { T.scalar(out, in); };
   {
     // [h, P·P·3] in (py, px, c) order → conv kernel [h, 3, P, P].
     const TensorInfo& t = wt::require(hf.tensors, v + "patch_embedder.input_proj.weight", {h, P * P * 3});

@@ -27,6 +27,20 @@ void MmprojWriter::copy(const std::string& out_name, const std::string& in, cons
   emit(out_name, shape, matrix ? mt_ : DType::F32, rows, cols, [m](int64_t r, float* x) { dequantize_row(m, r, x); });
 }
 
+void MmprojWriter::scalar(const std::string& out_name, const std::string& in) {
+  const TensorInfo* t = hf_.tensors.find(in);
+  if (!t) return;
+  if (t->n_elements() != 1) throw_error(ErrorCode::kFormat, hf_.dir + ": " + in + " is not a scalar");
+  take(in);
+  const float x = wt::to_f32(*t)[0];
+  emit(out_name, {1}, DType::F32, 1, 1, [x](int64_t, float* dst) { dst[0] = x; });
+}
+
+void MmprojWriter::clip_linear(const std::string& out, const std::string& in, int64_t rows, int64_t cols) {
+  copy(out + ".weight", in + ".linear.weight", {rows, cols}, true);
+  for (const char* b : {"input_min", "input_max", "output_min", "output_max"}) scalar(out + "." + b, in + "." + b);
+}
+
 void MmprojWriter::check_all_used(const std::vector<std::string>& prefixes) const {
   for (const auto& entry : hf_.tensors.all()) {
     const std::string& name = entry.first;  // not a structured binding: clang 14 (emscripten) cannot capture one

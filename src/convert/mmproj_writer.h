@@ -28,6 +28,11 @@ class MmprojWriter {
             std::function<void(int64_t, float*)> row);
   // A checkpoint tensor of `shape` as is (matrices in matrix_type(), everything else f32).
   void copy(const std::string& out_name, const std::string& in, const std::vector<int64_t>& shape, bool matrix);
+  // A 0-d checkpoint tensor, when present, as a one-element f32 tensor (kFormat if not a scalar).
+  void scalar(const std::string& out_name, const std::string& in);
+  // HF Gemma4ClippableLinear `in` ([rows, cols] at in.linear.weight, optional 0-d input/output
+  // min/max bounds) → out.weight (matrix_type()) and out.{input,output}_{min,max}.
+  void clip_linear(const std::string& out, const std::string& in, int64_t rows, int64_t cols);
   // Throws kUnsupported naming the first checkpoint tensor under one of `prefixes` not taken.
   void check_all_used(const std::vector<std::string>& prefixes) const;
   // general.architecture clip, type mmproj, name (the checkpoint folder), file_type, and
