@@ -878,6 +878,21 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
     const Segment& sg = p.segs[static_cast<size_t>(s)];
     return sg.n < 8 || sg.n <= sts[s]->rollback_;
   };
+  // out_k ← out_k · sigmoid(gate_k) for n heads or rows: gate k at q + k·q_step + hd (q and gate
+  // interleaved per head), out k at o + k·o_step.
+  auto gate_rows = [hd](const float* q, int64_t q_step, float* o, int64_t o_step, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      const float* gate = q + k * q_step + hd;
+      float* ok = o + k * o_step;
+      for (int64_t e = 0; e < hd; ++e) ok[e] *= ops::sigmoid(gate[e]);
+    }
+  };
+  // The cache an entry of the pass attends to, and how many of its positions (up to its own).
+  auto entry_kv = [&](int64_t t) {
+    const int64_t s = p.seg_of[static_cast<size_t>(t)];
+    const Segment& sg = p.segs[static_cast<size_t>(s)];
+    return std::pair<const nn::KvCache*, int64_t>{&sts[s]->kv_[static_cast<size_t>(L.cache)], sg.pos0 + (t - sg.row0) + 1};
+  };
   // Sequences with 8+ entries (prefill): blocks of 32 queries per head against the keys
   // transposed once per KV head.
   for (int64_t s = 0; s < ns; ++s) {
@@ -909,11 +924,7 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
       else
         attend_causal(q, QW, nq, KT + g * hd * nk, nk, kv.v_f32(), KW, g * hd, pos0 + qb * kQB + 1, hd, scale, o,
                       H * hd, false);
-      for (int64_t i = 0; i < nq; ++i) {
-        const float* gate = q + i * QW + hd;
-        float* oi = o + i * H * hd;
-        for (int64_t e = 0; e < hd; ++e) oi[e] *= ops::sigmoid(gate[e]);
-      }
+      gate_rows(q, QW, o, H * hd, nq);
     });
   }
   // Sequences with fewer entries (decode, short verifies): one (token, head) per job.
@@ -927,29 +938,21 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
   if (nsr > 0 && kv_f16 && grp > 1 && nsr * Hkv >= num_threads()) {
     parallel_for(nsr * Hkv, [&](int64_t job) {
       const int64_t t = short_rows[static_cast<size_t>(job / Hkv)], g = job % Hkv;
-      const int64_t s = p.seg_of[static_cast<size_t>(t)];
-      const Segment& sg = p.segs[static_cast<size_t>(s)];
-      const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
-      const int64_t n_kv = sg.pos0 + (t - sg.row0) + 1;
+      const auto [kvp, n_kv] = entry_kv(t);
+      const nn::KvCache& kv = *kvp;
       thread_local std::vector<float> scores;
       if (scores.size() < static_cast<size_t>(grp * n_kv)) scores.resize(static_cast<size_t>(grp * (n_kv + 64)));
       const float* q = qg + t * QW + g * grp * 2 * hd;  // the group's first head; heads 2·hd apart (q, gate)
       float* o = att + t * H * hd + g * grp * hd;
       attend_group_f16(q, 2 * hd, grp, reinterpret_cast<const uint16_t*>(kv.k_row(0)),
                        reinterpret_cast<const uint16_t*>(kv.v_row(0)), KW, g * hd, n_kv, hd, scale, scores.data(), o, hd);
-      for (int64_t j = 0; j < grp; ++j) {
-        const float* gate = q + j * 2 * hd + hd;
-        float* oj = o + j * hd;
-        for (int64_t e = 0; e < hd; ++e) oj[e] *= ops::sigmoid(gate[e]);
-      }
+      gate_rows(q, 2 * hd, o, hd, grp);
     });
   } else if (nsr > 0) {
     parallel_for(nsr * H, [&](int64_t job) {
       const int64_t t = short_rows[static_cast<size_t>(job / H)], hh = job % H;
-      const int64_t s = p.seg_of[static_cast<size_t>(t)];
-      const Segment& sg = p.segs[static_cast<size_t>(s)];
-      const nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
-      const int64_t n_kv = sg.pos0 + (t - sg.row0) + 1;
+      const auto [kvp, n_kv] = entry_kv(t);
+      const nn::KvCache& kv = *kvp;
       thread_local std::vector<float> scores;
       if (scores.size() < static_cast<size_t>(n_kv)) scores.resize(static_cast<size_t>(n_kv + 64));
       const float* q = qg + t * QW + hh * 2 * hd;
@@ -959,8 +962,7 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
                        KW, (hh / grp) * hd, n_kv, hd, scale, scores.data(), o);
       else
         ops::attend_one(q, kv.k_f32(), kv.v_f32(), KW, (hh / grp) * hd, n_kv, hd, scale, scores.data(), o, false);
-      const float* gate = q + hd;
-      for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
+      gate_rows(q, 0, o, 0, 1);
     });
   }
   matmul(w.o, att, n, out);
