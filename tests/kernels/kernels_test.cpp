@@ -449,7 +449,7 @@ TEST(Matmul, Simd128QuantTilesBitIdenticalToScalar) {
 }
 
 // Not a test: single-token GEMV throughput per weight type on every ISA of the build (weight GB/s,
-// one thread, 2048×2048, best of 5 timed runs of enough calls for ~0.2 s). Where the active set
+// one thread, 2048×2048, best of 5 timed batches of ~0.04 s each). Where the active set
 // has no kernel for a type the number is its dequantise fallback's. Used for the per-ISA numbers
 // in docs/kernels.md (the wasm build under node has no Google Benchmark):
 //   node build/wasm/tests/oxi_kernels_tests.js --gtest_also_run_disabled_tests --gtest_filter='*GemvThroughput*'
