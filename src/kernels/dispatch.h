@@ -10,8 +10,8 @@
 namespace oxi::kern {
 
 // Weight types with a matmul kernel, in table order.
-// An ISA table may leave a type's entry empty (NEON and SIMD128 for Q2_K, IQ3_S, IQ3_XXS, the IQ2
-// and IQ1 types and MXFP4): matmul then dequantises rows to f32 (its fallback) on that ISA.
+// An ISA table may leave a type's entry empty (today only the MLX types on NEON and SIMD128):
+// matmul then dequantises rows to f32 (its fallback) on that ISA.
 enum WType : int {
   kWF32, kWF16, kWBF16, kWQ8_0, kWQ4_0, kWQ4_K, kWQ5_K, kWQ6_K, kWQ3_K, kWIQ4_XS,
   kWQ5_0, kWIQ4_NL, kWQ4_1, kWQ5_1, kWQ2_K, kWIQ3_S, kWIQ3_XXS,

@@ -5,7 +5,8 @@
 //
 // Integer dot products: int8 → int16 (extend) then i32x4.dot_i16x8_s, exact; K-quant (and
 // IQ4_XS) weights are unpacked to int16 once per super-block and reused for every token of the
-// tile. Every quantised type has a kernel here, each bit-identical to the scalar reference.
+// tile. Every ggml block type has a kernel here, each bit-identical to the scalar reference (the
+// MLX affine types are dequantised). The codebook and Q2_K unpackers are in simd128_iq.inc.
 #include <wasm_simd128.h>
 
 #include <algorithm>
@@ -173,11 +174,18 @@ inline void iq4_nl_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) {  // grid[ni
   lo = wasm_i8x16_swizzle(grid, lo);
   hi = wasm_i8x16_swizzle(grid, hi);
 }
+inline void mxfp4_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) {  // kMXFP4Values[nibble] (swizzle)
+  nibbles(p + 1, lo, hi);
+  const v128_t grid = wasm_v128_load(kMXFP4Values);
+  lo = wasm_i8x16_swizzle(grid, lo);
+  hi = wasm_i8x16_swizzle(grid, hi);
+}
 inline void q4_1_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) { nibbles(p + 4, lo, hi); }
 inline void q5_1_bytes(const uint8_t* p, v128_t& lo, v128_t& hi) { five_bits(p + 4, lo, hi); }
 
 // A 32-element weight block type: Bytes per block, value = byte − Bias; Min: Q4_1/Q5_1 (f16 m
-// after d; Q8_1 activations, + m_w·s_x per block). load → o[4]: elements 0..31 as int16.
+// after d; Q8_1 activations, + m_w·s_x per block). load → o[4]: elements 0..31 as int16. The
+// block scale is the f16 at the block's start (MXFP4: its E8M0 byte, MXFP4W).
 template <int Bytes, int Bias, bool Min, void (*Values)(const uint8_t*, v128_t&, v128_t&)>
 struct BlockW {
   static constexpr int kBytes = Bytes;
@@ -199,6 +207,9 @@ using Q5_0W = BlockW<22, 16, false, q5_0_bytes>;
 using IQ4_NLW = BlockW<18, 0, false, iq4_nl_bytes>;
 using Q4_1W = BlockW<20, 0, true, q4_1_bytes>;
 using Q5_1W = BlockW<24, 0, true, q5_1_bytes>;
+struct MXFP4W : BlockW<17, 0, false, mxfp4_bytes> {
+  static constexpr bool kE8M0 = true;  // block_scale (kq_scales.h): 2^(e − 128)
+};
 
 // Four int32x4 partial-sum vectors → one vector of their four totals (integer adds: exact).
 inline v128_t hsum4_i32(v128_t a, v128_t b, v128_t c, v128_t d) {
@@ -242,7 +253,7 @@ struct TileQ8 {
           const uint8_t* p = a.w + (r + i) * a.w_stride + b * W::kBytes;
           v128_t wv[4];
           W::load(p, wv);
-          const float dw = h2f(p), mw = W::kMin ? h2f(p + 2) : 0.0f;
+          const float dw = block_scale<W>(p, h2f), mw = W::kMin ? h2f(p + 2) : 0.0f;
           for (int j = 0; j < T; ++j) {
             v128_t s = wasm_i32x4_dot_i16x8(wv[0], xv[j][0]);
             for (int c = 1; c < 4; ++c) s = wasm_i32x4_add(s, wasm_i32x4_dot_i16x8(wv[c], xv[j][c]));
@@ -273,12 +284,12 @@ struct TileQ8 {
 
 // ---- K-quants × Q8_K ----------------------------------------------------------------------------
 // A weight super-block as 32 int16x8 in element order (Q4_K/Q5_K: 0..31, Q6_K: q − 32, Q3_K:
-// −4..3, IQ4_XS: grid values), the integer scale of each G-element group and the Q4_K/Q5_K
-// sub-block mins.
+// −4..3, Q2_K: 0..3, IQ4_XS and the codebook types: signed grid values), the integer scale of
+// each G-element group and the sub-block mins (Q4_K/Q5_K: 8, one per 32 elements; Q2_K: 16).
 struct KRow {
   v128_t q[32];
   int32_t sc[16];
-  int32_t mins[8];
+  int32_t mins[16];
   float d, dmin;
 };
 
@@ -387,9 +398,15 @@ inline void unpack(const BlockIQ4_XS& b, KRow& o) {
   o.dmin = 0.0f;
 }
 
-// G: elements per scale (32: Q4_K/Q5_K, IQ4_XS; 16: Q6_K, Q3_K); Mins: the Q4_K/Q5_K mins term.
-// Bit-identical to the scalar reference: exact integer sums, then its float expression.
-template <class B, int G, bool Mins = G == 32>
+#include "kernels/wasm/simd128_iq.inc"
+
+// G: elements per scale (32: Q4_K/Q5_K, IQ4_XS, IQ2_XXS, IQ3_*, IQ1_S; 16: Q6_K, Q3_K, Q2_K,
+// IQ2_XS/S, IQ1_M); Mins: the mins term, none, 8 per 32 elements (Q4_K/Q5_K: the reference's
+// d_x·(d·sumi) − d_x·(dmin·summ)) or 16 per 16 (Q2_K: its reference's d_x·d·sumi − d_x·dmin·summ).
+// Bit-identical to the scalar reference: exact integer sums, then its float expression (the IQ
+// types' 1/4 and 1/8 folded into d scale by a power of two, which commutes with rounding).
+enum MinsKind : int { kNoMins, kMins32, kMins16 };
+template <class B, int G, int Mins = G == 32 ? kMins32 : kNoMins>
 struct TileK {
   template <int R, int T>
   struct Tile {
@@ -399,7 +416,7 @@ struct TileK {
       for (int64_t b = 0; b < nb; ++b) {
         KRow rw[R];
         // Several tokens: the group scales go into the int16 weights once per row (|q·scale| ≤
-        // 4096: Q6_K's 32·128, IQ4_XS's 127·32), so the dot loop is dot + add only; each dot lane
+        // 4096: Q6_K's 32·128, IQ4_XS's 127·32; the codebook types' at most 62·31), so the dot loop is dot + add only; each dot lane
         // sums two products (≤ 2·4096·128). One token: an int32 multiply per group instead (fewer
         // multiplies). Either way the super-block total is the reference's int sumi: exact.
         constexpr bool kPrescale = T > 1;
@@ -430,10 +447,14 @@ struct TileK {
               s1 = wasm_i32x4_add(s1, d1);
             }
             const int32_t sumi = hsum_i32(wasm_i32x4_add(s0, s1));
-            if constexpr (Mins) {
+            if constexpr (Mins == kMins32) {
               int32_t summ = 0;
               for (int k = 0; k < 8; ++k) summ += rw[i].mins[k] * (xb.bsums[2 * k] + xb.bsums[2 * k + 1]);
               acc[i][j] += xb.d * (rw[i].d * static_cast<float>(sumi)) - xb.d * (rw[i].dmin * static_cast<float>(summ));
+            } else if constexpr (Mins == kMins16) {
+              int32_t summ = 0;
+              for (int k = 0; k < 16; ++k) summ += rw[i].mins[k] * xb.bsums[k];
+              acc[i][j] += xb.d * rw[i].d * static_cast<float>(sumi) - xb.d * rw[i].dmin * static_cast<float>(summ);
             } else {
               acc[i][j] += xb.d * rw[i].d * static_cast<float>(sumi);
             }
@@ -459,7 +480,16 @@ template <int R, int T> using TQ4_K = TileK<BlockQ4_K, 32>::Tile<R, T>;
 template <int R, int T> using TQ5_K = TileK<BlockQ5_K, 32>::Tile<R, T>;
 template <int R, int T> using TQ6_K = TileK<BlockQ6_K, 16>::Tile<R, T>;
 template <int R, int T> using TQ3_K = TileK<BlockQ3_K, 16>::Tile<R, T>;
-template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 32, false>::Tile<R, T>;
+template <int R, int T> using TIQ4_XS = TileK<BlockIQ4_XS, 32, kNoMins>::Tile<R, T>;
+template <int R, int T> using TQ2_K = TileK<BlockQ2_K, 16, kMins16>::Tile<R, T>;
+template <int R, int T> using TIQ3_S = TileK<BlockIQ3_S, 32, kNoMins>::Tile<R, T>;
+template <int R, int T> using TIQ3_XXS = TileK<BlockIQ3_XXS, 32, kNoMins>::Tile<R, T>;
+template <int R, int T> using TIQ2_XXS = TileK<BlockIQ2_XXS, 32, kNoMins>::Tile<R, T>;
+template <int R, int T> using TIQ2_XS = TileK<BlockIQ2_XS, 16, kNoMins>::Tile<R, T>;
+template <int R, int T> using TIQ2_S = TileK<BlockIQ2_S, 16, kNoMins>::Tile<R, T>;
+template <int R, int T> using TIQ1_S = TileK<BlockIQ1_S, 32, kNoMins>::Tile<R, T>;
+template <int R, int T> using TIQ1_M = TileK<BlockIQ1_M, 16, kNoMins>::Tile<R, T>;
+template <int R, int T> using TMXFP4 = TileQ8<MXFP4W>::Tile<R, T>;
 
 // ---- activations (bytes identical to the scalar converters) -------------------------------------
 // No f16 conversion instruction in SIMD128: the scalar converters (identical by construction).
@@ -514,13 +544,23 @@ void mm_q5_0(const MMArgs& a) { mm_q<TQ5_0>(a); }
 void mm_iq4_nl(const MMArgs& a) { mm_q<TIQ4_NL>(a); }
 void mm_q4_1(const MMArgs& a) { mm_q<TQ4_1>(a); }
 void mm_q5_1(const MMArgs& a) { mm_q<TQ5_1>(a); }
+void mm_q2_K(const MMArgs& a) { drive_tiles<TQ2_K, 4, 4>(a); }
+void mm_iq3_s(const MMArgs& a) { drive_tiles<TIQ3_S, 4, 4>(a); }
+void mm_iq3_xxs(const MMArgs& a) { drive_tiles<TIQ3_XXS, 4, 4>(a); }
+void mm_iq2_xxs(const MMArgs& a) { drive_tiles<TIQ2_XXS, 4, 4>(a); }
+void mm_iq2_xs(const MMArgs& a) { drive_tiles<TIQ2_XS, 4, 4>(a); }
+void mm_iq2_s(const MMArgs& a) { drive_tiles<TIQ2_S, 4, 4>(a); }
+void mm_iq1_s(const MMArgs& a) { drive_tiles<TIQ1_S, 4, 4>(a); }
+void mm_iq1_m(const MMArgs& a) { drive_tiles<TIQ1_M, 4, 4>(a); }
+void mm_mxfp4(const MMArgs& a) { mm_q<TMXFP4>(a); }
 
 }  // namespace
 
 const Kernels kSimd128Kernels = {
     "simd128",
     {mm_f32, mm_f16, mm_bf16, mm_q8_0, mm_q4_0, mm_q4_K, mm_q5_K, mm_q6_K, mm_q3_K, mm_iq4_xs, mm_q5_0, mm_iq4_nl,
-     mm_q4_1, mm_q5_1},
+     mm_q4_1, mm_q5_1, mm_q2_K, mm_iq3_s, mm_iq3_xxs, mm_iq2_xxs, mm_iq2_xs, mm_iq2_s, mm_iq1_s, mm_iq1_m,
+     mm_mxfp4},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
 };
 
