@@ -61,7 +61,8 @@ typedef struct oxi_model_params {
   const char* draft_model; /* llama.cpp's -md: NULL/"" none; a draft model's GGUF. Qwen 3.5: an
                               MTP-only file (llama.cpp converter's --mtp), whose head drafts for
                               OXI_SPEC_MTP / OXI_SPEC_AUTO. Gemma 4: an assistant drafter
-                              (arch gemma4-assistant) for OXI_SPEC_DRAFT / OXI_SPEC_AUTO; one
+                              (arch gemma4-assistant, or its HF checkpoint directory) for
+                              OXI_SPEC_DRAFT / OXI_SPEC_AUTO; one
                               that does not fit the model: OXI_ERR_INVALID_ARGUMENT */
   const char* mmproj; /* llama.cpp's --mmproj: NULL/"" the HF checkpoint's own vision tower if it
                          has one (loaded on the first image); else the tower's mmproj GGUF, loaded

@@ -68,7 +68,7 @@ const char* kUsage =
     "                    draft model of -md (Gemma 4's assistant drafter)\n"
     "  -md, --model-draft FILE  Qwen 3.5/3.6: an MTP-only GGUF (llama.cpp's convert --mtp, our\n"
     "                    convert --mtp) whose head drafts for --spec mtp / auto; Gemma 4: an\n"
-    "                    assistant drafter's GGUF (convert of a *-it-assistant checkpoint) for\n"
+    "                    assistant drafter (its GGUF or its HF checkpoint directory) for\n"
     "                    --spec draft / auto; -hfd org/name[:quant] takes it from the Hub\n"
     "  --draft-max N     most drafts per verify step (0..16, default 16); --draft-min N fewest\n"
     "  --image FILE      an image (PNG, JPEG, WebP, GIF, BMP; repeatable): placed at the prompt's\n"

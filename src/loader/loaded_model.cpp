@@ -88,7 +88,7 @@ std::unique_ptr<LoadedModel> load_model_bundle(const LoadRequest& req) {
     LoadOptions opt = req.options;
     if (!opt.device && req.gpu_layers != 0) opt.device = backend::active_block_device();
     if (!req.draft_path.empty()) {
-      m->draft_file = read_gguf(req.draft_path);
+      m->draft_file = open_model_files(req.draft_path);
       opt.draft = &*m->draft_file;
       opt.draft_path = req.draft_path;
     }

@@ -57,7 +57,8 @@ struct LoadRequest {
   // Throw kFormat "PATH: the model has no chat template (use --chat-template-file)" when none.
   bool require_chat_template = false;
   bool stream_special_tokens = false;  // TokenizerText's text shows special tokens
-  // llama.cpp's -md: a draft model's GGUF (Qwen 3.5: an MTP-only file, LoadOptions::draft). "": none.
+  // llama.cpp's -md: a draft model's GGUF or HF directory (Qwen 3.5: an MTP-only GGUF; Gemma 4: an
+  // assistant drafter; LoadOptions::draft). "": none.
   std::string draft_path;
 };
 
@@ -65,7 +66,7 @@ struct LoadedModel {
   // First member, so destroyed last: the last model out drops the device copies of its weights.
   backend::WeightsLease lease;
   ModelFiles files;                 // owns the mapped weights; the model points into them
-  std::optional<GgufFile> draft_file;  // LoadRequest::draft_path, mapped; the model points into it
+  std::optional<ModelFiles> draft_file;  // LoadRequest::draft_path, mapped; the model points into it
   std::unique_ptr<Model> model;     // null when not asked for (LoadRequest::weights)
   TokenizerPtr tokenizer;           // null when not asked for
   std::unique_ptr<TokenizerText> text;

@@ -59,11 +59,12 @@ struct LoadOptions {
   // at load, KV caches and recurrent states in its memory (docs/backends.md, "Whole-model
   // offload"). nullptr: the CPU kernels path. Families without a device forward log it and ignore it.
   std::shared_ptr<nn::Device> device;
-  // A draft model's file (llama.cpp's -md) already opened by the caller, which keeps it mapped as
-  // long as the model lives. Qwen 3.5: an MTP-only GGUF (llama.cpp converter's --mtp: block
+  // A draft model's files (llama.cpp's -md) already opened by the caller, which keeps them mapped
+  // as long as the model lives. Qwen 3.5: an MTP-only GGUF (llama.cpp converter's --mtp: block
   // n_layer's nextn.* tensors beside the embedding and output head), whose head replaces any in
-  // the model's own file. Other families refuse it (kUnsupported).
-  const GgufFile* draft = nullptr;
+  // the model's own file. Gemma 4: an assistant drafter, as GGUF (gemma4-assistant) or its HF
+  // checkpoint read in place. Other families refuse it (kUnsupported).
+  const ModelFiles* draft = nullptr;
   std::string draft_path;  // its path, for messages
 };
 

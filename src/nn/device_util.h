@@ -10,6 +10,7 @@
 #include "core/error.h"
 
 #include "nn/device.h"
+#include "nn/moe.h"
 
 namespace oxi::nn {
 
@@ -64,28 +65,12 @@ class Scratch {
   std::vector<std::shared_ptr<Buffer>> bufs_;
 };
 
-// The router's choices turned around: per expert, the rows routed to it and their weights, rows
-// ascending (the order the experts' outputs are added in). Runs Device::moe_route on logits
-// [rows, E] first.
-struct ExpertRows {
-  std::vector<std::vector<int32_t>> rows;
-  std::vector<std::vector<float>> weights;
-};
+// Device::moe_route on logits [rows, E], its choices turned around per expert (nn/moe.h).
 inline ExpertRows route_experts(Device& d, Ref logits, int64_t rows, int64_t E, int64_t k) {
   std::vector<int32_t> ids(static_cast<size_t>(rows * k));
   std::vector<float> w(ids.size());
   d.moe_route(logits, rows, E, k, ids.data(), w.data());
-  ExpertRows r;
-  r.rows.resize(static_cast<size_t>(E));
-  r.weights.resize(static_cast<size_t>(E));
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = ids[static_cast<size_t>(t * k + j)];
-      if (e < 0 || e >= E) throw_error(ErrorCode::kInternal, d.name() + ": the router chose expert " + std::to_string(e));
-      r.rows[static_cast<size_t>(e)].push_back(static_cast<int32_t>(t));
-      r.weights[static_cast<size_t>(e)].push_back(w[static_cast<size_t>(t * k + j)]);
-    }
-  return r;
+  return expert_rows(ids.data(), w.data(), rows, E, k, d.name().c_str());
 }
 
 // The routed experts of an MoE layer over n rows of x [n, D]: out [n, D] = Σ over each row's experts

@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "kernels/fused.h"
+#include "nn/moe.h"
 
 namespace oxi::ops {
 
@@ -78,21 +79,9 @@ void softmax(float* x, int64_t n) {
 
 void moe_route_row(const float* logits, int64_t E, int64_t k, int32_t* ids, float* weights) {
   thread_local std::vector<float> p;
-  thread_local std::vector<int32_t> order;
   p.assign(logits, logits + E);
-  order.resize(static_cast<size_t>(E));
   softmax(p.data(), E);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
-    return p[static_cast<size_t>(x)] > p[static_cast<size_t>(y)] || (p[static_cast<size_t>(x)] == p[static_cast<size_t>(y)] && x < y);
-  });
-  float sum = 0.0f;
-  for (int64_t j = 0; j < k; ++j) sum += p[static_cast<size_t>(order[static_cast<size_t>(j)])];
-  sum = std::max(sum, 6.103515625e-5f);
-  for (int64_t j = 0; j < k; ++j) {
-    ids[j] = order[static_cast<size_t>(j)];
-    weights[j] = p[static_cast<size_t>(order[static_cast<size_t>(j)])] / sum;
-  }
+  nn::topk_renorm(p.data(), E, k, ids, weights);
 }
 
 double log_softmax_at(const float* x, int64_t n, int64_t i) {

@@ -33,7 +33,7 @@ void l2_norm(float* x, int64_t n, float eps);
 // In-place softmax over n values (max-subtracted, sum in double).
 void softmax(float* x, int64_t n);
 // Mixture-of-experts routing of one row of E logits: softmax, the k largest (ties: lower index),
-// their weights renormalised to sum 1 (the sum floored at 2^-14). ids, weights: k each.
+// their weights renormalised to sum 1 (nn::topk_renorm, nn/moe.h). ids, weights: k each.
 void moe_route_row(const float* logits, int64_t E, int64_t k, int32_t* ids, float* weights);
 // log-softmax of row `x` at index i (helper for tests / top-k reporting).
 double log_softmax_at(const float* x, int64_t n, int64_t i);

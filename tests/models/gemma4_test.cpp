@@ -521,7 +521,7 @@ std::string write_assistant(const std::string& target_dir, const Spec& t, bool o
   return convert(dir, "assistant");
 }
 
-std::unique_ptr<oxi::Model> load_with_draft(const std::string& path, const oxi::GgufFile& draft, bool invariant = true) {
+std::unique_ptr<oxi::Model> load_with_draft(const std::string& path, const oxi::ModelFiles& draft, bool invariant = true) {
   if (invariant) setenv("OXI_GEMMA4_GGML_MM", "0", 1);
   oxi::LoadOptions lo;
   lo.draft = &draft;
@@ -562,7 +562,7 @@ TEST(Gemma4, AssistantDraftsAndGreedyEqualsPlain) {
   for (bool moe : {false, true}) {
     const Spec s = six_layer_spec(moe);
     const std::string dir = write_checkpoint(moe ? "asst_moe" : "asst_ple", s);
-    const oxi::GgufFile draft = oxi::read_gguf(write_assistant(dir, s, !moe));
+    const oxi::ModelFiles draft = oxi::open_model_files(write_assistant(dir, s, !moe));
     auto m = load_with_draft(dir, draft);
     ASSERT_TRUE(m->has_mtp());
     ASSERT_TRUE(m->mtp_is_draft_model());
@@ -597,7 +597,7 @@ TEST(Gemma4, AssistantDraftsAndGreedyEqualsPlain) {
   Spec wide = s;
   wide.d = 48;
   const std::string other = write_checkpoint("asst_wide", wide);
-  const oxi::GgufFile wrong = oxi::read_gguf(write_assistant(other, wide, false));
+  const oxi::ModelFiles wrong = oxi::open_model_files(write_assistant(other, wide, false));
   try {
     load_with_draft(dir, wrong);
     ADD_FAILURE() << "a drafter for a 48-wide model loaded beside a 32-wide one";
@@ -605,10 +605,48 @@ TEST(Gemma4, AssistantDraftsAndGreedyEqualsPlain) {
     EXPECT_NE(std::string(e.what()).find("embedding_length_out (the target width) is 48, the model's is 32"), std::string::npos) << e.what();
   }
   EXPECT_THROW(load(good), oxi::Error);
-  const oxi::GgufFile not_asst = oxi::read_gguf(convert(dir, "target"));
+  const oxi::ModelFiles not_asst = oxi::open_model_files(convert(dir, "target"));
   EXPECT_THROW(load_with_draft(dir, not_asst), oxi::Error);
   fs::remove_all(dir);
   fs::remove_all(other);
+}
+
+// -md with the assistant's HF directory reads it in place: the first draft step's logits equal
+// those of the GGUF the converter writes from it (f32 both ways), and greedy drafting agrees; the
+// target's own HF checkpoint as -md is refused by its model_type.
+TEST(Gemma4, AssistantReadInPlaceFromHf) {
+  const Spec s = six_layer_spec(false);
+  const std::string dir = write_checkpoint("asst_hf", s);
+  const oxi::ModelFiles gguf = oxi::open_model_files(write_assistant(dir, s, true));
+  const oxi::ModelFiles hf = oxi::open_model_files(dir + "/assistant_ordered");
+  ASSERT_EQ(hf.kind, oxi::ModelFileKind::kHf);
+  auto mg = load_with_draft(dir, gguf);
+  auto mh = load_with_draft(dir, hf);
+  ASSERT_TRUE(mh->mtp_is_draft_model());
+  const std::vector<int32_t> toks = batchtest::ids(12, s.vocab, 5);
+  auto first_step = [&](const oxi::Model& m) {
+    const int64_t n = static_cast<int64_t>(toks.size()), d = m.info().n_embd, V = m.info().n_vocab;
+    auto st = m.new_state(128);
+    std::vector<float> logits(static_cast<size_t>(V)), hid(static_cast<size_t>(n * d)), draft(static_cast<size_t>(V));
+    m.forward(*st, toks, logits.data(), false, hid.data());
+    std::vector<int32_t> next(toks.begin() + 1, toks.end());
+    next.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    auto ms = m.new_mtp_state_for(128, *st);
+    m.mtp_forward(*ms, hid.data(), next.data(), n, draft.data(), nullptr);
+    return draft;
+  };
+  EXPECT_EQ(first_step(*mg), first_step(*mh));
+  oxi::SpecOptions sp;
+  sp.mode = oxi::SpecMode::kDraft;
+  sp.draft_max = 3;
+  sp.draft_min = 3;
+  const oxi::GenerateResult rg = spectest::greedy(*mg, toks, 16, sp), rh = spectest::greedy(*mh, toks, 16, sp);
+  EXPECT_EQ(rg.generated, rh.generated);
+  EXPECT_EQ(rg.n_accepted, rh.n_accepted);
+  EXPECT_EQ(rg.n_drafted, rh.n_drafted);
+  const oxi::ModelFiles target_hf = oxi::open_model_files(dir);
+  EXPECT_THROW(load_with_draft(dir, target_hf), oxi::Error);
+  fs::remove_all(dir);
 }
 
 // For the llama.cpp oracle (tests/e2e/gemma4_assistant.test.mjs): with OXI_G4A_TARGET (a GGUF),
@@ -618,7 +656,7 @@ TEST(Gemma4, AssistantDraftsAndGreedyEqualsPlain) {
 TEST(Gemma4, AssistantDumpForOracle) {
   const char* tp = std::getenv("OXI_G4A_TARGET");
   if (!tp) GTEST_SKIP() << "OXI_G4A_TARGET not set (run by e2e_gemma4_assistant)";
-  const oxi::GgufFile draft = oxi::read_gguf(std::getenv("OXI_G4A_DRAFT"));
+  const oxi::ModelFiles draft = oxi::open_model_files(std::getenv("OXI_G4A_DRAFT"));
   oxi::LoadOptions lo;
   lo.draft = &draft;
   lo.draft_path = std::getenv("OXI_G4A_DRAFT");

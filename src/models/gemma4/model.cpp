@@ -20,6 +20,7 @@
 #include "kernels/ggml.h"
 #include "kernels/ggml_fa.h"
 #include "nn/kv_cache.h"
+#include "nn/moe.h"
 #include "nn/ops.h"
 
 namespace oxi {
@@ -250,7 +251,7 @@ class Gemma4Model final : public Model {
   }
   void mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                    float* hidden_out) const override;
-  void load_assistant(const GgufFile& g, const std::string& path);
+  void load_assistant(const ModelFiles& f, const std::string& path);
 
  protected:
   void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const override;
@@ -594,64 +595,29 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
     for (int64_t i = 0; i < d; ++i) ht[i] = (ht[i] * inv_sqrt_d) * ly.router_scale[static_cast<size_t>(i)];
   }
   mm(ly.router, h.data(), T, logits.data());
-  // top-k of the softmax, renormalised (as llama.cpp's build_moe_ffn: ggml's softmax, the top-k
-  // by descending weight, their sum in double, clamped, divided)
-  struct Pick { int64_t t, slot; float w; };
-  std::vector<std::vector<Pick>> chosen(static_cast<size_t>(E));  // expert → (token, slot, weight)
-  std::vector<float> p(static_cast<size_t>(E));
-  std::vector<int64_t> idx(static_cast<size_t>(E));
+  // top-k of ggml's softmax, renormalised; the weighted outputs summed in llama.cpp's slot order
+  std::vector<float> w(static_cast<size_t>(T * K));
+  std::vector<int32_t> ids(w.size());
   for (int64_t t = 0; t < T; ++t) {
-    const float* lg = logits.data() + t * E;
+    float* p = logits.data() + t * E;
     float mx = -INFINITY;
-    for (int64_t e = 0; e < E; ++e) mx = lg[e] > mx ? lg[e] : mx;
-    std::copy(lg, lg + E, p.begin());
-    const float inv = static_cast<float>(1.0 / ggml_soft_max(p.data(), E, mx, lanes_));
-    for (float& v : p) v *= inv;
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int64_t a, int64_t b) {
-      const float pa = p[static_cast<size_t>(a)], pb = p[static_cast<size_t>(b)];
-      return pa > pb || (pa == pb && a < b);
-    });
-    double wsum = 0.0;
-    for (int64_t k = 0; k < K; ++k) wsum += static_cast<double>(p[static_cast<size_t>(idx[static_cast<size_t>(k)])]);
-    const float ws = std::max(static_cast<float>(wsum), 6.103515625e-5f);
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t e = idx[static_cast<size_t>(k)];
-      chosen[static_cast<size_t>(e)].push_back({t, k, p[static_cast<size_t>(e)] / ws});
-    }
+    for (int64_t e = 0; e < E; ++e) mx = p[e] > mx ? p[e] : mx;
+    const float inv = static_cast<float>(1.0 / ggml_soft_max(p, E, mx, lanes_));
+    for (int64_t e = 0; e < E; ++e) p[e] *= inv;
+    nn::topk_renorm(p, E, K, ids.data() + t * K, w.data() + t * K);
   }
-  // each expert's weighted output into its (token, slot); then the slots summed in order
-  std::vector<float> slots(static_cast<size_t>(T * K * d));
-  std::vector<float> xin, g, u, y;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& picks = chosen[static_cast<size_t>(e)];
-    if (picks.empty()) continue;
-    const int64_t n = static_cast<int64_t>(picks.size());
-    xin.resize(static_cast<size_t>(n * d));
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(xin.data() + i * d, xn + picks[static_cast<size_t>(i)].t * d, static_cast<size_t>(d) * sizeof(float));
+  const nn::ExpertRows r = nn::expert_rows(ids.data(), w.data(), T, E, K, "gemma4");
+  std::vector<float> g, u;
+  nn::run_experts_host(r, xn, T, d, K, nn::MoeSum::kSlotOrder, out, [&](size_t e, const float* xin, int64_t n, float* y) {
+    const int64_t ei = static_cast<int64_t>(e);
     g.resize(static_cast<size_t>(n * I));
     u.resize(static_cast<size_t>(n * I));
-    y.resize(static_cast<size_t>(n * d));
-    mm2(ly.gate_exps.slice(e, ly.gate_row0, I), g.data(), ly.up_exps.slice(e, ly.up_row0, I), u.data(), xin.data(), n, true);
-    geglu(g.data(), u.data(), static_cast<int64_t>(g.size()));
-    mm(ly.down_exps.slice(e, 0, d), g.data(), n, y.data(), true);
-    const float es = ly.expert_scale[static_cast<size_t>(e)];
-    for (int64_t i = 0; i < n; ++i) {
-      const Pick& pk = picks[static_cast<size_t>(i)];
-      float* o = slots.data() + (pk.t * K + pk.slot) * d;
-      const float* yi = y.data() + i * d;
-      for (int64_t j = 0; j < d; ++j) o[j] = (yi[j] * es) * pk.w;
-    }
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    float* o = out + t * d;
-    std::memcpy(o, slots.data() + t * K * d, static_cast<size_t>(d) * sizeof(float));
-    for (int64_t k = 1; k < K; ++k) {
-      const float* sk = slots.data() + (t * K + k) * d;
-      for (int64_t j = 0; j < d; ++j) o[j] += sk[j];
-    }
-  }
+    mm2(ly.gate_exps.slice(ei, ly.gate_row0, I), g.data(), ly.up_exps.slice(ei, ly.up_row0, I), u.data(), xin, n, true);
+    geglu(g.data(), u.data(), n * I);
+    mm(ly.down_exps.slice(ei, 0, d), g.data(), n, y, true);
+    const float es = ly.expert_scale[e];
+    for (int64_t i = 0; i < n * d; ++i) y[i] *= es;
+  });
 }
 
 void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const {
@@ -960,15 +926,28 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
   }
 }
 
-// Loads the assistant drafter from its GGUF (llama.cpp's gemma4-assistant layout) and checks it
-// against this target: the first mismatch is named.
-void Gemma4Model::load_assistant(const GgufFile& g, const std::string& path) {
-  if (g.metadata.get_string("general.architecture", "") != kAssistantArch)
-    throw_error(ErrorCode::kInvalidArgument, path + ": not a Gemma 4 assistant drafter (general.architecture is '" +
-                                                 g.metadata.get_string("general.architecture", "") + "', want '" + kAssistantArch + "')");
-  if (dev_) throw_error(ErrorCode::kUnsupported, path + ": the Gemma 4 assistant drafter runs on the CPU path only (no --device)");
+// Loads the assistant drafter — its GGUF (llama.cpp's gemma4-assistant layout) or its HF
+// checkpoint (model_type gemma4_assistant) in place, tensors found by their GGUF names through the
+// same map as the target's (the projections: HF pre/post_projection ↔ GGUF nextn.*; the
+// ordered-embedding tensors are not read, as llama.cpp's converter leaves them out) — and checks
+// it against this target: the first mismatch is named.
+void Gemma4Model::load_assistant(const ModelFiles& f, const std::string& path) {
+  std::string hf_pre;
   auto a = std::make_unique<Assistant>();
-  a->cfg = config_from_gguf(g, path);
+  if (f.gguf) {
+    const std::string arch = f.gguf->metadata.get_string("general.architecture", "");
+    if (arch != kAssistantArch)
+      throw_error(ErrorCode::kInvalidArgument, path + ": not a Gemma 4 assistant drafter (general.architecture is '" + arch +
+                                                   "', want '" + kAssistantArch + "')");
+    a->cfg = config_from_gguf(*f.gguf, path);
+  } else {
+    const std::string mt = f.hf->config.value("model_type", std::string());
+    if (mt != "gemma4_assistant")
+      throw_error(ErrorCode::kInvalidArgument, path + ": not a Gemma 4 assistant drafter (model_type is '" + mt + "', want 'gemma4_assistant')");
+    a->cfg = config_from_hf(*f.hf);
+    hf_pre = hf_prefix(*f.hf);
+  }
+  if (dev_) throw_error(ErrorCode::kUnsupported, path + ": the Gemma 4 assistant drafter runs on the CPU path only (no --device)");
   const Config& ac = a->cfg;
   const Config& c = cfg_;
   auto mismatch = [&](const std::string& what, int64_t got, int64_t want) {
@@ -988,8 +967,20 @@ void Gemma4Model::load_assistant(const GgufFile& g, const std::string& path) {
     if (s < 0) s = c.kv_source(l);
   }
   const int64_t d = ac.n_embd, dt = c.n_embd;
-  auto vecf = [&](const std::string& name, int64_t n) { return wt::to_f32(wt::require(g.tensors, name, {n})); };
-  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) { return wt::matrix(wt::require(g.tensors, name, {rows, cols}), rows, cols); };
+  auto file_name = [&](const std::string& g) {
+    if (f.gguf) return g;
+    return g.compare(0, 6, "nextn.") == 0 ? g.substr(6) : hf_pre + gguf_to_hf_name(g);
+  };
+  auto vecf = [&](const std::string& name, int64_t n) {
+    const TensorInfo* tp = f.tensors().find(file_name(name));
+    if (!tp) format_error(path, "missing tensor " + file_name(name));
+    const TensorInfo& t = *tp;
+    if (t.n_elements() != n) format_error(path, "tensor " + t.name + " has shape " + t.shape_string() + ", want " + std::to_string(n) + " elements");
+    return wt::to_f32(t);
+  };
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return wt::matrix(wt::require(f.tensors(), file_name(name), {rows, cols}), rows, cols);
+  };
   a->embd = mat("token_embd.weight", ac.n_vocab, d);
   a->output_norm = vecf("output_norm.weight", d);
   a->pre = mat("nextn.pre_projection.weight", d, 2 * dt);
@@ -1017,7 +1008,7 @@ void Gemma4Model::load_assistant(const GgufFile& g, const std::string& path) {
     ly.up = mat(b + "ffn_up.weight", ff, d);
     ly.down = mat(b + "ffn_down.weight", d, ff);
     ly.post_ffn_norm = vecf(b + "post_ffw_norm.weight", d);
-    if (g.tensors.find(b + "layer_output_scale.weight")) ly.out_scale = vecf(b + "layer_output_scale.weight", 1)[0];
+    if (f.tensors().find(file_name(b + "layer_output_scale.weight"))) ly.out_scale = vecf(b + "layer_output_scale.weight", 1)[0];
   }
   asst_ = std::move(a);
 }

@@ -27,6 +27,7 @@
 #include "models/qwen35/gdn.h"
 #include "models/qwen35/layers.h"
 #include "nn/kv_cache.h"
+#include "nn/moe.h"
 #include "nn/recurrent_state.h"
 
 namespace oxi {
@@ -288,7 +289,12 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   } else {
     throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
   }
-  if (opt.draft) load_draft_mtp(*opt.draft, opt.draft_path);
+  if (opt.draft) {
+    if (!opt.draft->gguf)
+      throw_error(ErrorCode::kInvalidArgument, opt.draft_path + ": a Qwen 3.5 draft (MTP) must be a GGUF file (an HF checkpoint's own mtp.* "
+                                                                "tensors are read with the model itself)");
+    load_draft_mtp(*opt.draft->gguf, opt.draft_path);
+  }
   if (info_.name.empty()) info_.name = std::filesystem::path(files.path).filename().string();
   info_.arch = c_.arch;
   info_.n_vocab = output_.rows;
@@ -1047,44 +1053,15 @@ void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* 
     return;
   }
   const int64_t E = c_.n_expert, K = c_.n_expert_used;
-  std::vector<float> probs(static_cast<size_t>(n * E));
-  matmul(f.router, u, n, probs.data());
-  std::vector<std::vector<int64_t>> tok_of(static_cast<size_t>(E));
-  std::vector<std::vector<float>> w_of(static_cast<size_t>(E));
-  std::vector<int64_t> order(static_cast<size_t>(E));
-  for (int64_t t = 0; t < n; ++t) {
-    float* p = probs.data() + t * E;
-    ops::softmax(p, E);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int64_t x, int64_t y) {
-      return p[x] > p[y] || (p[x] == p[y] && x < y);
-    });
-    float sum = 0.0f;
-    for (int64_t j = 0; j < K; ++j) sum += p[order[static_cast<size_t>(j)]];
-    sum = std::max(sum, 6.103515625e-5f);
-    for (int64_t j = 0; j < K; ++j) {
-      const int64_t e = order[static_cast<size_t>(j)];
-      tok_of[static_cast<size_t>(e)].push_back(t);
-      w_of[static_cast<size_t>(e)].push_back(p[e] / sum);
-    }
-  }
-  std::fill(out, out + n * d, 0.0f);
-  std::vector<float> xin, yout;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& toks = tok_of[static_cast<size_t>(e)];
-    if (toks.empty()) continue;
-    const int64_t m = static_cast<int64_t>(toks.size());
-    xin.resize(static_cast<size_t>(m * d));
-    yout.resize(xin.size());
-    for (int64_t i = 0; i < m; ++i) std::copy(u + toks[static_cast<size_t>(i)] * d, u + (toks[static_cast<size_t>(i)] + 1) * d, xin.begin() + i * d);
-    swiglu(f.exp_gate[static_cast<size_t>(e)], f.exp_up[static_cast<size_t>(e)], f.exp_down[static_cast<size_t>(e)], xin.data(), m, yout.data());
-    for (int64_t i = 0; i < m; ++i) {
-      const float wgt = w_of[static_cast<size_t>(e)][static_cast<size_t>(i)];
-      float* y = out + toks[static_cast<size_t>(i)] * d;
-      const float* src = yout.data() + i * d;
-      for (int64_t j = 0; j < d; ++j) y[j] += wgt * src[j];
-    }
-  }
+  std::vector<float> logits(static_cast<size_t>(n * E));
+  std::vector<float> w(static_cast<size_t>(n * K));
+  std::vector<int32_t> ids(w.size());
+  matmul(f.router, u, n, logits.data());
+  for (int64_t t = 0; t < n; ++t) ops::moe_route_row(logits.data() + t * E, E, K, ids.data() + t * K, w.data() + t * K);
+  const nn::ExpertRows r = nn::expert_rows(ids.data(), w.data(), n, E, K, "qwen35");
+  nn::run_experts_host(r, u, n, d, K, nn::MoeSum::kExpertOrder, out, [&](size_t e, const float* xin, int64_t m, float* y) {
+    swiglu(f.exp_gate[e], f.exp_up[e], f.exp_down[e], xin, m, y);
+  });
   if (f.has_shared) {
     std::vector<float> sh(static_cast<size_t>(n * d)), sg(static_cast<size_t>(n));
     swiglu(f.sh_gate, f.sh_up, f.sh_down, u, n, sh.data());
