@@ -278,7 +278,7 @@ int cmd_chat(int argc, char** argv) {
       if (msg == "/exit" || msg == "/quit") break;
       if (msg == "/reset") {
         history.erase(history.begin() + static_cast<std::ptrdiff_t>(base_len), history.end());
-        check_status(oxi_context_reset(h.c));
+        if (h.c) check_status(oxi_context_reset(h.c));
         if (ses) ses->reset();
         conv_media.clear();
         pending.clear();
@@ -308,6 +308,8 @@ int cmd_chat(int argc, char** argv) {
           enc = std::make_unique<MediaEncoder>(h.m, paths.mmproj, false, false, preproc == "llama");
           const LoadedModel& lm = loaded_of(h.m);
           ses = std::make_unique<Session>(*lm.model, *lm.text, oxi_context_n_ctx(h.c), nullptr, kChatMaxDraft);
+          oxi_context_free(h.c);  // its KV cache is not used again
+          h.c = nullptr;
         }
         if (enc) {
           // As oxinfer run --image renders it (enable_thinking explicit, as llama-mtmd-cli --jinja).
