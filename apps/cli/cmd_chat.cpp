@@ -299,6 +299,11 @@ int cmd_chat(int argc, char** argv) {
         continue;
       }
       if (msg.empty()) continue;
+      if ((enc || !pending.empty()) && msg.find(kMediaMarker) != std::string::npos) {
+        // It would take the place of a later file's marker when the conversation is re-rendered.
+        std::fprintf(stderr, "error: a message cannot contain %s in a chat with media; attach files with /image or /audio\n", kMediaMarker);
+        continue;
+      }
       nlohmann::ordered_json turn = history;
       std::string content = msg;
       for (size_t i = 0; i < pending.size(); ++i) content = kMediaMarker + content;

@@ -156,7 +156,9 @@ MediaPrompt MediaEncoder::prompt(const std::string& full, const std::vector<Medi
   size_t start = 0;
   for (size_t i = 0; i <= media.size(); ++i) {
     const size_t at = i < media.size() ? full.find(kMediaMarker, start) : std::string::npos;
-    if (i < media.size() && at == std::string::npos) throw_error(ErrorCode::kInternal, "media markers");
+    if (i < media.size() && at == std::string::npos)
+      throw_error(ErrorCode::kInvalidArgument, "the rendered prompt has " + std::to_string(i) + " " + kMediaMarker + " markers for " +
+                                                   std::to_string(media.size()) + " images and audio clips (the chat template dropped some)");
     std::vector<int32_t> seg = tokenize(m_, full.substr(start, at == std::string::npos ? std::string::npos : at - start));
     if (i == media.size()) {
       ent.add_text(seg);
