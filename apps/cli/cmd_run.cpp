@@ -2,6 +2,7 @@
 // --json. Built on the C API (include/oxinfer.h) like every other front end.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -16,6 +17,8 @@
 #include "commands.h"
 #include "core/byte_source.h"
 #include "core/error.h"
+#include "loader/loaded_model.h"
+#include "api/api_internal.h"
 #include "oxinfer.h"
 #include "run_media.h"
 #include "run_progress.h"
@@ -40,7 +43,7 @@ const char* kUsage =
     "  -f FILE           read the prompt from a file (-f -: from stdin); one trailing newline is\n"
     "                    dropped, as llama.cpp does\n"
     "  (no prompt)       an interactive chat, as oxinfer chat (and ollama run) with the same\n"
-    "                    model and options\n"
+    "                    model and options (--image / --audio: attached to its first message)\n"
     "  --tokens IDS      prompt token ids, used exactly (no BOS, no template)\n"
     "  -n N              tokens to generate (default -1: until end of generation / context full)\n"
     "  -c CTX            context size (default 4096; 0: the model's training context)\n"
@@ -48,7 +51,8 @@ const char* kUsage =
     "                    model (generation_config.json / GGUF general.sampling.*), else llama.cpp's\n"
     "  --json            stdout: one JSON object per generated token\n"
     "                    {\"id\",\"text\",\"logprob\",\"top_logprobs\":[{\"id\",\"logprob\"}]}, then\n"
-    "                    {\"prompt_ids\":[...],\"timings\":{\"prompt_tok_s\",\"gen_tok_s\"}}\n"
+    "                    {\"prompt_ids\":[...],\"timings\":{\"prompt_tok_s\",\"gen_tok_s\"}}; the same with\n"
+    "                    --image / --audio (media rows in prompt_ids: negative ids from the file's hash)\n"
     "  --top-logprobs K  alternatives per token in --json (0..20; log-softmax of raw logits)\n"
     "  --system S        system message (chat template only)\n"
     "  --no-think        render the template with enable_thinking=false\n"
@@ -60,7 +64,8 @@ const char* kUsage =
     "                    the default when stderr is a terminal (--no-progress: never)\n"
     "  --grammar GBNF    constrain the output to a GBNF grammar (llama.cpp's syntax, rule root);\n"
     "                    with a chat template the reasoning block is off (as --no-think)\n"
-    "  --grammar-file F  the same, read from a file (e.g. llama.cpp's grammars/json.gbnf)\n"
+    "  --grammar-file F  the same, read from a file (e.g. llama.cpp's grammars/json.gbnf); both\n"
+    "                    also with --image / --audio\n"
     "  --spec MODE       speculative decoding (default auto: drafts from the model's MTP head where\n"
     "                    it has one, else prompt lookup, verified in one pass, used only while they\n"
     "                    pay; greedy output is unchanged); none: off; ngram: prompt lookup; mtp:\n"
@@ -106,8 +111,8 @@ std::string read_prompt_file(const std::string& path) {
 }
 
 // Options of run that need a prompt: without one, run is `oxinfer chat`, which has none of them.
-const char* const kPromptOnlyOptions[] = {"--no-chat", "--json", "--top-logprobs", "--ignore-eos",
-                                          "--image", "--audio", "--mmproj", "--image-preproc", "--grammar",
+// (--image / --audio without a prompt go with the chat's first message.)
+const char* const kPromptOnlyOptions[] = {"--no-chat", "--json", "--top-logprobs", "--ignore-eos", "--grammar",
                                           "--grammar-file"};
 
 volatile int g_cancel = 0;
@@ -148,6 +153,33 @@ int on_token(const oxi_token_event* ev, void* user) {
   std::fflush(stdout);
   return 0;
 }
+
+// After the last token, both paths: --json's closing object (prompt ids: media rows as their
+// negative content-hash ids) or the newline the text lacks, then the stats line on stderr.
+void finish_output(const RunState& st, const std::vector<int32_t>& prompt, int32_t n_prompt, double prompt_s,
+                   int32_t n_gen, double gen_s, int32_t stop, int32_t n_drafted, int32_t n_accepted, int32_t n_verify) {
+  const double pp = rate(n_prompt, prompt_s);
+  const double tg = rate(n_gen, gen_s);
+  if (st.json) {
+    nlohmann::ordered_json last;
+    last["prompt_ids"] = prompt;
+    last["timings"] = {{"prompt_tok_s", pp}, {"gen_tok_s", tg}};
+    const std::string line = last.dump();
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fputc('\n', stdout);
+  } else if (!st.text_so_far.empty() && st.text_so_far.back() != '\n') {
+    std::fputc('\n', stdout);
+  }
+  std::fflush(stdout);
+  static const char* kStop[] = {"end of generation", "max tokens", "context full", "interrupted"};
+  const int sr = stop >= 0 && stop <= 3 ? stop : 0;
+  std::fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generated: %d tokens, %.2f tok/s | stop: %s\n",
+               n_prompt, pp, n_gen, tg, kStop[sr]);
+  if (n_drafted > 0) std::fprintf(stderr, "speculative: %d of %d drafts accepted in %d verify steps\n", n_accepted, n_drafted, n_verify);
+}
+
+// The most drafts a speculative verify step may carry (the C API's contexts use the same).
+constexpr int32_t kMediaMaxDraft = 16;
 
 struct ModelHolder {
   oxi_model* m = nullptr;
@@ -233,7 +265,6 @@ int cmd_run(int argc, char** argv) {
     if (grammar_text && grammar_file) usage_error("give only one of --grammar and --grammar-file");
     const std::string grammar = grammar_text ? *grammar_text : grammar_file ? read_text_file(*grammar_file) : "";
     if (!grammar.empty() && args.flag({"--ignore-eos"})) usage_error("--grammar cannot be combined with --ignore-eos");
-    if (!grammar.empty() && media) usage_error("--grammar is not supported with --image / --audio yet");
 
     ModelHolder h;
     const ModelPaths paths = model_paths_from_args(args, media);
@@ -242,24 +273,63 @@ int cmd_run(int argc, char** argv) {
     oxi_model_desc desc;
     check_status(oxi_model_describe(h.m, &desc));
 
+    oxi_generate_params gp = oxi_generate_default_params();
+    gp.max_tokens = static_cast<int32_t>(n_predict);
+    gp.n_top_logprobs = static_cast<int32_t>(n_top);
+    gp.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
+    gp.spec_mode = spec.mode;
+    gp.draft_max = spec.draft_max;
+    gp.draft_min = spec.draft_min;
+    if (gp.sampling.seed == OXI_SEED_RANDOM && gp.sampling.temperature > 0.0f) {
+      // Pick the seed here so it can be reported (and the run repeated with --seed).
+      std::random_device rd;
+      gp.sampling.seed = ((static_cast<uint64_t>(rd()) << 32) ^ rd()) >> 1;
+      std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(gp.sampling.seed));
+    }
+    gp.ignore_eog = args.flag({"--ignore-eos"}) ? 1 : 0;
+    if (!grammar.empty()) gp.grammar = grammar.c_str();
+    gp.cancel = &g_cancel;
+
+    RunState st;
+    st.json = json;
     if (media) {
-      MediaRun mr;
-      mr.mmproj = paths.mmproj;
-      mr.images = images;
-      mr.audio = audio;
-      mr.order = media_order;
-      mr.text = prompt_text ? *prompt_text : file_text;
-      mr.system = system ? *system : "";
-      mr.chat = !no_chat && desc.has_chat_template;
-      mr.no_think = args.flag({"--no-think"});
-      mr.llama_preproc = preproc == "llama";
-      mr.n_predict = n_predict;
-      mr.n_ctx = n_ctx;
-      mr.ignore_eos = args.flag({"--ignore-eos"});
-      mr.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
-      if (json) usage_error("--json is not supported with --image / --audio yet");
-      run_with_images(h.m, mr);
-      return 0;
+      // The same options, events and output as the text path; the prompt is model entries
+      // (tokens and image/audio rows) fed to a session of our own (run_media.h).
+      std::vector<MediaItem> items;
+      size_t ni = 0, na = 0;
+      for (char k : media_order) items.push_back({k, k == 'a' ? audio[na++] : images[ni++]});
+      MediaEncoder enc(h.m, paths.mmproj, !images.empty(), !audio.empty(), preproc == "llama");
+      const std::string content = place_media_markers(prompt_text ? *prompt_text : file_text, items.size());
+      std::string full = content;
+      if (!no_chat && desc.has_chat_template) {
+        nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+        if (system) msgs.push_back({{"role", "system"}, {"content", *system}});
+        msgs.push_back({{"role", "user"}, {"content", content}});
+        // As llama-mtmd-cli --jinja renders (its enable_thinking is true unless reasoning is off):
+        // Gemma 4's template opens a system turn with <|think|> for it; Qwen 3.5's output is the
+        // same either way. The grammar covers the whole reply (no reasoning block), as below.
+        nlohmann::ordered_json opts = {{"add_generation_prompt", true},
+                                       {"enable_thinking", !args.flag({"--no-think"}) && grammar.empty()}};
+        full = chat_text(h.m, msgs, opts);  // markup parsed as special tokens, as llama-mtmd-cli does
+      } else if (no_chat && system) {
+        usage_error("--system needs the chat template (drop --no-chat)");
+      }
+      const MediaPrompt mp = enc.prompt(full, items);
+      const LoadedModel& lm = loaded_of(h.m);
+      const int64_t cap = n_ctx > 0 ? n_ctx : std::max<int64_t>(lm.model->info().n_ctx_train, 4096);
+      if (static_cast<int64_t>(mp.tok.size()) > cap)
+        throw_error(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(mp.tok.size()) +
+                                                     " entries (text, image and audio rows) but the context holds only " +
+                                                     std::to_string(cap) + "; use a larger context (-c)");
+      Session ses(*lm.model, *lm.text, cap, nullptr, kMediaMaxDraft);
+      auto* old = std::signal(SIGINT, oxi_run_on_sigint);
+      const GenerateResult res = generate_media(ses, h.m, mp, 0, gp, on_token, &st);
+      std::signal(SIGINT, old);
+      finish_output(st, mp.tok, res.n_prompt, res.prompt_seconds, res.n_generated, res.gen_seconds,
+                    static_cast<int32_t>(res.stop), res.n_drafted, res.n_accepted, res.n_verify);
+      if (enc.n_audio > 0) std::fprintf(stderr, "audio encode: %.1f ms (%d clips, decode + log-mel + tower)\n", enc.audio_ms, enc.n_audio);
+      if (enc.n_images > 0) std::fprintf(stderr, "image encode: %.1f ms (%d images)\n", enc.image_ms, enc.n_images);
+      return res.stop == StopReason::kCancelled ? 130 : 0;
     }
 
     // The prompt ids.
@@ -297,22 +367,6 @@ int cmd_run(int argc, char** argv) {
     }
 
     check_status(oxi_context_new(h.m, static_cast<int32_t>(n_ctx), &h.c));
-    oxi_generate_params gp = oxi_generate_default_params();
-    gp.max_tokens = static_cast<int32_t>(n_predict);
-    gp.n_top_logprobs = static_cast<int32_t>(n_top);
-    gp.sampling = sampling_from_args(args, oxi_model_sampling_defaults(h.m));
-    gp.spec_mode = spec.mode;
-    gp.draft_max = spec.draft_max;
-    gp.draft_min = spec.draft_min;
-    if (gp.sampling.seed == OXI_SEED_RANDOM && gp.sampling.temperature > 0.0f) {
-      // Pick the seed here so it can be reported (and the run repeated with --seed).
-      std::random_device rd;
-      gp.sampling.seed = ((static_cast<uint64_t>(rd()) << 32) ^ rd()) >> 1;
-      std::fprintf(stderr, "seed: %llu\n", static_cast<unsigned long long>(gp.sampling.seed));
-    }
-    gp.ignore_eog = args.flag({"--ignore-eos"}) ? 1 : 0;
-    if (!grammar.empty()) gp.grammar = grammar.c_str();
-    gp.cancel = &g_cancel;
     const int32_t cap = oxi_context_n_ctx(h.c);
     if (static_cast<int64_t>(prompt.size()) > cap) {
       throw_error(ErrorCode::kInvalidArgument,
@@ -321,8 +375,6 @@ int cmd_run(int argc, char** argv) {
                       "; use a larger context (-c)");
     }
 
-    RunState st;
-    st.json = json;
     auto* old = std::signal(SIGINT, oxi_run_on_sigint);
     const bool progress = args.flag({"--progress"}) || (!args.flag({"--no-progress"}) && isatty(STDERR_FILENO));
     const PrefillDone pre = progress ? prefill_with_progress(h.c, prompt.data(), prompt.size(), &g_cancel) : PrefillDone{};
@@ -333,26 +385,9 @@ int cmd_run(int argc, char** argv) {
     res.prompt_seconds += pre.seconds;
     if (s != OXI_OK && s != OXI_ERR_CANCELLED) check_status(s);
 
-    const double pp = rate(res.n_prompt, res.prompt_seconds);
-    const double tg = rate(res.n_generated, res.gen_seconds);
-    if (json) {
-      nlohmann::ordered_json last;
-      last["prompt_ids"] = prompt;
-      last["timings"] = {{"prompt_tok_s", pp}, {"gen_tok_s", tg}};
-      const std::string line = last.dump();
-      std::fwrite(line.data(), 1, line.size(), stdout);
-      std::fputc('\n', stdout);
-    } else if (!st.text_so_far.empty() && st.text_so_far.back() != '\n') {
-      std::fputc('\n', stdout);
-    }
-    std::fflush(stdout);
-    static const char* kStop[] = {"end of generation", "max tokens", "context full", "interrupted"};
-    const int sr = res.stop_reason >= 0 && res.stop_reason <= 3 ? res.stop_reason : 0;
-    std::fprintf(stderr, "prompt: %d tokens, %.2f tok/s | generated: %d tokens, %.2f tok/s | stop: %s\n",
-                 res.n_prompt, pp, res.n_generated, tg, kStop[sr]);
     int32_t nv = 0, nd = 0, na = 0;
     check_status(oxi_context_spec_stats(h.c, &nv, &nd, &na));
-    if (nd > 0) std::fprintf(stderr, "speculative: %d of %d drafts accepted in %d verify steps\n", na, nd, nv);
+    finish_output(st, prompt, res.n_prompt, res.prompt_seconds, res.n_generated, res.gen_seconds, res.stop_reason, nd, na, nv);
     return s == OXI_ERR_CANCELLED ? 130 : 0;
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -1,31 +1,29 @@
-// `oxinfer run --image FILE` (see run_media.h). The prompt is rendered with the chat template with
-// one `<__media__>` marker per image (prepended when the prompt has none, as llama-mtmd-cli does),
-// split at the markers and tokenized piece by piece with special-token text parsed (so the same
-// command line gives the same tokens as llama-mtmd-cli). Each image becomes, for Qwen 3.5,
-// `<|vision_start|>` + its embedding rows + `<|vision_end|>` at the mRoPE positions of
-// vision::MediaEntries (vision/media_prompt.h, shared with the server); for Gemma 4, `<|image>` +
-// its rows + `<image|>` at plain positions (the rows as the tower gives them: not scaled by √d).
+// Prompts with images and audio for `oxinfer run` and `oxinfer chat` (see run_media.h). The text is
+// rendered with one `<__media__>` marker per item, split at the markers and tokenized piece by piece
+// with special-token text parsed (so the same command line gives the same tokens as
+// llama-mtmd-cli). Each image becomes, for Qwen 3.5, `<|vision_start|>` + its embedding rows +
+// `<|vision_end|>` at the mRoPE positions of vision::MediaEntries (vision/media_prompt.h, shared
+// with the server); for Gemma 4, `<|image>` + its rows + `<image|>` at plain positions (the rows as
+// the tower gives them: not scaled by √d); a Gemma 4 audio clip `<|audio>` + its rows + `<audio|>`.
 #include "run_media.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
 #include "api/api_internal.h"
 #include "audio/decode.h"
-#include "audio/gemma4a.h"
+#include "core/byte_source.h"
 #include "core/error.h"
 #include "loader/loaded_model.h"
+#include "sampling/gbnf.h"
+#include "sampling/json_constraint.h"
 #include "sampling/sampler.h"
-#include "vision/media_prompt.h"
+#include "server/media.h"
 
 namespace oxi::cli {
 
 namespace {
-
-const char* kMarker = "<__media__>";
 
 std::vector<int32_t> tokenize(oxi_model* m, const std::string& s) {
   size_t n = 0;
@@ -38,25 +36,6 @@ std::vector<int32_t> tokenize(oxi_model* m, const std::string& s) {
   return ids;
 }
 
-std::string render(oxi_model* m, const MediaRun& r, const std::string& content) {
-  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  if (!r.system.empty()) msgs.push_back({{"role", "system"}, {"content", r.system}});
-  msgs.push_back({{"role", "user"}, {"content", content}});
-  nlohmann::ordered_json opts = {{"add_generation_prompt", true}};
-  // As llama-mtmd-cli --jinja renders (its enable_thinking is true unless reasoning is off): Gemma 4's
-  // template opens a system turn with <|think|> for it; Qwen 3.5's output is the same either way.
-  opts["enable_thinking"] = !r.no_think;
-  const std::string mj = msgs.dump(), oj = opts.dump();
-  size_t n = 0;
-  if (oxi_chat_render(m, mj.c_str(), oj.c_str(), nullptr, 0, &n) != OXI_OK)
-    throw_error(ErrorCode::kInvalidArgument, oxi_last_error());
-  std::string s(n, '\0');
-  if (oxi_chat_render(m, mj.c_str(), oj.c_str(), s.data(), s.size() + 1, &n) != OXI_OK)
-    throw_error(ErrorCode::kInvalidArgument, oxi_last_error());
-  s.resize(n);
-  return s;
-}
-
 int32_t special_id(oxi_model* m, const char* text) {
   const std::vector<int32_t> ids = tokenize(m, text);
   if (ids.size() != 1)
@@ -64,200 +43,221 @@ int32_t special_id(oxi_model* m, const char* text) {
   return ids[0];
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
-void run_with_images(oxi_model* m, const MediaRun& r) {
-  const LoadedModel& lm = loaded_of(m);
-  const Model& model = *lm.model;
-  const std::string fam = model_family(model.info().arch);
-  // The tower: the mmproj file, else the HF checkpoint's own read in place. Qwen 3.5: rows between
-  // <|vision_start|> / <|vision_end|> at mRoPE positions; Gemma 4: between <|image> / <image|> at
-  // plain positions (llama.cpp's mtmd uses the same strings).
-  const std::string order = !r.order.empty() ? r.order : std::string(r.images.size(), 'i') + std::string(r.audio.size(), 'a');
-  if (order.size() != r.images.size() + r.audio.size()) throw_error(ErrorCode::kInternal, "media order");
-  std::unique_ptr<vision::Qwen3VLTower> qwen;
-  std::unique_ptr<vision::Gemma4VTower> gemma;
-  std::unique_ptr<audio::Gemma4ATower> atower;
-  if (!r.images.empty()) {
-    if (fam == "qwen35")
-      qwen = vision::load_vision_tower(model.info(), lm.files, r.mmproj);
-    else if (fam == "gemma4")
-      gemma = vision::load_gemma4_vision_tower(model.info(), lm.files, r.mmproj);
-    else
-      throw_error(ErrorCode::kUnsupported, "images: the model (" + model.info().arch +
-                                               ") has no vision support in oxinfer yet (Qwen 3.5 and Gemma 4 have)");
-    if (!qwen && !gemma)
-      throw_error(ErrorCode::kInvalidArgument,
-                  "--image needs --mmproj FILE (the model's vision tower); this model has none, a text-only model cannot take images");
-  }
-  if (!r.audio.empty()) {
-    if (fam != "gemma4")
-      throw_error(ErrorCode::kUnsupported, "audio: the model (" + model.info().arch + ") has no audio support in oxinfer (Gemma 4 E2B/E4B have)");
-    atower = audio::load_gemma4_audio_tower(model.info(), lm.files, r.mmproj);
-    if (!atower)
-      throw_error(ErrorCode::kInvalidArgument,
-                  "--audio needs --mmproj FILE (the model's audio tower); this model has none, it cannot take audio");
-  }
-  const int32_t vs = r.images.empty() ? -1 : special_id(m, qwen ? "<|vision_start|>" : "<|image>");
-  const int32_t ve = r.images.empty() ? -1 : special_id(m, qwen ? "<|vision_end|>" : "<image|>");
-  // llama.cpp's mtmd wraps Gemma 4 audio rows in <|audio> … <audio|> (all 30-second chunks of one clip).
-  const int32_t as = r.audio.empty() ? -1 : special_id(m, "<|audio>"), ae = r.audio.empty() ? -1 : special_id(m, "<audio|>");
-  const size_t n_media = order.size();
-
-  // The prompt text with its markers.
-  std::string content = r.text;
+std::string place_media_markers(const std::string& text, size_t n_media) {
+  std::string content = text;
   size_t n_markers = 0;
-  for (size_t p = content.find(kMarker); p != std::string::npos; p = content.find(kMarker, p + 1)) ++n_markers;
+  for (size_t p = content.find(kMediaMarker); p != std::string::npos; p = content.find(kMediaMarker, p + 1)) ++n_markers;
   if (n_markers == 0) {
-    for (size_t i = 0; i < n_media; ++i) content = kMarker + content;
+    for (size_t i = 0; i < n_media; ++i) content = kMediaMarker + content;
     n_markers = n_media;
   }
   if (n_markers != n_media)
-    throw_error(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(n_markers) + " " + kMarker +
+    throw_error(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(n_markers) + " " + kMediaMarker +
                                                  " markers for " + std::to_string(n_media) + " images and audio clips");
-  const std::string full = r.chat ? render(m, r, content) : content;
+  return content;
+}
 
-  // Entries: tokens, image rows (token −1), positions.
-  const vision::PrepOptions po{r.llama_preproc ? vision::ResizeMode::kLlamaCpp : vision::ResizeMode::kHf};
-  const int64_t d = model.info().n_embd;
+MediaEncoder::MediaEncoder(oxi_model* m, const std::string& mmproj, bool images, bool audio, bool llama_preproc)
+    : m_(m), mmproj_(mmproj), llama_preproc_(llama_preproc) {
+  if (images) load_image_tower();
+  if (audio) load_audio_tower();
+}
+
+// The tower: the mmproj file, else the HF checkpoint's own read in place.
+void MediaEncoder::load_image_tower() {
+  if (qwen_ || gemma_) return;
+  const LoadedModel& lm = loaded_of(m_);
+  const ModelInfo& info = lm.model->info();
+  const std::string fam = model_family(info.arch);
+  if (fam == "qwen35")
+    qwen_ = vision::load_vision_tower(info, lm.files, mmproj_);
+  else if (fam == "gemma4")
+    gemma_ = vision::load_gemma4_vision_tower(info, lm.files, mmproj_);
+  else
+    throw_error(ErrorCode::kUnsupported, "images: the model (" + info.arch +
+                                             ") has no vision support in oxinfer yet (Qwen 3.5 and Gemma 4 have)");
+  if (!qwen_ && !gemma_)
+    throw_error(ErrorCode::kInvalidArgument,
+                "--image needs --mmproj FILE (the model's vision tower); this model has none, a text-only model cannot take images");
+  // llama.cpp's mtmd uses the same strings around the rows.
+  vs_ = special_id(m_, qwen_ ? "<|vision_start|>" : "<|image>");
+  ve_ = special_id(m_, qwen_ ? "<|vision_end|>" : "<image|>");
+}
+
+void MediaEncoder::load_audio_tower() {
+  if (atower_) return;
+  const LoadedModel& lm = loaded_of(m_);
+  const ModelInfo& info = lm.model->info();
+  if (model_family(info.arch) != "gemma4")
+    throw_error(ErrorCode::kUnsupported, "audio: the model (" + info.arch + ") has no audio support in oxinfer (Gemma 4 E2B/E4B have)");
+  atower_ = audio::load_gemma4_audio_tower(info, lm.files, mmproj_);
+  if (!atower_)
+    throw_error(ErrorCode::kInvalidArgument,
+                "--audio needs --mmproj FILE (the model's audio tower); this model has none, it cannot take audio");
+  as_ = special_id(m_, "<|audio>");
+  ae_ = special_id(m_, "<audio|>");
+}
+
+MediaEncoder::~MediaEncoder() = default;
+
+const MediaEncoder::Encoded& MediaEncoder::encode(const MediaItem& item) {
+  const bool is_audio = item.kind == 'a';
+  const std::string bytes = read_text_file(item.path, is_audio ? (256ull << 20) : vision::kMaxImageFileBytes);
+  std::vector<int32_t> ids = server::image_row_ids(bytes);
+  ids.push_back(is_audio ? 1 : 0);  // the key only; an image and a clip never share rows
+  const auto hit = cache_.find(ids);
+  if (hit != cache_.end()) return hit->second;
+  Encoded e;
+  e.ids.assign(ids.begin(), ids.end() - 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (is_audio) {
+    const std::vector<float> samples = audio::decode_audio(std::span(p, bytes.size()), item.path, 16000);
+    audio::AudioEmbedding a = atower_->encode(samples);
+    e.chunks = std::move(a.chunk_tokens);
+    e.rows = std::move(a.rows);
+    audio_ms += ms_since(t0);
+    ++n_audio;
+  } else {
+    const vision::RgbImage img = vision::decode_image(std::span(p, bytes.size()), item.path);
+    const vision::PrepOptions po{llama_preproc_ ? vision::ResizeMode::kLlamaCpp : vision::ResizeMode::kHf};
+    vision::ImageEmbedding im = qwen_ ? qwen_->encode(img, po) : gemma_->encode(img);
+    e.nx = im.nx;
+    e.ny = im.ny;
+    e.rows = std::move(im.rows);
+    image_ms += ms_since(t0);
+    ++n_images;
+  }
+  ++n_encoded;
+  return cache_.emplace(std::move(ids), std::move(e)).first->second;
+}
+
+MediaPrompt MediaEncoder::prompt(const std::string& full, const std::vector<MediaItem>& media) {
+  for (const MediaItem& item : media) item.kind == 'a' ? load_audio_tower() : load_image_tower();
+  const int64_t d = loaded_of(m_).model->info().n_embd;
+  const bool bidir = gemma_ && vision::gemma4_image_non_causal(d);
   vision::MediaEntries ent;
-  ent.mrope = qwen != nullptr;
-  std::vector<size_t> image_at;  // the first row of each media batch (an image, an audio chunk) in ent
-  std::vector<bool> batch_is_audio;
-  std::vector<float> embd;
-  const int32_t image_row[1] = {-1};
-  double encode_ms = 0, audio_ms = 0;
-  size_t start = 0, next_image = 0, next_audio = 0;
-  for (size_t i = 0; i <= n_media; ++i) {
-    const size_t at = i < n_media ? full.find(kMarker, start) : std::string::npos;
-    std::vector<int32_t> seg = tokenize(m, full.substr(start, at == std::string::npos ? std::string::npos : at - start));
-    if (i == n_media) {
+  ent.mrope = qwen_ != nullptr;
+  MediaPrompt p;
+  p.cuts = {0};
+  p.cut_non_causal = {false};
+  // A media batch [a, z) of the entries: Gemma 4 decodes each apart (Qwen 3.5: one batch).
+  auto cut = [&](size_t a, size_t z, bool non_causal) {
+    if (!gemma_ && !atower_) return;
+    p.cuts.insert(p.cuts.end(), {a, z});
+    p.cut_non_causal.insert(p.cut_non_causal.end(), {non_causal, false});
+  };
+  size_t start = 0;
+  for (size_t i = 0; i <= media.size(); ++i) {
+    const size_t at = i < media.size() ? full.find(kMediaMarker, start) : std::string::npos;
+    if (i < media.size() && at == std::string::npos)
+      throw_error(ErrorCode::kInvalidArgument, "the rendered prompt has " + std::to_string(i) + " " + kMediaMarker + " markers for " +
+                                                   std::to_string(media.size()) + " images and audio clips (the chat template dropped some)");
+    std::vector<int32_t> seg = tokenize(m_, full.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (i == media.size()) {
       ent.add_text(seg);
       break;
     }
-    const bool is_audio = order[i] == 'a';
-    seg.push_back(is_audio ? as : vs);
+    const Encoded& e = encode(media[i]);
+    const bool is_audio = media[i].kind == 'a';
+    seg.push_back(is_audio ? as_ : vs_);
     ent.add_text(seg);
-    const auto t0 = std::chrono::steady_clock::now();
+    p.embd.resize(ent.tok.size() * static_cast<size_t>(d), 0.0f);
     if (is_audio) {
-      const std::vector<float> samples = audio::load_audio(r.audio[next_audio++], 16000);
-      const audio::AudioEmbedding e = atower->encode(samples);
-      audio_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      embd.resize(ent.tok.size() * static_cast<size_t>(d), 0.0f);
-      for (int64_t n : e.chunk_tokens) {  // each 30-second chunk is its own batch in llama.cpp's mtmd
-        image_at.push_back(ent.tok.size());
-        batch_is_audio.push_back(true);
-        ent.add_image(n, 1, image_row);
+      for (int64_t n : e.chunks) {  // each 30-second chunk is its own batch in llama.cpp's mtmd
+        const size_t a = ent.tok.size();
+        ent.add_image(n, 1, e.ids);
+        cut(a, ent.tok.size(), false);  // audio rows decode causally (mtmd: not for gemma4a)
       }
-      embd.insert(embd.end(), e.rows.begin(), e.rows.end());
-      ent.add_text(std::span<const int32_t>(&ae, 1));
     } else {
-      const vision::RgbImage img = vision::load_image(r.images[next_image++]);
-      const vision::ImageEmbedding e = qwen ? qwen->encode(img, po) : gemma->encode(img);
-      encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      embd.resize(ent.tok.size() * static_cast<size_t>(d), 0.0f);
-      image_at.push_back(ent.tok.size());
-      batch_is_audio.push_back(false);
-      ent.add_image(e.nx, e.ny, image_row);
-      embd.insert(embd.end(), e.rows.begin(), e.rows.end());
-      ent.add_text(std::span<const int32_t>(&ve, 1));
+      const size_t a = ent.tok.size();
+      ent.add_image(e.nx, e.ny, e.ids);
+      cut(a, ent.tok.size(), bidir);
     }
-    start = at + std::string(kMarker).size();
+    p.embd.insert(p.embd.end(), e.rows.begin(), e.rows.end());
+    ent.add_text(std::span<const int32_t>(is_audio ? &ae_ : &ve_, 1));
+    p.text_tail = ent.tok.size() - 1;
+    start = at + std::string(kMediaMarker).size();
   }
-  const std::vector<int32_t>& tok = ent.tok;
-  embd.resize(tok.size() * static_cast<size_t>(d), 0.0f);
-  int64_t p = ent.next;
+  p.tok = std::move(ent.tok);
+  p.pos3 = std::move(ent.pos3);
+  p.embd.resize(p.tok.size() * static_cast<size_t>(d), 0.0f);
+  p.cuts.push_back(p.tok.size());
+  return p;
+}
 
-  const int64_t n_ctx = r.n_ctx > 0 ? r.n_ctx : std::max<int64_t>(model.info().n_ctx_train, 4096);
-  const int64_t n_gen_max = r.n_predict < 0 ? n_ctx - static_cast<int64_t>(tok.size()) : r.n_predict;
-  if (static_cast<int64_t>(tok.size()) > n_ctx)
-    throw_error(ErrorCode::kInvalidArgument, "the prompt has " + std::to_string(tok.size()) +
-                                                 " entries (text, image and audio rows) but the context holds only " +
-                                                 std::to_string(n_ctx) + "; use a larger context (-c)");
-  auto st = model.new_state(n_ctx);
-  std::vector<float> logits(static_cast<size_t>(model.info().n_vocab));
-  SamplingParams sp = from_c(r.sampling);
-  sp.validate();
-  Sampler sampler(sp, lm.text->vocab_size());
-  for (int32_t id : tok)
-    if (id >= 0) sampler.accept(id);
-
-  const auto t_pp = std::chrono::steady_clock::now();
-  SequenceState* states[1] = {st.get()};
-  BatchOutput out;
-  out.logits = logits.data();
-  // Prefill. Qwen 3.5: one batch. Gemma 4: chunk by chunk as llama.cpp's mtmd decodes them (text
-  // up to and with <|image>, the image rows, <image|> and the text after, ...), each image as one
-  // batch that is non-causal where mtmd makes it so (vision::gemma4_image_non_causal); only the
-  // last entry gives logits.
-  // Audio rows decode causally (mtmd_decode_use_non_causal is false for gemma4a), one batch per
-  // 30-second chunk.
-  std::vector<size_t> cuts{0};
-  std::vector<bool> cut_bidir{false};
-  const bool bidir = gemma && vision::gemma4_image_non_causal(d);
-  if (gemma || atower)
-    for (size_t i = 0; i < image_at.size(); ++i) {
-      size_t e = image_at[i];
-      const size_t lim = i + 1 < image_at.size() ? image_at[i + 1] : tok.size();
-      while (e < lim && tok[e] < 0) ++e;
-      cuts.insert(cuts.end(), {image_at[i], e});
-      cut_bidir.insert(cut_bidir.end(), {bidir && !batch_is_audio[i], false});
-    }
-  cuts.push_back(tok.size());
-  std::vector<uint8_t> no_out(tok.size(), 0);
-  for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-    const size_t a = cuts[c], z = cuts[c + 1];
-    if (z == a) continue;
-    Batch b;
-    b.n = static_cast<int64_t>(z - a);
-    b.token = tok.data() + a;
-    b.embd = embd.data() + a * static_cast<size_t>(d);
-    b.pos = ent.pos.data() + a;
-    b.pos3 = ent.pos3.data() + 3 * a;
-    if (z != tok.size()) b.output = no_out.data();
-    b.non_causal = cut_bidir[c];
-    model.forward_batch(states, b, out);
+void prefill_media(Session& s, const MediaPrompt& p, size_t from, size_t to) {
+  const size_t d = p.tok.empty() ? 0 : p.embd.size() / p.tok.size();
+  for (size_t c = 0; c + 1 < p.cuts.size(); ++c) {
+    const size_t a = std::max(p.cuts[c], from), z = std::min(p.cuts[c + 1], to);
+    if (z <= a) continue;
+    // An image seen whole (non-causal) goes in one pass; a prefix kept from an earlier turn ends
+    // at a text entry, never inside one.
+    const EntryRows rows{p.embd.data() + a * d, p.pos3.data() + 3 * a, p.cut_non_causal[c] && a == p.cuts[c]};
+    s.prefill(std::span<const int32_t>(p.tok.data() + a, z - a), GenerateOptions{}, rows);
   }
-  const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_pp).count();
+}
 
-  auto stream = lm.text->new_stream();
-  const auto t_tg = std::chrono::steady_clock::now();
-  int64_t n_gen = 0;
-  std::string text;
-  for (; n_gen < n_gen_max && st->n_past() < n_ctx; ++n_gen) {
-    const int32_t id = sampler.sample(logits);
-    sampler.accept(id);
-    if (!r.ignore_eos && lm.text->is_eog(id)) {
-      ++n_gen;
-      break;
-    }
-    const std::string piece = stream->push(id);
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    text += piece;
-    if (n_gen + 1 >= n_gen_max || st->n_past() >= n_ctx) {
-      ++n_gen;
-      break;
-    }
-    const int32_t pp = static_cast<int32_t>(p++);
-    const int32_t p3[3] = {pp, pp, pp};
-    Batch one;
-    one.n = 1;
-    one.token = &id;
-    one.pos = &pp;
-    one.pos3 = p3;
-    model.forward_batch(states, one, out);
+GenerateResult generate_media(Session& s, oxi_model* m, const MediaPrompt& p, size_t from,
+                              const oxi_generate_params& gp, oxi_token_callback on_token, void* user) {
+  const LoadedModel& lm = loaded_of(m);
+  // Everything up to the last text run (the generate prompt: never empty, it holds at least the
+  // token that closes the last media rows).
+  const size_t tail = std::max(from, std::min(p.text_tail, p.tok.size() - 1));
+  const auto t0 = std::chrono::steady_clock::now();
+  prefill_media(s, p, from, tail);
+  const double prefill_s = ms_since(t0) / 1000.0;
+  GenerateOptions o;
+  o.max_tokens = gp.max_tokens;
+  o.n_top_logprobs = gp.n_top_logprobs;
+  o.logprobs = true;
+  o.ignore_eog = gp.ignore_eog != 0;
+  o.sampling = from_c(gp.sampling);
+  o.sampling.validate();
+  o.cancel = gp.cancel;
+  o.spec.mode = static_cast<SpecMode>(gp.spec_mode);
+  o.spec.draft_max = gp.draft_max;
+  o.spec.draft_min = gp.draft_min;
+  // --grammar: the automaton and mask of oxi_generate's grammar (sampling/gbnf.h).
+  std::unique_ptr<TextConstraint> constraint;
+  if (gp.grammar && *gp.grammar) {
+    constraint = std::make_unique<GbnfConstraint>(parse_gbnf(gp.grammar));
+    o.logit_filter = [&](std::span<float> logits) { mask_rejected_tokens(*constraint, *lm.text, logits); };
   }
-  const std::string tail = stream->flush();
-  std::fwrite(tail.data(), 1, tail.size(), stdout);
-  text += tail;
-  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
-  std::fflush(stdout);
-  const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_tg).count();
-  if (!r.audio.empty()) std::fprintf(stderr, "audio encode: %.1f ms (%zu clips, decode + log-mel + tower)\n", audio_ms, r.audio.size());
-  std::fprintf(stderr, "image encode: %.1f ms (%zu images) | prompt: %zu entries, %.2f s | generated: %lld tokens, %.2f tok/s\n",
-               encode_ms, r.images.size(), tok.size(), pp_s, static_cast<long long>(n_gen),
-               tg_s > 0 ? static_cast<double>(n_gen) / tg_s : 0.0);
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_lps;
+  const TokenCallback cb = [&](const TokenEvent& e) {
+    if (constraint && !e.eog) constraint->advance_token(e.id, lm.text->piece(e.id), !lm.text->is_control(e.id));
+    top_ids.clear();
+    top_lps.clear();
+    for (const auto& t : e.top) {
+      top_ids.push_back(t.id);
+      top_lps.push_back(t.logprob);
+    }
+    const std::string text(e.text);
+    oxi_token_event ev{};
+    ev.id = e.id;
+    ev.text = text.c_str();
+    ev.text_len = text.size();
+    ev.logprob = e.logprob;
+    ev.n_top = static_cast<int32_t>(top_ids.size());
+    ev.top_ids = top_ids.data();
+    ev.top_logprobs = top_lps.data();
+    ev.is_eog = e.eog ? 1 : 0;
+    return on_token(&ev, user) == 0;
+  };
+  const size_t a = std::max(from, tail);
+  const EntryRows rows{p.embd.data() + a * (p.embd.size() / p.tok.size()), p.pos3.data() + 3 * a, false};
+  GenerateResult r = s.generate(std::span<const int32_t>(p.tok.data() + a, p.tok.size() - a), o, cb, rows);
+  r.n_prompt += static_cast<int32_t>(tail - from);  // the whole prompt, as oxi_generate counts it
+  r.prompt_seconds += prefill_s;
+  return r;
 }
 
 }  // namespace oxi::cli

@@ -109,6 +109,24 @@ gen_case flac "What is this?" --audio "$WORK/short.flac"
   > "$WORK/go_hf.out" 2> "$WORK/go_hf.err" || tail -3 "$WORK/go_hf.err"
 if cmp -s "$WORK/go_hf.out" "$WORK/go_one.out"; then ok "HF checkpoint in place (its own audio tower): same text as GGUF + mmproj"
 else bad "HF checkpoint in place differs: $(head -c 200 "$WORK/go_hf.out")"; fi
+# `oxinfer chat --audio` (docs/cli.md "Images and audio"): the first reply is llama-mtmd-cli's
+# answer for the same clip and prompt; the second turn keeps the clip's rows and encodes nothing.
+printf '%s\n' "Describe the sound." "Again?" | OXI_CHAT_DEBUG=1 "$OXINFER" chat -m "$WORK/m.gguf" --mmproj "$WORK/mmproj.gguf" \
+  --audio "$WORK/tones.wav" -n 24 --temp 0 -t 2 -c 4096 > "$WORK/chat.out" 2> "$WORK/chat.err"; rc=$?
+if [ $rc -eq 0 ] && $PY - "$WORK/gl_one.out" "$WORK/chat.out" "$WORK/chat.err" <<'PYEOF'
+import re, sys
+fix = lambda s: re.sub("\ufffd+", "\ufffd", s).strip()
+rd = lambda p: open(p, encoding="utf-8", errors="replace").read()
+ll = rd(sys.argv[1]).split("@@RESPONSE@@", 1)[1].strip()
+out, err = rd(sys.argv[2]), rd(sys.argv[3])
+print("llama.cpp:", repr(ll)); print("oxinfer chat:", repr(out[:len(ll) + 20]))
+assert ll and fix(out).startswith(fix(ll)), "the first reply differs"
+turns = [tuple(map(int, m)) for m in re.findall(r"\[prompt (\d+) entries, (\d+) reused, (\d+) files encoded in all\]", err)]
+print("turns (entries, reused, encoded):", turns)
+assert len(turns) == 2 and turns[1][1] >= turns[0][0] - 8 and turns[1][2] == 1, turns
+PYEOF
+then ok "chat --audio: first reply = llama-mtmd-cli's, the second turn keeps the clip's rows (no re-encode)"
+else bad "chat --audio: rc $rc $(tail -3 "$WORK/chat.err")"; fi
 
 # ---- embeddings: ours vs llama.cpp's ----
 cat > "$WORK/nmse.py" <<'PYEOF'
