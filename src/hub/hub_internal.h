@@ -70,7 +70,8 @@ std::string select_sidecar(const std::vector<std::string>& paths, const std::str
                            const std::string& quant);
 
 // The files to fetch: the model's (select_model_files), or with `primary_word` ("mtp-": -hfd) the
-// best GGUF at the repo's top level whose name holds it (select_sidecar's rule).
+// best GGUF at the repo's top level whose name holds it (select_sidecar's rule), else — a draft
+// model's own repo — the model's files as without it.
 Selection select_files(const std::vector<std::string>& paths, const HubSpec& spec, const std::string& primary_word);
 
 // ---- cache (offline) ----

@@ -411,9 +411,10 @@ std::string select_sidecar(const std::vector<std::string>& paths, const std::str
 Selection select_files(const std::vector<std::string>& paths, const HubSpec& spec, const std::string& primary_word) {
   if (primary_word.empty()) return select_model_files(paths, spec.quant, spec.repo);
   const std::string f = select_sidecar(paths, "", primary_word, spec.quant);
-  if (f.empty())
-    throw_error(ErrorCode::kInvalidArgument, spec.repo + ": no GGUF file with '" + primary_word + "' in its name at the repo's top level");
-  return Selection{{f}, f, true};
+  if (!f.empty()) return Selection{{f}, f, true};
+  // No such file: the repo is a draft model of its own (Gemma 4's *-it-assistant drafters, as a
+  // GGUF or an HF checkpoint), chosen as -hf chooses a model; its loader refuses what does not fit.
+  return select_model_files(paths, spec.quant, spec.repo);
 }
 
 }  // namespace oxi::hub

@@ -403,6 +403,16 @@ TEST(HubFake, SidecarsComeWithTheModel) {
   opt.sidecars.clear();
   opt.primary_word = "mtp-";
   EXPECT_EQ(hub_resolve_model("o/vl", opt), (snap / "mtp-m-Q4_K_M.gguf").string());
+  // A repo without such a file is a draft model of its own (Gemma 4's assistant repos): its GGUF,
+  // or its HF checkpoint as a snapshot directory.
   opt.primary_word = "eagle3-";
-  EXPECT_THROW(hub_resolve_model("o/vl", opt), Error);
+  EXPECT_EQ(hub_resolve_model("o/vl", opt), plain);
+  write(t.path / "repos/o/asst/config.json", R"({"model_type":"gemma4_assistant"})");
+  write(t.path / "repos/o/asst/model.safetensors", random_bytes(64, 4));
+  opt.primary_word = "mtp-";
+  const std::string asst = hub_resolve_model("o/asst", opt);
+  EXPECT_TRUE(fs::is_directory(asst)) << asst;
+  EXPECT_TRUE(fs::exists(fs::path(asst) / "model.safetensors"));
+  write(t.path / "repos/o/empty/README.md", "nothing");
+  EXPECT_THROW(hub_resolve_model("o/empty", opt), Error);
 }
