@@ -161,7 +161,7 @@ const other = makeModel("other", ["--hidden", "64"]);
 const otherMtp = path.join(work, "mtp-other.gguf");
 must(oxinfer, ["convert", other, "-o", path.join(work, "other.gguf"), "--type", "f32", "--no-mtp", "--mtp", otherMtp]);
 refused(["-m", noMtp, "-md", otherMtp], /does not fit the model/, "-md with another model's head");
-refused(["-m", noMtp, "-md", path.join(work, "missing.gguf")], /cannot open/, "-md with a missing file");
+refused(["-m", noMtp, "-md", path.join(work, "missing.gguf")], /no such file or directory|cannot open/, "-md with a missing file");
 const r = run(oxinfer, ["run", "-m", noMtp, "--tokens", "1,2,3", "-n", "2", "--spec", "mtp"]);
 check(r.status !== 0 && /not available/.test(r.stderr), "--spec mtp on the --no-mtp file without -md is refused");
 
