@@ -136,21 +136,19 @@ void run_with_images(oxi_model* m, const MediaRun& r) {
       break;
     }
     const bool is_audio = order[i] == 'a';
-    seg.push_back(is_audio ? as : vs);
+    if (!is_audio) seg.push_back(vs);  // audio: add_audio writes <|audio>
     ent.add_text(seg);
     const auto t0 = std::chrono::steady_clock::now();
     if (is_audio) {
       const std::vector<float> samples = audio::load_audio(r.audio[next_audio++], 16000);
       const audio::AudioEmbedding e = atower->encode(samples);
       audio_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      embd.resize(ent.tok.size() * static_cast<size_t>(d), 0.0f);
-      for (int64_t n : e.chunk_tokens) {  // each 30-second chunk is its own batch in llama.cpp's mtmd
-        image_at.push_back(ent.tok.size());
-        batch_is_audio.push_back(true);
-        ent.add_image(n, 1, image_row);
-      }
+      embd.resize((ent.tok.size() + 1) * static_cast<size_t>(d), 0.0f);  // + <|audio>
       embd.insert(embd.end(), e.rows.begin(), e.rows.end());
-      ent.add_text(std::span<const int32_t>(&ae, 1));
+      for (size_t f : ent.add_audio(as, e.chunk_tokens, image_row, ae)) {  // each 30-second chunk is its own batch in llama.cpp's mtmd
+        image_at.push_back(f);
+        batch_is_audio.push_back(true);
+      }
     } else {
       const vision::RgbImage img = vision::load_image(r.images[next_image++]);
       const vision::ImageEmbedding e = qwen ? qwen->encode(img, po) : gemma->encode(img);
