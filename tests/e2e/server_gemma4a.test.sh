@@ -5,7 +5,10 @@
 #   1. one WAV clip before the text, and a clip between two text parts (input_audio parts, greedy):
 #      the text identical to llama-mtmd-cli --audio's for the same prompt (marker-less / at a
 #      <__media__> marker, as the template places the part);
-#   2. the same clip again: llama-mtmd-cli's answer with no audio encode (prompt cache);
+#      a 31 s clip (two 30-second chunks, each its own piece);
+#   2. the same clip again: llama-mtmd-cli's answer with no audio encode (prompt cache); a second
+#      turn about the clip: llama-mtmd-cli's answer for that two-turn prompt (rendered by
+#      @huggingface/jinja, not by us), no encode;
 #   3. bad input → 400 and the server still answers: corrupt audio, bad base64, a clip whose rows
 #      exceed the context; audio for the model served without an audio tower (no --mmproj) → 400.
 # Then the C API (oxi_context_prefill_audio through python/oxinfer.py): llama-mtmd-cli's text.
@@ -52,20 +55,41 @@ def clip(seconds, f0):
     return out
 write("tones.wav", clip(2.0, 440))
 write("short.wav", clip(1.0, 300))
+write("long31.wav", clip(31.0, 220))
 write("long.wav", clip(1.0, 220) * 90)
 random.seed(5)
 b = bytearray(open(d + "/short.wav", "rb").read()[:44]); b[8:12] = b"JUNK"      # not a WAV header
 open(d + "/corrupt.wav", "wb").write(bytes(b) + bytes(random.randrange(256) for _ in range(3000)))
 PYEOF
 
+# The second turn's prompt as the model's template renders it (@huggingface/jinja), the audio part
+# as llama-mtmd-cli's marker.
+node --input-type=module - "$TEMPLATE" > "$WORK/turn2.txt" <<'JSEOF' || { echo "FAIL - rendering with @huggingface/jinja"; exit 1; }
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import path from "node:path";
+const require = createRequire(path.join(process.env.NLC_DIR, "package.json"));
+const { Template } = require("@huggingface/jinja");
+const msgs = [{ role: "user", content: [{ type: "audio" }, { type: "text", text: "Describe the sound." }] },
+  { role: "assistant", content: "It is a sound." }, { role: "user", content: "Say more." }];
+// enable_thinking as llama-mtmd-cli --jinja renders (on), so the first turn is the same as there.
+let s = new Template(fs.readFileSync(process.argv[2], "utf8")).render({ messages: msgs, add_generation_prompt: true, enable_thinking: true, bos_token: "<bos>" });
+if (s.split("<|audio|>").length !== 2) throw new Error("expected one audio placeholder: " + s);
+process.stdout.write(s.replace("<|audio|>", "<__media__>"));
+JSEOF
+
 ref() {  # name, llama-mtmd-cli arguments...
   local name=$1; shift
   MTMD_TEST_RESPONSE_MARKER="@@RESPONSE@@" "$MTMD" -m "$WORK/m.gguf" --mmproj "$WORK/mmproj.gguf" "$@" \
-    -n 16 --temp 0 -t 2 -c 4096 --jinja > "$WORK/ref_$name.out" 2> "$WORK/ref_$name.err" ||
+    -n 16 --temp 0 -t 2 -c 4096 > "$WORK/ref_$name.out" 2> "$WORK/ref_$name.err" ||
     { tail -5 "$WORK/ref_$name.err"; echo "FAIL - llama-mtmd-cli ($name)"; exit 1; }
 }
-ref one --audio "$WORK/tones.wav" -p "Describe the sound."
-ref mid --audio "$WORK/short.wav" -p "Hear this:<__media__>Now describe it."
+ref one --jinja --audio "$WORK/tones.wav" -p "Describe the sound."
+ref mid --jinja --audio "$WORK/short.wav" -p "Hear this:<__media__>Now describe it."
+ref long --jinja --audio "$WORK/long31.wav" -p "Transcribe."
+TURN2="$(cat "$WORK/turn2.txt"; printf x)"; TURN2="${TURN2%x}"
+# The rendered prompt starts with <bos>: llama-mtmd-cli adds its own, so it goes.
+ref turn2 --audio "$WORK/tones.wav" -p "${TURN2#<bos>}" --jinja --chat-template "{{ messages[0]['content'] }}"
 
 OXI_G4_WORK="$WORK" OXI_E2E_LIB="$SRC/tests/e2e/lib" OXINFER="$OXINFER" node --input-type=module - <<'JSEOF'
 import { createRequire } from "node:module";
@@ -111,6 +135,19 @@ await check("the same clip again: llama-mtmd-cli's answer, no audio encode", asy
   const r = await ask([audio("tones.wav"), text("Describe the sound.")]);
   assert.equal(answer(r), reference("one"));
   assert.equal(r.timings.audio_encoded, 0, "the rows came from the prompt cache");
+});
+await check("a second turn about the clip: llama-mtmd-cli's answer, no encode", async () => {
+  const r = await client(srv).chat.completions.create({ model: "m", temperature: 0, max_tokens: 16, ...think, messages: [
+    { role: "user", content: [audio("tones.wav"), text("Describe the sound.")] },
+    { role: "assistant", content: "It is a sound." },
+    { role: "user", content: "Say more." }] });
+  assert.equal(answer(r), reference("turn2"));
+  assert.equal(r.timings.audio_encoded, 0);
+});
+await check("a 31 s clip (two 30-second chunks): llama-mtmd-cli's answer", async () => {
+  const r = await ask([audio("long31.wav"), text("Transcribe.")]);
+  assert.equal(answer(r), reference("long"));
+  assert.ok(r.usage.prompt_tokens > 775, `prompt_tokens ${r.usage.prompt_tokens} counts the clip's rows`);
 });
 await check("text + clip + text: llama-mtmd-cli's answer", async () => {
   assert.equal(answer(await ask([text("Hear this:"), audio("short.wav"), text("Now describe it.")])), reference("mid"));
