@@ -179,5 +179,26 @@ if OXINFER_LIB="$(dirname "$OXINFER")/../../src/api/liboxinfer.so" PYTHONPATH="$
    "$WORK/short.wav" > "$WORK/capi.out" 2>&1
 then echo "ok   - C API audio (oxi_context_prefill_audio): greedy text identical to llama-mtmd-cli's"
 else cat "$WORK/capi.out"; echo "FAIL - C API audio differs from llama-mtmd-cli"; rc=1; fi
+# The C API's refusals: no tower, corrupt bytes, a clip larger than the context left — each an
+# OXI_ERR_INVALID_ARGUMENT naming why, nothing appended.
+if OXINFER_LIB="$(dirname "$OXINFER")/../../src/api/liboxinfer.so" PYTHONPATH="$SRC/python" $PY - "$WORK" > "$WORK/capi_bad.out" 2>&1 <<'PYEOF'
+import sys, oxinfer
+d = sys.argv[1]
+def refused(ctx, data, want):
+    try:
+        ctx.prefill_audio(data)
+    except oxinfer.OxinferError as e:
+        assert e.status == 1 and want in str(e), (e.status, str(e))
+        assert ctx.n_past == 0, ctx.n_past
+        print("refused:", e)
+        return
+    raise AssertionError("accepted: " + want)
+refused(oxinfer.Model(d + "/m.gguf", n_threads=2).context(256), open(d + "/short.wav", "rb").read(), "no audio tower")
+m = oxinfer.Model(d + "/m.gguf", n_threads=2, mmproj=d + "/mmproj.gguf")
+refused(m.context(256), open(d + "/corrupt.wav", "rb").read(), "not a WAV")
+refused(m.context(256), open(d + "/long31.wav", "rb").read(), "entries; the context has 256 left")
+PYEOF
+then echo "ok   - C API audio refusals (no tower, corrupt, too long): OXI_ERR_INVALID_ARGUMENT, nothing appended"
+else cat "$WORK/capi_bad.out"; echo "FAIL - C API audio refusals"; rc=1; fi
 echo "# server_gemma4a: $(( $(date +%s) - t0 )) s"
 exit $rc
