@@ -23,8 +23,10 @@ std::vector<ImageRef> media_refs(const nlohmann::json& messages) {
       if (t == "image_url") {
         const auto& u = c[j]["image_url"];
         out.push_back({u.is_string() ? u.get<std::string>() : u.value("url", ""), at});
-      } else if (t == "input_audio") {  // validated by the request parser: {"data": string, ...}
-        out.push_back({c[j]["input_audio"].value("data", ""), at, true});
+      } else if (t == "input_audio") {  // the request parser wants {"data": string, ...}; "" (→ 400) otherwise
+        const auto& a = c[j].contains("input_audio") ? c[j]["input_audio"] : nlohmann::json();
+        const bool ok = a.is_object() && a.contains("data") && a["data"].is_string();
+        out.push_back({ok ? a["data"].get<std::string>() : std::string(), at, true});
       }
     }
   }

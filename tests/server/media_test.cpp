@@ -99,6 +99,12 @@ TEST(Media, MediaRefsInMessageOrder) {
   EXPECT_THROW(audio_part_bytes({"%%%", "p", true}), RequestError);
   EXPECT_THROW(audio_part_bytes({"", "p", true}), RequestError);
   EXPECT_FALSE(refs[0].audio);
+  // A malformed part (the parser refuses it first) reads as empty data: a 400, not a crash.
+  const auto odd = media_refs(nlohmann::json::parse(R"([{"role": "user", "content": [{"type": "input_audio"},
+    {"type": "input_audio", "input_audio": {"data": 5}}]}])"));
+  ASSERT_EQ(odd.size(), 2u);
+  EXPECT_THROW(audio_part_bytes(odd[0]), RequestError);
+  EXPECT_THROW(audio_part_bytes(odd[1]), RequestError);
   EXPECT_EQ(refs[0].url, "data:1");
   EXPECT_EQ(refs[0].param, "messages[0].content[1].image_url");
   EXPECT_EQ(refs[1].url, "data:2");
