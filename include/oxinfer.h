@@ -20,8 +20,8 @@ extern "C" {
  * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn.
  * 5: oxi_model_params.n_gpu_layers. 6: oxi_generate_params.grammar. 7: oxi_model_params.cache_type_k
  * / cache_type_v. 8: oxi_model_params.draft_model. 9: images: oxi_model_params.mmproj,
- * oxi_context_prefill_image. */
-#define OXI_API_VERSION 9
+ * oxi_context_prefill_image. 10: audio: oxi_context_prefill_audio. */
+#define OXI_API_VERSION 10
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -229,7 +229,7 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
                         const oxi_generate_params* params, oxi_token_callback on_token,
                         void* user_data, oxi_generate_result* result);
 
-/* ---- images (docs/multimodal.md "C API") --------------------------------------------------
+/* ---- images and audio (docs/multimodal.md "C API") ----------------------------------------
  * A prompt with images goes in pieces, as llama.cpp's mtmd evaluates it: render the chat with a
  * marker where each image goes (e.g. "<__media__>"), tokenize the text between markers
  * (oxi_tokenize with parse_special), feed each text piece with oxi_context_prefill and each image
@@ -244,6 +244,17 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
  * OXI_ERR_INVALID_ARGUMENT; bad bytes: OXI_ERR_INVALID_ARGUMENT naming the reason; an image that
  * does not fit the context: OXI_ERR_INVALID_ARGUMENT, nothing appended. */
 oxi_status oxi_context_prefill_image(oxi_context* ctx, const void* bytes, size_t n_bytes, int32_t* n_entries);
+
+/* Appends one audio clip (Gemma 4 E2B / E4B, whose mmproj or HF checkpoint has an audio tower):
+ * <|audio>, the audio tower's rows (one batch per 30-second chunk, causal), <audio|>, as
+ * llama.cpp's mtmd places them; the chat template's audio part is where it goes (feed the pieces
+ * around it as for images). bytes: a WAV, FLAC, Ogg or MP3 file's bytes (read during the call;
+ * decoded to 16 kHz mono, at most 1 hour). n_entries (optional): the entries it took (rows + 2,
+ * about 25 rows a second). A model without an audio tower: OXI_ERR_INVALID_ARGUMENT (a model
+ * that is not Gemma 4: OXI_ERR_UNSUPPORTED); bad bytes (empty, corrupt, not audio):
+ * OXI_ERR_INVALID_ARGUMENT naming the reason; a clip that does not fit the context:
+ * OXI_ERR_INVALID_ARGUMENT, nothing appended. The wasm build: OXI_ERR_UNSUPPORTED. */
+oxi_status oxi_context_prefill_audio(oxi_context* ctx, const void* bytes, size_t n_bytes, int32_t* n_entries);
 
 /* Speculative decoding in the context's last oxi_generate call: verify steps run, draft tokens
  * verified, draft tokens accepted (any pointer may be NULL). */

@@ -119,6 +119,7 @@ def load_library(path=None):
         "oxi_context_reuse_prefix": ([ctypes.c_void_p, P(I32), SZ, P(SZ)], ctypes.c_int),
         "oxi_context_prefill": ([ctypes.c_void_p, P(I32), SZ], ctypes.c_int),
         "oxi_context_prefill_image": ([ctypes.c_void_p, ctypes.c_char_p, SZ, P(I32)], ctypes.c_int),
+        "oxi_context_prefill_audio": ([ctypes.c_void_p, ctypes.c_char_p, SZ, P(I32)], ctypes.c_int),
         "oxi_generate_default_params": ([], _GenerateParams),
         "oxi_generate": ([ctypes.c_void_p, P(I32), SZ, P(_GenerateParams), _CALLBACK, ctypes.c_void_p,
                           P(_GenerateResult)], ctypes.c_int),
@@ -267,6 +268,14 @@ class Context(_Handle):
         with reuse_prefix=False (the context holds image rows no id list can name)."""
         n = ctypes.c_int32()
         _check(_lib.oxi_context_prefill_image(self._h, bytes(data), len(data), ctypes.byref(n)))
+        return n.value
+
+    def prefill_audio(self, data):
+        """Appends one audio clip (the bytes of a WAV/FLAC/Ogg/MP3 file; Gemma 4 E2B/E4B with an
+        audio tower) as <|audio>, the audio tower's rows, <audio|>; returns the entries it took.
+        Afterwards call generate with reuse_prefix=False, as after prefill_image."""
+        n = ctypes.c_int32()
+        _check(_lib.oxi_context_prefill_audio(self._h, bytes(data), len(data), ctypes.byref(n)))
         return n.value
 
     def generate(self, prompt, max_tokens=-1, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=None,

@@ -166,22 +166,23 @@ MediaPrompt MediaEncoder::prompt(const std::string& full, const std::vector<Medi
     }
     const Encoded& e = encode(media[i]);
     const bool is_audio = media[i].kind == 'a';
-    seg.push_back(is_audio ? as_ : vs_);
+    if (!is_audio) seg.push_back(vs_);  // audio: add_audio writes <|audio> and <audio|>
     ent.add_text(seg);
-    p.embd.resize(ent.tok.size() * static_cast<size_t>(d), 0.0f);
+    const size_t dz = static_cast<size_t>(d);
     if (is_audio) {
-      for (int64_t n : e.chunks) {  // each 30-second chunk is its own batch in llama.cpp's mtmd
-        const size_t a = ent.tok.size();
-        ent.add_image(n, 1, e.ids);
-        cut(a, ent.tok.size(), false);  // audio rows decode causally (mtmd: not for gemma4a)
-      }
+      p.embd.resize((ent.tok.size() + 1) * dz, 0.0f);  // + <|audio>
+      p.embd.insert(p.embd.end(), e.rows.begin(), e.rows.end());
+      const std::vector<size_t> first = ent.add_audio(as_, e.chunks, e.ids, ae_);
+      // each 30-second chunk is its own batch in llama.cpp's mtmd; audio rows decode causally
+      for (size_t k = 0; k < first.size(); ++k) cut(first[k], first[k] + static_cast<size_t>(e.chunks[k]), false);
     } else {
+      p.embd.resize(ent.tok.size() * dz, 0.0f);
       const size_t a = ent.tok.size();
       ent.add_image(e.nx, e.ny, e.ids);
       cut(a, ent.tok.size(), bidir);
+      p.embd.insert(p.embd.end(), e.rows.begin(), e.rows.end());
+      ent.add_text(std::span<const int32_t>(&ve_, 1));
     }
-    p.embd.insert(p.embd.end(), e.rows.begin(), e.rows.end());
-    ent.add_text(std::span<const int32_t>(is_audio ? &ae_ : &ve_, 1));
     p.text_tail = ent.tok.size() - 1;
     start = at + std::string(kMediaMarker).size();
   }

@@ -28,6 +28,10 @@
 #include "tokenizer/tokenizer.h"
 #if OXI_API_VISION
 #include "vision/image.h"
+#if OXI_API_VISION
+#include "audio/decode.h"
+#include "audio/gemma4a.h"
+#endif
 #include "vision/media_prompt.h"
 #endif
 
@@ -124,14 +128,24 @@ void copy_ids(const std::vector<int32_t>& v, int32_t* ids, size_t cap, size_t* n
 struct oxi_model {
   std::unique_ptr<oxi::LoadedModel> loaded;  // files, weights, tokenizer, template, defaults
 
+  // A tower loaded on first use, its error kept for every later call (load_once).
+  struct Once {
+    std::once_flag flag;
+    oxi_status status = OXI_OK;
+    std::string error;
+  };
   // The vision tower (oxi_model_params.mmproj at open; the HF checkpoint's own on the first image).
   std::string mmproj;
-  std::once_flag vision_once;
+  Once vision_once;
 #if OXI_API_VISION
   std::unique_ptr<oxi::vision::VisionInput> vision;
 #endif
-  std::string vision_error;
-  oxi_status vision_status = OXI_OK;
+  // The audio tower (Gemma 4 E2B/E4B: the same mmproj, else the HF checkpoint's own), loaded on
+  // the first clip.
+  Once audio_once;
+#if OXI_API_VISION
+  std::unique_ptr<oxi::audio::Gemma4ATower> audio;
+#endif
 
   std::once_flag tmpl_once;
   std::unique_ptr<oxi::ChatTemplate> tmpl;
@@ -152,22 +166,29 @@ static_assert(OXI_SPEC_NONE == static_cast<int>(oxi::SpecMode::kNone) && OXI_SPE
               OXI_SPEC_NGRAM == static_cast<int>(oxi::SpecMode::kNgram) && OXI_SPEC_MTP == static_cast<int>(oxi::SpecMode::kMtp) &&
               OXI_SPEC_DRAFT == static_cast<int>(oxi::SpecMode::kDraft));
 
-// The model's vision tower, loaded once (errors kept for every later call).
-static oxi_status load_vision(oxi_model& m) {
-#if OXI_API_VISION
-  std::call_once(m.vision_once, [&] {
-    m.vision_status = guarded([&] {
-      const oxi::LoadedModel& lm = *m.loaded;
-      m.vision = oxi::vision::load_vision_input(lm.model->info(), lm.files, m.mmproj, [&](const char* text) {
-        const std::vector<int32_t> ids = lm.tokenizer->encode(text, false, true);
-        return ids.size() == 1 ? ids[0] : -1;
-      });
+// Runs `load` once (guarded); its failure is returned again by every later call.
+template <class F>
+static oxi_status load_once(oxi_model::Once& o, F&& load) {
+  std::call_once(o.flag, [&] {
+    o.status = guarded([&] {
+      load();
       return OXI_OK;
     });
-    if (m.vision_status != OXI_OK) m.vision_error = oxi_last_error();
+    if (o.status != OXI_OK) o.error = oxi_last_error();
   });
-  if (m.vision_status != OXI_OK) return fail(m.vision_status, m.vision_error);
-  return OXI_OK;
+  return o.status != OXI_OK ? fail(o.status, o.error) : OXI_OK;
+}
+
+// The model's vision tower, loaded once.
+static oxi_status load_vision(oxi_model& m) {
+#if OXI_API_VISION
+  return load_once(m.vision_once, [&] {
+    const oxi::LoadedModel& lm = *m.loaded;
+    m.vision = oxi::vision::load_vision_input(lm.model->info(), lm.files, m.mmproj, [&](const char* text) {
+      const std::vector<int32_t> ids = lm.tokenizer->encode(text, false, true);
+      return ids.size() == 1 ? ids[0] : -1;
+    });
+  });
 #else
   if (!m.mmproj.empty()) return fail(OXI_ERR_UNSUPPORTED, "mmproj: this build has no image support (the wasm build)");
   return OXI_OK;
@@ -585,6 +606,25 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
   });
 }
 
+#if OXI_API_VISION
+// A medium's `need` entries must fit what the context has left; refused before its tower runs.
+static void require_room(const oxi::Session& ses, int64_t need, const char* what) {
+  if (need > ses.n_ctx() - ses.n_past())
+    oxi::throw_error(oxi::ErrorCode::kInvalidArgument, std::string(what) + " takes " + std::to_string(need) + " entries; the context has " +
+                                                           std::to_string(ses.n_ctx() - ses.n_past()) + " left");
+}
+
+// Pre-fills a medium's entries (ent; rows [n, d] in embd, zero for its tokens) in the pieces
+// [cut[k], cut[k + 1]) mtmd decodes them in; piece `bidir` (−1: none) non-causally.
+static void prefill_pieces(oxi::Session& ses, const oxi::vision::MediaEntries& ent, const std::vector<float>& embd, size_t d,
+                           const std::vector<size_t>& cut, int bidir) {
+  for (size_t k = 0; k + 1 < cut.size(); ++k) {
+    oxi::EntryRows rows{embd.data() + cut[k] * d, ent.pos3.data() + 3 * cut[k], static_cast<int>(k) == bidir};
+    ses.prefill(std::span<const int32_t>(ent.tok.data() + cut[k], cut[k + 1] - cut[k]), oxi::GenerateOptions{}, rows);
+  }
+}
+#endif
+
 oxi_status oxi_context_prefill_image(oxi_context* ctx, const void* bytes, size_t n_bytes, int32_t* n_entries) {
   if (n_entries) *n_entries = 0;
   OXI_REQUIRE(ctx, "oxi_context_prefill_image: ctx must not be NULL");
@@ -602,10 +642,7 @@ oxi_status oxi_context_prefill_image(oxi_context* ctx, const void* bytes, size_t
         std::span<const uint8_t>(static_cast<const uint8_t*>(bytes), n_bytes), "the image", 4096ll * 4096ll);
     // Refused before the tower runs when the rows cannot fit.
     const oxi::vision::Size g = v->grid({img.width, img.height});
-    const int64_t need = g.width * g.height + 2;
-    if (need > ses.n_ctx() - ses.n_past())
-      oxi::throw_error(oxi::ErrorCode::kInvalidArgument, "the image takes " + std::to_string(need) + " entries; the context has " +
-                                                             std::to_string(ses.n_ctx() - ses.n_past()) + " left");
+    require_room(ses, g.width * g.height + 2, "the image");
     if (v->non_causal && g.width * g.height > oxi::Model::kMaxUbatch)
       oxi::throw_error(oxi::ErrorCode::kInvalidArgument, "the image makes " + std::to_string(g.width * g.height) +
                                                              " rows; this model attends to an image's rows together, in one pass of at most " +
@@ -623,11 +660,61 @@ oxi_status oxi_context_prefill_image(oxi_context* ctx, const void* bytes, size_t
     std::copy(e.rows.begin(), e.rows.end(), embd.begin() + static_cast<std::ptrdiff_t>(d));
     // Three pieces, as mtmd decodes them: the start token, the rows (one pass when they see each
     // other), the end token.
-    const size_t cut[4] = {0, 1, n - 1, n};
-    for (int k = 0; k < 3; ++k) {
-      oxi::EntryRows rows{embd.data() + cut[k] * d, ent.pos3.data() + 3 * cut[k], k == 1 && v->non_causal};
-      ses.prefill(std::span<const int32_t>(ent.tok.data() + cut[k], cut[k + 1] - cut[k]), oxi::GenerateOptions{}, rows);
-    }
+    prefill_pieces(ses, ent, embd, d, {0, 1, n - 1, n}, v->non_causal ? 1 : -1);
+    if (n_entries) *n_entries = static_cast<int32_t>(n);
+    return OXI_OK;
+  });
+#endif
+}
+
+#if OXI_API_VISION
+// The model's audio tower, loaded once.
+static oxi_status load_audio_tower(oxi_model& m) {
+  return load_once(m.audio_once, [&] {
+    const oxi::LoadedModel& lm = *m.loaded;
+    m.audio = oxi::audio::load_gemma4_audio_tower(lm.model->info(), lm.files, m.mmproj);
+  });
+}
+#endif
+
+oxi_status oxi_context_prefill_audio(oxi_context* ctx, const void* bytes, size_t n_bytes, int32_t* n_entries) {
+  if (n_entries) *n_entries = 0;
+  OXI_REQUIRE(ctx, "oxi_context_prefill_audio: ctx must not be NULL");
+  OXI_REQUIRE(bytes || n_bytes == 0, "oxi_context_prefill_audio: bytes is NULL");
+#if !OXI_API_VISION
+  (void)bytes;
+  return fail(OXI_ERR_UNSUPPORTED, "oxi_context_prefill_audio: this build has no audio support (the wasm build)");
+#else
+  if (oxi_status st = load_audio_tower(*ctx->model); st != OXI_OK) return st;
+  const oxi::audio::Gemma4ATower* a = ctx->model->audio.get();
+  OXI_REQUIRE(a, "oxi_context_prefill_audio: the model has no audio tower (open it with oxi_model_params.mmproj)");
+  return guarded([&] {
+    oxi::Session& ses = *ctx->session;
+    const oxi::LoadedModel& lm = *ctx->model->loaded;
+    auto special = [&](const char* text) {
+      const std::vector<int32_t> ids = lm.tokenizer->encode(text, false, true);
+      if (ids.size() != 1) oxi::throw_error(oxi::ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + text + " token");
+      return ids[0];
+    };
+    const int32_t begin = special("<|audio>"), end = special("<audio|>");
+    const std::vector<float> samples = oxi::audio::decode_audio(
+        std::span<const uint8_t>(static_cast<const uint8_t*>(bytes), n_bytes), "the audio", 16000);
+    int64_t need = 2;
+    for (int64_t n : oxi::audio::Gemma4ATower::chunk_rows(static_cast<int64_t>(samples.size()))) need += n;
+    require_room(ses, need, "the audio");
+    const oxi::audio::AudioEmbedding e = a->encode(samples);
+    oxi::vision::MediaEntries ent;
+    ent.mrope = false;
+    ent.next = ses.next_position();
+    const int32_t row_id[1] = {-1};
+    std::vector<size_t> cut = ent.add_audio(begin, e.chunk_tokens, row_id, end);
+    const size_t d = static_cast<size_t>(ctx->model->model().info().n_embd), n = ent.tok.size();
+    std::vector<float> embd(n * d, 0.0f);
+    std::copy(e.rows.begin(), e.rows.end(), embd.begin() + static_cast<std::ptrdiff_t>(d));
+    // Pieces as mtmd decodes them: the start token, each 30-second chunk's rows (causal), the end token.
+    cut.insert(cut.begin(), 0);
+    cut.insert(cut.end(), {n - 1, n});
+    prefill_pieces(ses, ent, embd, d, cut, -1);
     if (n_entries) *n_entries = static_cast<int32_t>(n);
     return OXI_OK;
   });

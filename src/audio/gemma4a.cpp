@@ -250,6 +250,21 @@ int64_t Gemma4ATower::tokens_for_frames(int64_t frames) {
   return n;
 }
 
+std::vector<int64_t> Gemma4ATower::chunk_rows(int64_t n_samples) {
+  const int64_t chunk = 30 * 16000;
+  std::vector<int64_t> out;
+  for (int64_t off = 0; off < n_samples; off += chunk) {
+    const int64_t n = std::min(chunk, n_samples - off);
+    // gemma4_log_mel's frame count: ⌊(n + 160 − 321) / 160⌋ + 1 (mel.h)
+    if (n < 161)
+      throw_error(ErrorCode::kInvalidArgument, "audio: " + std::string(off == 0 ? "the clip" : "its last 30-second chunk") +
+                                                   " is too short (" + std::to_string(n) + " samples at 16 kHz; at least 161 needed)");
+    out.push_back(tokens_for_frames((n + 160 - 321) / 160 + 1));
+  }
+  if (out.empty()) throw_error(ErrorCode::kInvalidArgument, "audio: no samples");
+  return out;
+}
+
 AudioEmbedding Gemma4ATower::encode(const std::vector<float>& samples) const {
   if (samples.empty()) throw_error(ErrorCode::kInvalidArgument, "audio: no samples");
   const int64_t chunk = 30 * 16000;

@@ -47,6 +47,10 @@ class Gemma4ATower {
   // Rows for one chunk's log-mel frames: ⌊(⌊(T−1)/2⌋)/2⌋ + 1 … i.e. T halved twice (rounding up).
   std::vector<float> forward(const LogMel& mel) const;
   static int64_t tokens_for_frames(int64_t frames);
+  // The rows encode() makes of n 16 kHz samples, per 30-second chunk, without running anything
+  // (to place and bound a clip before encoding it). oxi::Error kInvalidArgument when a chunk is
+  // shorter than one log-mel frame (161 samples), as encode() would fail on it.
+  static std::vector<int64_t> chunk_rows(int64_t n_samples);
 
   struct Weights;  // defined in gemma4a.cpp
 

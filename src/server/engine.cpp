@@ -7,7 +7,9 @@
 // image part (Qwen 3.5: `<|image_pad|>` between the vision start/end tokens it writes; Gemma 4:
 // `<|image|>`, which becomes `<|image>` rows `<image|>` as llama.cpp's mtmd writes them),
 // place_images swaps it for the image's rows (ids keyed by content hash), and generate encodes only
-// the images the prompt cache does not already hold.
+// the images the prompt cache does not already hold. Audio (Gemma 4's audio tower) goes the same
+// way: an input_audio part renders as `<|audio|>`, which becomes `<|audio>` rows `<audio|>` (one
+// piece per 30-second chunk, causal), keyed and cached by content hash like an image.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +19,8 @@
 #include <mutex>
 #include <thread>
 
+#include "audio/decode.h"
+#include "audio/gemma4a.h"
 #include "chat/jinja.h"
 #include "core/error.h"
 #include "format/hf.h"
@@ -70,17 +74,19 @@ std::string flatten_content(const json& content) {
   return out;
 }
 
-// A content array with images as the chat templates take it: image_url parts become
+// A content array with media as the chat templates take it: image_url parts become
 // {"type": "image"} (Qwen 3.5's template renders <|vision_start|><|image_pad|><|vision_end|>),
-// text parts stay. A content without images is flattened to its text, as before.
+// input_audio parts {"type": "audio"} (Gemma 4's renders <|audio|>), text parts stay. A content
+// without media is flattened to its text, as before.
 json template_content(const json& content) {
-  bool images = false;
-  for (const auto& p : content) images = images || p.value("type", "") == "image_url";
-  if (!images) return flatten_content(content);
+  bool media = false;
+  for (const auto& p : content) media = media || p.value("type", "") == "image_url" || p.value("type", "") == "input_audio";
+  if (!media) return flatten_content(content);
   json parts = json::array();
   for (const auto& p : content) {
     const std::string t = p.value("type", "");
     if (t == "image_url") parts.push_back({{"type", "image"}});
+    else if (t == "input_audio") parts.push_back({{"type", "audio"}});
     else if (t == "text") parts.push_back({{"type", "text"}, {"text", p.value("text", "")}});
   }
   return parts;
@@ -91,7 +97,7 @@ json template_content(const json& content) {
 void require_fits_context(size_t n, bool with_images, int64_t n_ctx) {
   if (static_cast<int64_t>(n) < n_ctx) return;
   throw RequestError(400, "messages", "the prompt has " + std::to_string(n) +
-                                          (with_images ? " entries (text tokens and image rows)" : " tokens") +
+                                          (with_images ? " entries (text tokens and image or audio rows)" : " tokens") +
                                           "; the context holds " + std::to_string(n_ctx));
 }
 
@@ -135,6 +141,9 @@ class ServerEngine final : public Engine {
   }
 
   std::string render_chat(const ChatRequest& req, std::string* turn_prefix) override {
+    // Before the template sees an audio part it may not know (only Gemma 4's renders one).
+    for (const ImageRef& ref : media_refs(req.messages))
+      if (ref.audio) require_audio(ref);
     ordered_json msgs = ordered_json::array();
     for (const auto& m : req.messages) {
       ordered_json om = ordered_json::parse(m.dump());
@@ -175,15 +184,20 @@ class ServerEngine final : public Engine {
 
   std::shared_ptr<const PromptMedia> place_images(const ChatRequest& req, std::vector<int32_t>& ids,
                                                   std::vector<int32_t>* prefix) override {
-    const std::vector<ImageRef> refs = image_refs(req.messages);
+    const std::vector<ImageRef> refs = media_refs(req.messages);
     if (refs.empty()) return nullptr;
-    if (!vision_) {
-      throw RequestError(400, refs[0].param, "this model takes no images: the server has no vision tower for it "
-                                             "(start it with --mmproj FILE, or serve an HF checkpoint that has one)");
-    }
     auto media = std::make_shared<PromptMedia>();
     size_t decoded = 0;
+    int64_t samples = 0;
     for (const ImageRef& ref : refs) {
+      if (ref.audio) {
+        media->images.push_back(place_audio(ref, samples));
+        continue;
+      }
+      if (!vision_) {
+        throw RequestError(400, ref.param, "this model takes no images: the server has no vision tower for it "
+                                           "(start it with --mmproj FILE, or serve an HF checkpoint that has one)");
+      }
       const std::string bytes = image_url_bytes(ref, opt_.media_dir);
       PromptImage im;
       try {
@@ -208,27 +222,39 @@ class ServerEngine final : public Engine {
       im.ids = image_row_ids(bytes);
       media->images.push_back(std::move(im));
     }
-    // Each placeholder → the next image's rows (Gemma 4: between <|image> and <image|>), at
-    // Qwen3-VL's positions or plain ones (vision::MediaEntries).
-    media->non_causal = vision_->non_causal;
+    // Each placeholder → the next item's rows (Gemma 4: between <|image> and <image|>, audio
+    // between <|audio> and <audio|>), at Qwen3-VL's positions or plain ones (vision::MediaEntries).
+    media->non_causal = vision_ && vision_->non_causal;
+    const bool gemma_images = vision_ && vision_->gemma;
     auto expand = [&](std::vector<int32_t>& v, bool whole) {
       vision::MediaEntries ent;
-      ent.mrope = vision_->mrope;
+      ent.mrope = vision_ && vision_->mrope;
       size_t k = 0, start = 0;
       for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i] != image_pad_) continue;
+        const bool img = image_pad_ >= 0 && v[i] == image_pad_, aud = audio_pad_ >= 0 && v[i] == audio_pad_;
+        if (!img && !aud) continue;
         if (k == media->images.size()) break;
+        PromptImage& item = media->images[k];
+        if (item.audio != aud) {
+          throw RequestError(400, "messages", "the chat template placed an " + std::string(aud ? "audio" : "image") +
+                                                  " where the message has an " + (aud ? "image" : "audio") + " part");
+        }
         ent.add_text(std::span<const int32_t>(v.data() + start, i - start));
-        if (vision_->gemma) ent.add_text(std::span<const int32_t>(&vision_->begin, 1));
-        if (whole) media->images[k].first = ent.tok.size();
-        ent.add_image(media->images[k].nx, media->images[k].ny, media->images[k].ids);
-        if (vision_->gemma) ent.add_text(std::span<const int32_t>(&vision_->end, 1));
+        if (aud) {
+          const std::vector<size_t> at = ent.add_audio(audio_begin_, item.chunks, item.ids, audio_end_);
+          if (whole) item.first = at[0];
+        } else {
+          if (gemma_images) ent.add_text(std::span<const int32_t>(&vision_->begin, 1));
+          if (whole) item.first = ent.tok.size();
+          ent.add_image(item.nx, item.ny, item.ids);
+          if (gemma_images) ent.add_text(std::span<const int32_t>(&vision_->end, 1));
+        }
         ++k;
         start = i + 1;
       }
       if (whole && k != media->images.size()) {
         throw RequestError(400, "messages", "the chat template placed " + std::to_string(k) + " of the " +
-                                                std::to_string(media->images.size()) + " image parts");
+                                                std::to_string(media->images.size()) + " image and audio parts");
       }
       ent.add_text(std::span<const int32_t>(v.data() + start, v.size() - start));
       v = std::move(ent.tok);
@@ -295,6 +321,7 @@ class ServerEngine final : public Engine {
       // end at image edges below, so a stored snapshot never falls there.)
       if (media && media->non_causal) {
         for (const PromptImage& im : media->images) {
+          if (im.audio) continue;  // causal rows: any reuse point stands
           if (cached <= im.first || cached >= im.first + static_cast<size_t>(im.nx * im.ny)) continue;
           ses.reset();
           cached = 0;
@@ -313,11 +340,33 @@ class ServerEngine final : public Engine {
         return media ? EntryRows{embd.data() + (p - cached) * d, media->pos3.data() + 3 * p} : EntryRows{};
       };
       // Gemma 4's images go in llama.cpp mtmd's chunks (the text before an image, its rows, ...):
-      // the pieces end at image edges, and an image whose rows see each other is one piece.
+      // the pieces end at image edges, and an image whose rows see each other is one piece. Audio
+      // likewise, each 30-second chunk its own piece (causal).
       std::vector<size_t> cuts;
-      if (media && vision_->gemma) {
-        for (const PromptImage& im : media->images) cuts.insert(cuts.end(), {im.first, im.first + static_cast<size_t>(im.nx * im.ny)});
+      std::vector<std::pair<size_t, size_t>> bidir;  // [first, end) of each image whose rows see each other
+      if (media && gemma_family_) {
+        for (const PromptImage& im : media->images) {
+          if (im.audio) {
+            size_t at = im.first;
+            for (int64_t n : im.chunks) {
+              cuts.push_back(at);
+              at += static_cast<size_t>(n);
+            }
+            cuts.push_back(at);
+          } else {
+            cuts.insert(cuts.end(), {im.first, im.first + static_cast<size_t>(im.nx * im.ny)});
+          }
+        }
       }
+      if (media && media->non_causal) {
+        for (const PromptImage& im : media->images)
+          if (!im.audio) bidir.emplace_back(im.first, im.first + static_cast<size_t>(im.nx * im.ny));
+      }
+      const auto in_bidir = [&](size_t p) {
+        for (const auto& b : bidir)
+          if (p >= b.first && p < b.second) return true;
+        return false;
+      };
       const auto next_cut = [&](size_t p) {
         for (size_t c : cuts)
           if (c > p) return c;
@@ -329,7 +378,7 @@ class ServerEngine final : public Engine {
       size_t pos = cached;
       const size_t stop_at = std::max({boundary, cuts.empty() ? size_t{0} : cuts.back(), pos});
       while (pos < stop_at) {
-        const bool image = media && media->non_causal && pos < prompt.size() && prompt[pos] < 0;
+        const bool image = in_bidir(pos);
         const size_t n = image ? next_cut(pos) - pos : std::min({kCheckpointEvery, stop_at - pos, next_cut(pos) - pos});
         EntryRows rows = rows_at(pos);
         rows.non_causal = image;
@@ -501,7 +550,7 @@ class ServerEngine final : public Engine {
                 {"n_vocab", mi.n_vocab}, {"quant", opt_.quant}, {"chat_template", loaded_->chat_template},
                 {"format", fs::is_directory(path, ec) ? "safetensors" : "gguf"}, {"modified", modified},
                 {"bos_token", loaded_->bos_text}, {"eos_token", loaded_->eos_text},
-                {"n_slots", static_cast<int>(slots_.size())}, {"vision", vision_ != nullptr},
+                {"n_slots", static_cast<int>(slots_.size())}, {"vision", vision_ != nullptr}, {"audio", audio_ != nullptr},
                 {"defaults", {{"temperature", defaults_.temperature}, {"top_k", defaults_.top_k},
                               {"top_p", defaults_.top_p}, {"min_p", defaults_.min_p},
                               {"repeat_penalty", defaults_.repeat_penalty}, {"repeat_last_n", defaults_.penalty_last_n},
@@ -516,26 +565,57 @@ class ServerEngine final : public Engine {
   static constexpr size_t kEmbedPassSeqs = 16;
   static constexpr size_t kEncodeCacheBytes = 128u << 20;
 
+  // An input_audio part, decoded to 16 kHz samples and measured (rows per 30-second chunk) but not
+  // encoded yet; `samples` counts the request's samples so far (kMaxRequestAudioSeconds in all).
+  void require_audio(const ImageRef& ref) const {
+    if (!audio_) {
+      throw RequestError(400, ref.param, "this model takes no audio: the server has no audio tower for it (Gemma 4 E2B / E4B "
+                                         "have one: start it with --mmproj FILE, or serve an HF checkpoint that has one)");
+    }
+  }
+
+  PromptImage place_audio(const ImageRef& ref, int64_t& samples) {
+    require_audio(ref);
+    const std::string bytes = audio_part_bytes(ref);
+    PromptImage a;
+    a.audio = true;
+    try {
+      a.samples = audio::decode_audio(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), "the audio", 16000);
+      a.chunks = audio::Gemma4ATower::chunk_rows(static_cast<int64_t>(a.samples.size()));
+    } catch (const Error& e) {
+      throw RequestError(400, ref.param, e.what());
+    }
+    samples += static_cast<int64_t>(a.samples.size());
+    if (samples > kMaxRequestAudioSeconds * 16000) {
+      throw RequestError(400, ref.param, "the request's audio lasts more than " + std::to_string(kMaxRequestAudioSeconds / 60) +
+                                             " minutes (send shorter clips)");
+    }
+    for (int64_t n : a.chunks) a.nx += n;
+    a.ny = 1;
+    a.ids = image_row_ids(bytes);
+    return a;
+  }
+
   // The embedding rows of prompt entries [from, to) ([to − from, n_embd]; zero for text) for
   // each image with a row there (an image wholly inside the cached prefix costs nothing): from the
   // encode cache, else the tower. Counts the images and the encode time into `out`.
   std::vector<float> image_rows(const PromptMedia& media, size_t from, size_t to, GenerationResult& out) {
     const size_t d = static_cast<size_t>(model_->info().n_embd);
     std::vector<float> rows((to - from) * d, 0.0f);
-    out.n_images = static_cast<int>(media.images.size());
+    for (const PromptImage& im : media.images) (im.audio ? out.n_audio : out.n_images)++;
     for (const PromptImage& im : media.images) {
       const size_t n = static_cast<size_t>(im.nx * im.ny);
       if (im.first + n <= from) continue;
       std::shared_ptr<const std::vector<float>> enc = cached_encoding(im.ids);
       if (!enc) {
         const auto t0 = Clock::now();
-        vision::ImageEmbedding e = vision_->encode(im.pixels);
-        out.image_encode_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        out.n_images_encoded++;
-        enc = std::make_shared<const std::vector<float>>(std::move(e.rows));
+        std::vector<float> e = im.audio ? audio_->encode(im.samples).rows : vision_->encode(im.pixels).rows;
+        (im.audio ? out.audio_encode_ms : out.image_encode_ms) += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        (im.audio ? out.n_audio_encoded : out.n_images_encoded)++;
+        enc = std::make_shared<const std::vector<float>>(std::move(e));
         keep_encoding(im.ids, enc);
       }
-      if (enc->size() != n * d) throw RequestError(500, "", "image encoding changed its size", "server_error");
+      if (enc->size() != n * d) throw RequestError(500, "", "media encoding changed its size", "server_error");
       for (size_t k = std::max(im.first, from) - im.first; k < n; ++k) {
         std::copy_n(enc->data() + k * d, d, rows.data() + (im.first + k - from) * d);
       }
@@ -543,6 +623,10 @@ class ServerEngine final : public Engine {
     if (out.n_images_encoded > 0) {
       std::fprintf(stderr, "oxinfer: image encode %.1f ms (%d of %d images; the rest cached)\n",
                    out.image_encode_ms, out.n_images_encoded, out.n_images);
+    }
+    if (out.n_audio_encoded > 0) {
+      std::fprintf(stderr, "oxinfer: audio encode %.1f ms (%d of %d clips; the rest cached)\n",
+                   out.audio_encode_ms, out.n_audio_encoded, out.n_audio);
     }
     return rows;
   }
@@ -579,15 +663,42 @@ class ServerEngine final : public Engine {
         const std::vector<int32_t> ids = tok_->encode(text, false, true);
         return ids.size() == 1 ? ids[0] : -1;
       };
+      gemma_family_ = model_family(model_->info().arch) == "gemma4";
+      // Gemma 4's audio tower (E2B / E4B): in the same mmproj as its vision tower (or alone), or
+      // the HF checkpoint's own. An mmproj with audio but no vision serves audio only.
+      std::string audio_error;
+      if (gemma_family_) {
+        try {
+          audio_ = audio::load_gemma4_audio_tower(model_->info(), loaded_->files, opt_.mmproj);
+        } catch (const Error& e) {
+          audio_error = e.what();  // an mmproj without audio (a vision-only tower) is no error
+        }
+        if (audio_) {
+          audio_pad_ = special("<|audio|>");
+          audio_begin_ = special("<|audio>");
+          audio_end_ = special("<audio|>");
+          if (audio_pad_ < 0 || audio_begin_ < 0 || audio_end_ < 0)
+            throw_error(ErrorCode::kUnsupported, "the model's vocabulary has no <|audio|> / <|audio> / <audio|> tokens (not an audio model)");
+          std::fprintf(stderr, "oxinfer: audio tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
+        }
+      }
       try {
         vision_ = vision::load_vision_input(model_->info(), loaded_->files, opt_.mmproj, special);
       } catch (const Error& e) {
-        // A tower that came from the -hf repo on its own (not asked for by --mmproj) must not
-        // keep a text model from serving.
-        if (!opt_.mmproj_from_repo) throw;
-        std::fprintf(stderr, "oxinfer: warning: the repo's mmproj is not used (%s); serving text only\n", e.what());
-        vision_.reset();
+        if (audio_ && !opt_.mmproj.empty()) {
+          std::fprintf(stderr, "oxinfer: the mmproj has no vision tower (%s): serving audio and text\n", e.what());
+          vision_.reset();
+        } else {
+          // A tower that came from the -hf repo on its own (not asked for by --mmproj) must not
+          // keep a text model from serving.
+          if (!opt_.mmproj_from_repo) throw;
+          std::fprintf(stderr, "oxinfer: warning: the repo's mmproj is not used (%s); serving text only\n", e.what());
+          vision_.reset();
+          audio_.reset();
+        }
       }
+      if (!audio_ && !audio_error.empty() && vision_)
+        std::fprintf(stderr, "oxinfer: no audio tower (%s): audio parts get 400\n", audio_error.c_str());
       if (vision_) {
         // The template's placeholder for an image part (Qwen 3.5 writes the start / end tokens
         // around it itself; Gemma 4's become vision_->begin / end here).
@@ -798,6 +909,9 @@ class ServerEngine final : public Engine {
   Pooling pooling_ = Pooling::kNone;  // the embeddings endpoints' (resolve_pooling)
   std::unique_ptr<vision::VisionInput> vision_;  // nullptr: text only
   int32_t image_pad_ = -1;                         // the template's image placeholder token
+  bool gemma_family_ = false;                      // a Gemma 4 model (media go in mtmd's pieces)
+  std::unique_ptr<audio::Gemma4ATower> audio_;     // nullptr: no audio
+  int32_t audio_pad_ = -1, audio_begin_ = -1, audio_end_ = -1;  // <|audio|> (template), <|audio>, <audio|>
 
   mutable std::mutex mu_;
   std::condition_variable slot_cv_;

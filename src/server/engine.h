@@ -37,6 +37,8 @@ struct GenerationResult {
   int n_images = 0;          // images in the prompt
   int n_images_encoded = 0;  // of those, run through the tower (the rest were in the prompt cache)
   double image_encode_ms = 0;
+  int n_audio = 0, n_audio_encoded = 0;  // audio clips in the prompt, run through the audio tower
+  double audio_encode_ms = 0;
 };
 
 // Called per generated token; return false to stop (client gone, stop string matched).

@@ -211,6 +211,11 @@ json timings_json(const GenerationResult& r) {
     t["images_encoded"] = r.n_images_encoded;
     t["image_encode_ms"] = r.image_encode_ms;
   }
+  if (r.n_audio > 0) {  // prompts with audio: likewise for the audio tower
+    t["audio"] = r.n_audio;
+    t["audio_encoded"] = r.n_audio_encoded;
+    t["audio_encode_ms"] = r.audio_encode_ms;
+  }
   return t;
 }
 
@@ -573,7 +578,7 @@ void Routes::props(httplib::Response& res) {
                        {"total_slots", mi.value("n_slots", 0)}, {"model_path", mi.value("path", "")},
                        {"model_alias", eng_.model_id()}, {"chat_template", mi.value("chat_template", "")},
                        {"bos_token", mi.value("bos_token", "")}, {"eos_token", mi.value("eos_token", "")},
-                       {"modalities", {{"vision", mi.value("vision", false)}, {"audio", false}}}, {"build_info", "oxinfer"}});
+                       {"modalities", {{"vision", mi.value("vision", false)}, {"audio", mi.value("audio", false)}}}, {"build_info", "oxinfer"}});
 }
 
 // llama-server's GET /slots (monitoring; its POST /slots/{id} save / restore / erase is not offered).

@@ -12,19 +12,32 @@ namespace oxi::server {
 
 namespace fs = std::filesystem;
 
-std::vector<ImageRef> image_refs(const nlohmann::json& messages) {
+std::vector<ImageRef> media_refs(const nlohmann::json& messages) {
   std::vector<ImageRef> out;
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& c = messages[i].contains("content") ? messages[i]["content"] : nlohmann::json();
     if (!c.is_array()) continue;
     for (size_t j = 0; j < c.size(); ++j) {
-      if (c[j].value("type", "") != "image_url") continue;
-      const auto& u = c[j]["image_url"];
-      out.push_back({u.is_string() ? u.get<std::string>() : u.value("url", ""),
-                     "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "].image_url"});
+      const std::string t = c[j].value("type", "");
+      const std::string at = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]." + t;
+      if (t == "image_url") {
+        const auto& u = c[j]["image_url"];
+        out.push_back({u.is_string() ? u.get<std::string>() : u.value("url", ""), at});
+      } else if (t == "input_audio") {  // the request parser wants {"data": string, ...}; "" (→ 400) otherwise
+        const auto& a = c[j].contains("input_audio") ? c[j]["input_audio"] : nlohmann::json();
+        const bool ok = a.is_object() && a.contains("data") && a["data"].is_string();
+        out.push_back({ok ? a["data"].get<std::string>() : std::string(), at, true});
+      }
     }
   }
   return out;
+}
+
+std::string audio_part_bytes(const ImageRef& ref) {
+  std::string bytes;
+  if (!base64_decode(ref.url, bytes)) throw RequestError(400, ref.param + ".data", "the input_audio data is not valid base64");
+  if (bytes.empty()) throw RequestError(400, ref.param + ".data", "the input_audio data is empty");
+  return bytes;
 }
 
 bool base64_decode(std::string_view in, std::string& out) {

@@ -199,8 +199,13 @@ void validate_content(const json& content, const std::string& where) {
       const json* u = part.contains("image_url") ? &part["image_url"] : nullptr;
       if (!u || !(u->is_string() || (u->is_object() && u->contains("url") && (*u)["url"].is_string())))
         bad(where, "an image_url part needs 'image_url': {\"url\": \"data:image/png;base64,...\"}");
+    } else if (t == "input_audio") {  // decoded by the engine (server/media.h); the format is sniffed from the bytes
+      const json* a = part.contains("input_audio") ? &part["input_audio"] : nullptr;
+      if (!a || !a->is_object() || !a->contains("data") || !(*a)["data"].is_string())
+        bad(where, "an input_audio part needs 'input_audio': {\"data\": \"<base64>\", \"format\": \"wav\"}");
+      if (a->contains("format") && !(*a)["format"].is_string()) bad(where, "input_audio.format must be a string (\"wav\", \"mp3\", ...)");
     } else {
-      throw RequestError(400, where, "content part type '" + t + "' is not supported (text and image_url only)");
+      throw RequestError(400, where, "content part type '" + t + "' is not supported (text, image_url and input_audio only)");
     }
   }
 }

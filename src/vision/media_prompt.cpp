@@ -98,4 +98,20 @@ void MediaEntries::add_image(int64_t nx, int64_t ny, std::span<const int32_t> ro
   next += std::max(nx, ny);
 }
 
+std::vector<size_t> MediaEntries::add_audio(int32_t begin, std::span<const int64_t> chunk_rows,
+                                            std::span<const int32_t> row_ids, int32_t end) {
+  if (chunk_rows.empty()) throw_error(ErrorCode::kInternal, "add_audio: no chunks");
+  const bool m = mrope;
+  mrope = false;  // audio rows take one plain position each (Gemma 4 has no mRoPE)
+  std::vector<size_t> first;
+  add_text(std::span<const int32_t>(&begin, 1));
+  for (int64_t n : chunk_rows) {
+    first.push_back(tok.size());
+    add_image(n, 1, row_ids);
+  }
+  add_text(std::span<const int32_t>(&end, 1));
+  mrope = m;
+  return first;
+}
+
 }  // namespace oxi::vision

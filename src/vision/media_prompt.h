@@ -77,6 +77,12 @@ struct MediaEntries {
   // The nx × ny rows of one image (row-major over the merged grid). Row k gets id
   // row_ids[k % row_ids.size()] (all negative: "an embedding row" to Model::forward_batch).
   void add_image(int64_t nx, int64_t ny, std::span<const int32_t> row_ids);
+  // One audio clip as llama.cpp's mtmd writes it for Gemma 4: `begin` (<|audio>), each 30-second
+  // chunk's rows at plain positions (chunk_rows[i] rows each, ids as add_image's), `end`
+  // (<audio|>). Returns the entry of each chunk's first row (each chunk is its own batch there).
+  // Shared by `oxinfer run --audio`, the server and oxi_context_prefill_audio.
+  std::vector<size_t> add_audio(int32_t begin, std::span<const int64_t> chunk_rows, std::span<const int32_t> row_ids,
+                                int32_t end);
 };
 
 }  // namespace oxi::vision

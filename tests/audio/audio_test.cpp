@@ -19,6 +19,7 @@
 #include "audio/mel.h"
 #include "core/error.h"
 #include "format/hf.h"
+#include "vision/media_prompt.h"
 
 namespace {
 
@@ -139,6 +140,41 @@ TEST(Gemma4Mel, FramesToneAndFloor) {
   // Magnitude scale: the peak filter holds roughly the tone's windowed magnitude A·Σw/2 = 0.5·160/2.
   EXPECT_GT(fr[best], std::log(5.0f));
   EXPECT_LT(fr[best], std::log(60.0f));
+}
+
+TEST(Gemma4Audio, ChunkRowsMatchTheFrontEnd) {
+  // chunk_rows (used to place and bound a clip before encoding) against the frames the front end
+  // really makes of each 30-second chunk (480000 samples, as llama.cpp's mtmd splits).
+  for (int64_t n : {161ll, 16000ll, 32000ll, 480000ll, 496000ll, 960161ll}) {
+    const std::vector<int64_t> rows = Gemma4ATower::chunk_rows(n);
+    ASSERT_EQ(rows.size(), static_cast<size_t>((n + 479999) / 480000)) << n;
+    std::vector<float> x(static_cast<size_t>(std::min<int64_t>(n, 480000)), 0.0f);
+    for (size_t c = 0; c < rows.size(); ++c) {
+      const int64_t len = std::min<int64_t>(480000, n - static_cast<int64_t>(c) * 480000);
+      EXPECT_EQ(rows[c], Gemma4ATower::tokens_for_frames(gemma4_log_mel(x.data(), len).frames)) << n << " chunk " << c;
+    }
+  }
+  EXPECT_EQ(Gemma4ATower::chunk_rows(32000), std::vector<int64_t>{50});                   // 2 s: 25 rows a second
+  EXPECT_EQ(Gemma4ATower::chunk_rows(496000), (std::vector<int64_t>{750, 25}));          // 31 s: two chunks
+  EXPECT_THROW(Gemma4ATower::chunk_rows(160), oxi::Error);                                // no whole frame
+  EXPECT_THROW(Gemma4ATower::chunk_rows(480100), oxi::Error);                             // a 100-sample last chunk
+  EXPECT_THROW(Gemma4ATower::chunk_rows(0), oxi::Error);
+}
+
+TEST(Gemma4Audio, AddAudioPlacesChunksBetweenTheMarkers) {
+  // <|audio> (id 7), chunks of 3 and 2 rows (negative ids), <audio|> (id 8), at plain positions
+  // continuing from the text's, even in an entry list that uses mRoPE for images.
+  oxi::vision::MediaEntries ent;
+  const int32_t text[2] = {1, 2}, row[2] = {-5, -6};
+  ent.add_text(text);
+  const int64_t chunks[2] = {3, 2};
+  const std::vector<size_t> first = ent.add_audio(7, chunks, row, 8);
+  EXPECT_EQ(first, (std::vector<size_t>{3, 6}));
+  EXPECT_EQ(ent.tok, (std::vector<int32_t>{1, 2, 7, -5, -6, -5, -5, -6, 8}));
+  EXPECT_EQ(ent.pos, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(ent.pos3[3 * 4 + 1], 4);
+  EXPECT_EQ(ent.next, 9);
+  EXPECT_TRUE(ent.mrope);  // left as it was
 }
 
 // oxi_audio_tests --gtest_filter=AudioDev.Convert writes OXI_AUD_IN (any readable clip, kept at

@@ -71,17 +71,12 @@ import fs from "node:fs";
 import path from "node:path";
 import assert from "node:assert/strict";
 const { OXINFER, NLC_DIR, OXI_G4_WORK: WORK } = process.env;
-const { startServer, checks } = await import(path.join(process.env.OXI_E2E_LIB, "server.mjs"));
+const { startServer, checks, mtmdNorm: norm, mtmdReference } = await import(path.join(process.env.OXI_E2E_LIB, "server.mjs"));
 const require = createRequire(path.join(NLC_DIR, "package.json"));
 const OpenAI = require("openai").default;
 const { check, finish } = checks();
 
-const norm = (s) => s.replace(/\uFFFD+/g, "\uFFFD").trim();
-function reference(name) {
-  const out = fs.readFileSync(path.join(WORK, `ref_${name}.out`), "utf8");
-  assert.ok(out.includes("@@RESPONSE@@"), `no response marker in llama-mtmd-cli's ${name} output`);
-  return norm(out.split("@@RESPONSE@@")[1]);
-}
+const reference = (name) => mtmdReference(WORK, name);
 const dataUrl = (file) => `data:image/png;base64,${fs.readFileSync(path.join(WORK, file)).toString("base64")}`;
 const image = (file) => ({ type: "image_url", image_url: { url: dataUrl(file) } });
 const text = (t) => ({ type: "text", text: t });

@@ -250,6 +250,9 @@ TEST(Responses, RefusesWhatItCannotHonour) {
   EXPECT_EQ(param_of(R"({"input": [{"role": "tool", "content": "x"}]})"), "input[0].role");
   EXPECT_EQ(param_of(R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})"),
             "input[0].content[0].type");
+  // The Responses input has no audio part: OpenAI's input_audio shape is refused there (docs/server.md "Audio").
+  EXPECT_EQ(param_of(R"({"input": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA=="}}]}]})"),
+            "input[0].content[0].type");
   EXPECT_EQ(param_of(R"({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f"}]}]})"),
             "input[0].content[0].file_id");
   EXPECT_EQ(param_of(R"({"input": [{"role": "system", "content": [{"type": "input_image", "image_url": "x"}]}]})"),

@@ -85,13 +85,26 @@ TEST(Media, RowIdsAreNegativeAndKeyedByContent) {
   EXPECT_EQ(image_row_ids("abc")[0], -1 - static_cast<int32_t>(0xba7816bfu & 0x7fffffffu));
 }
 
-TEST(Media, ImageRefsInMessageOrder) {
+TEST(Media, MediaRefsInMessageOrder) {
   const auto msgs = nlohmann::json::parse(R"([
     {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "data:1"}}]},
     {"role": "assistant", "content": "b"},
-    {"role": "user", "content": [{"type": "image_url", "image_url": "data:2"}]}])");
-  const auto refs = image_refs(msgs);
-  ASSERT_EQ(refs.size(), 2u);
+    {"role": "user", "content": [{"type": "image_url", "image_url": "data:2"},
+                                 {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}]}])");
+  const auto refs = media_refs(msgs);
+  ASSERT_EQ(refs.size(), 3u);
+  EXPECT_TRUE(refs[2].audio);
+  EXPECT_EQ(refs[2].param, "messages[2].content[1].input_audio");
+  EXPECT_EQ(audio_part_bytes(refs[2]), "RIFF");
+  EXPECT_THROW(audio_part_bytes({"%%%", "p", true}), RequestError);
+  EXPECT_THROW(audio_part_bytes({"", "p", true}), RequestError);
+  EXPECT_FALSE(refs[0].audio);
+  // A malformed part (the parser refuses it first) reads as empty data: a 400, not a crash.
+  const auto odd = media_refs(nlohmann::json::parse(R"([{"role": "user", "content": [{"type": "input_audio"},
+    {"type": "input_audio", "input_audio": {"data": 5}}]}])"));
+  ASSERT_EQ(odd.size(), 2u);
+  EXPECT_THROW(audio_part_bytes(odd[0]), RequestError);
+  EXPECT_THROW(audio_part_bytes(odd[1]), RequestError);
   EXPECT_EQ(refs[0].url, "data:1");
   EXPECT_EQ(refs[0].param, "messages[0].content[1].image_url");
   EXPECT_EQ(refs[1].url, "data:2");

@@ -37,6 +37,14 @@ TEST(Request, ValidatesTypesAndRanges) {
   EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}],
       "tools": [{"type": {"name": "f"}, "function": {"name": "f"}}]})"), lim), RequestError);
   EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "max_tokens": 100000000})"), lim), RequestError);
+  // input_audio parts: {"data": base64 string, "format": string (a hint)}; the engine decodes them.
+  EXPECT_NO_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":[
+      {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}, {"type": "text", "text": "x"}]}]})"), lim));
+  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":[
+      {"type": "input_audio", "input_audio": "UklGRg=="}]}]})"), lim), RequestError);
+  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":[
+      {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": 3}}]}]})"), lim), RequestError);
+  EXPECT_THROW(parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":[{"type": "input_video"}]}]})"), lim), RequestError);
   auto r = parse_chat_request(json::parse(R"({"messages": [{"role":"user","content":"x"}], "max_tokens": 5,
       "stop": "END", "seed": 7, "stream": true, "stream_options": {"include_usage": true}})"), lim);
   EXPECT_EQ(r.max_tokens, 5);

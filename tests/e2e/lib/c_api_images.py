@@ -2,8 +2,11 @@
 # model's template with llama-mtmd-cli's <__media__> markers (one per image, before the text as
 # llama-mtmd-cli places them when the prompt has none), text pieces fed with Context.prefill,
 # images with Context.prefill_image (oxi_context_prefill_image), the last piece to generate;
-# the greedy text must equal llama-mtmd-cli's answer for the same command line.
-# Usage: c_api_images.py MODEL MMPROJ REFERENCE_OUT PROMPT IMAGE...   (OXINFER_LIB, sys.path: python/)
+# the greedy text must equal llama-mtmd-cli's answer for the same command line. Audio files (.wav,
+# .flac, .ogg, .mp3) go in with Context.prefill_audio (oxi_context_prefill_audio) instead.
+# Usage: c_api_images.py MODEL MMPROJ REFERENCE_OUT PROMPT MEDIA...   (OXINFER_LIB, sys.path: python/;
+# OXI_CAPI_N: tokens to generate, 24 unless set — llama-mtmd-cli's -n)
+import os
 import re
 import sys
 
@@ -21,13 +24,14 @@ assert len(pieces) == len(images) + 1, f"{len(pieces) - 1} markers for {len(imag
 entries = 0
 for i, img in enumerate(images):
     ctx.prefill(m.tokenize(pieces[i], add_special=(i == 0), parse_special=True))
-    entries += ctx.prefill_image(open(img, "rb").read())
-g = ctx.generate(m.tokenize(pieces[-1], add_special=False, parse_special=True), max_tokens=24, temperature=0.0,
+    data = open(img, "rb").read()
+    entries += ctx.prefill_audio(data) if img.lower().endswith((".wav", ".flac", ".ogg", ".mp3")) else ctx.prefill_image(data)
+g = ctx.generate(m.tokenize(pieces[-1], add_special=False, parse_special=True), max_tokens=int(os.environ.get("OXI_CAPI_N", "24")), temperature=0.0,
                  spec="none", reuse_prefix=False)
 fix = lambda s: re.sub("\ufffd+", "\ufffd", s).strip()
 ref = open(ref_path, encoding="utf-8", errors="replace").read()
 assert "@@RESPONSE@@" in ref, "no response marker in llama-mtmd-cli's output"
 ref = ref.split("@@RESPONSE@@", 1)[1]
 print("llama.cpp:", repr(fix(ref)))
-print("C API:    ", repr(fix(g.text)), f"({entries} image entries)")
+print("C API:    ", repr(fix(g.text)), f"({entries} media entries)")
 sys.exit(0 if fix(ref) == fix(g.text) and fix(ref) else 1)

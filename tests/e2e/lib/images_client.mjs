@@ -6,21 +6,14 @@ import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
 import assert from "node:assert/strict";
-import { startServer, checks } from "./server.mjs";
+import { startServer, checks, mtmdNorm as norm, mtmdReference } from "./server.mjs";
 
 const { OXINFER, NLC_DIR, OXI_IMG_WORK: WORK, OXI_IMG_MODEL: MODEL, OXI_IMG_MMPROJ: MMPROJ } = process.env;
 const require = createRequire(path.join(NLC_DIR, "package.json"));
 const OpenAI = require("openai").default;
 const { check, finish } = checks();
 
-// llama-mtmd-cli writes raw token bytes, the server one U+FFFD per invalid byte; the server's
-// reasoning parser (the prompt opens <think>) trims the text's ends.
-const norm = (s) => s.replace(/\uFFFD+/g, "\uFFFD").trim();
-function reference(name) {
-  const out = fs.readFileSync(path.join(WORK, `ref_${name}.out`), "utf8");
-  assert.ok(out.includes("@@RESPONSE@@"), `no response marker in llama-mtmd-cli's ${name} output`);
-  return norm(out.split("@@RESPONSE@@")[1]);
-}
+const reference = (name) => mtmdReference(WORK, name);
 const dataUrl = (file, type = "image/png") => `data:${type};base64,${fs.readFileSync(file).toString("base64")}`;
 const square = path.join(WORK, "media/square.png");
 const image = (url) => ({ type: "image_url", image_url: { url } });
@@ -156,7 +149,7 @@ await check("more image rows than the context holds → 400", async () => {
   const r = await fetch(`${small.base}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ messages: [{ role: "user", content: [image(dataUrl(path.join(WORK, "big.png"))), text("hi")] }], max_tokens: 4 }) });
   assert.equal(r.status, 400);
-  assert.match((await r.json()).error.message, /entries \(text tokens and image rows\); the context holds 1024/);
+  assert.match((await r.json()).error.message, /entries \(text tokens and image or audio rows\); the context holds 1024/);
   const st = await fetch(`${small.base}/v1/chat/completions`, { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ stream: true, messages: [{ role: "user", content: [image(dataUrl(path.join(WORK, "big.png"))), text("hi")] }] }) });
   assert.equal(st.status, 400, "streamed: refused before the stream starts");

@@ -74,6 +74,16 @@ export function makeGemmaModel(work) {
   return model;
 }
 
+// llama-mtmd-cli's answer `name` from $work/ref_<name>.out (run with MTMD_TEST_RESPONSE_MARKER=
+// "@@RESPONSE@@"), normalised by mtmdNorm: llama-mtmd-cli writes raw token bytes, the server one
+// U+FFFD per invalid byte; the server's reasoning parser trims the text's ends.
+export const mtmdNorm = (s) => s.replace(/\uFFFD+/g, "\uFFFD").trim();
+export function mtmdReference(work, name) {
+  const out = fs.readFileSync(path.join(work, `ref_${name}.out`), "utf8");
+  if (!out.includes("@@RESPONSE@@")) throw new Error(`no response marker in llama-mtmd-cli's ${name} output`);
+  return mtmdNorm(out.split("@@RESPONSE@@")[1]);
+}
+
 // Named checks: check(name, fn) runs one and prints ok/FAIL (only those whose name contains
 // $OXI_TEST_ONLY when set); finish() prints the totals and exits 1 if any failed.
 export function checks() {
