@@ -16,8 +16,6 @@
 #include "core/byte_source.h"
 #include "core/error.h"
 #include "loader/loaded_model.h"
-#include "sampling/gbnf.h"
-#include "sampling/json_constraint.h"
 #include "sampling/sampler.h"
 #include "server/media.h"
 
@@ -214,48 +212,10 @@ GenerateResult generate_media(Session& s, oxi_model* m, const MediaPrompt& p, si
   const auto t0 = std::chrono::steady_clock::now();
   prefill_media(s, p, from, tail);
   const double prefill_s = ms_since(t0) / 1000.0;
-  GenerateOptions o;
-  o.max_tokens = gp.max_tokens;
-  o.n_top_logprobs = gp.n_top_logprobs;
-  o.logprobs = true;
-  o.ignore_eog = gp.ignore_eog != 0;
-  o.sampling = from_c(gp.sampling);
-  o.sampling.validate();
-  o.cancel = gp.cancel;
-  o.spec.mode = static_cast<SpecMode>(gp.spec_mode);
-  o.spec.draft_max = gp.draft_max;
-  o.spec.draft_min = gp.draft_min;
-  // --grammar: the automaton and mask of oxi_generate's grammar (sampling/gbnf.h).
-  std::unique_ptr<TextConstraint> constraint;
-  if (gp.grammar && *gp.grammar) {
-    constraint = std::make_unique<GbnfConstraint>(parse_gbnf(gp.grammar));
-    o.logit_filter = [&](std::span<float> logits) { mask_rejected_tokens(*constraint, *lm.text, logits); };
-  }
-  std::vector<int32_t> top_ids;
-  std::vector<float> top_lps;
-  const TokenCallback cb = [&](const TokenEvent& e) {
-    if (constraint && !e.eog) constraint->advance_token(e.id, lm.text->piece(e.id), !lm.text->is_control(e.id));
-    top_ids.clear();
-    top_lps.clear();
-    for (const auto& t : e.top) {
-      top_ids.push_back(t.id);
-      top_lps.push_back(t.logprob);
-    }
-    const std::string text(e.text);
-    oxi_token_event ev{};
-    ev.id = e.id;
-    ev.text = text.c_str();
-    ev.text_len = text.size();
-    ev.logprob = e.logprob;
-    ev.n_top = static_cast<int32_t>(top_ids.size());
-    ev.top_ids = top_ids.data();
-    ev.top_logprobs = top_lps.data();
-    ev.is_eog = e.eog ? 1 : 0;
-    return on_token(&ev, user) == 0;
-  };
   const size_t a = std::max(from, tail);
   const EntryRows rows{p.embd.data() + a * (p.embd.size() / p.tok.size()), p.pos3.data() + 3 * a, false};
-  GenerateResult r = s.generate(std::span<const int32_t>(p.tok.data() + a, p.tok.size() - a), o, cb, rows);
+  // oxi_generate's options, constraint and token events on this session (api_internal.h).
+  GenerateResult r = generate_c(s, lm, std::span<const int32_t>(p.tok.data() + a, p.tok.size() - a), gp, on_token, user, rows);
   r.n_prompt += static_cast<int32_t>(tail - from);  // the whole prompt, as oxi_generate counts it
   r.prompt_seconds += prefill_s;
   return r;

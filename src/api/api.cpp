@@ -226,6 +226,74 @@ oxi_model* wrap_model(std::unique_ptr<Model> model, TokenizerPtr tokenizer,
 
 const LoadedModel& loaded_of(const oxi_model* model) { return *model->loaded; }
 
+GenerateResult generate_c(Session& session, const LoadedModel& lm, std::span<const int32_t> prompt, const oxi_generate_params& p,
+                          oxi_token_callback on_token, void* user_data, const EntryRows& rows) {
+  auto require = [](bool cond, const std::string& what) {
+    if (!cond) throw_error(ErrorCode::kInvalidArgument, what);
+  };
+  require(p.n_top_logprobs >= 0 && p.n_top_logprobs <= 20, "oxi_generate: n_top_logprobs must be between 0 and 20");
+  GenerateOptions o;
+  o.max_tokens = p.max_tokens;
+  o.n_top_logprobs = p.n_top_logprobs;
+  o.logprobs = true;
+  o.ignore_eog = p.ignore_eog != 0;
+  o.sampling = from_c(p.sampling);
+  o.prefill_chunk = p.prefill_chunk > 0 ? p.prefill_chunk : 512;
+  o.cancel = p.cancel;
+  require(p.spec_mode >= OXI_SPEC_NONE && p.spec_mode <= OXI_SPEC_DRAFT, "oxi_generate: unknown spec_mode");
+  require(p.draft_max >= 0 && p.draft_max <= kContextMaxDraft, "oxi_generate: draft_max must be between 0 and 16");
+  require(p.draft_min >= 0 && p.draft_min <= p.draft_max, "oxi_generate: draft_min must be between 0 and draft_max");
+  o.spec.mode = static_cast<SpecMode>(p.spec_mode);
+  o.spec.draft_max = p.draft_max;
+  o.spec.draft_min = p.draft_min;
+
+  // Structured output: the same automata and mask as the server's response_format / grammar.
+  std::unique_ptr<TextConstraint> constraint;
+  const bool has_schema = p.json_schema && *p.json_schema, has_grammar = p.grammar && *p.grammar;
+  require(!(has_schema && has_grammar), "oxi_generate: give json_schema or grammar, not both");
+  if (has_schema) {
+    require(!p.ignore_eog, "oxi_generate: json_schema cannot be combined with ignore_eog");
+    nlohmann::json schema;
+    if (parse_json_arg(p.json_schema, "json_schema", schema) != OXI_OK) throw_error(ErrorCode::kInvalidArgument, g_last_error);
+    constraint = std::make_unique<JsonConstraint>(schema);
+  }
+  if (has_grammar) {
+    require(!p.ignore_eog, "oxi_generate: grammar cannot be combined with ignore_eog");
+    constraint = std::make_unique<GbnfConstraint>(parse_gbnf(p.grammar));
+  }
+  if (constraint) {
+    o.logit_filter = [&](std::span<float> logits) { mask_rejected_tokens(*constraint, *lm.text, logits); };
+  }
+
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_lps;
+  TokenCallback cb;
+  if (on_token || constraint) {
+    cb = [&](const TokenEvent& e) {
+      if (constraint && !e.eog) constraint->advance_token(e.id, lm.text->piece(e.id), !lm.text->is_control(e.id));
+      if (!on_token) return true;
+      top_ids.clear();
+      top_lps.clear();
+      for (const auto& t : e.top) {
+        top_ids.push_back(t.id);
+        top_lps.push_back(t.logprob);
+      }
+      const std::string text(e.text);  // NUL-terminated copy for C callers
+      oxi_token_event ev;
+      ev.id = e.id;
+      ev.text = text.c_str();
+      ev.text_len = text.size();
+      ev.logprob = e.logprob;
+      ev.n_top = static_cast<int32_t>(top_ids.size());
+      ev.top_ids = top_ids.data();
+      ev.top_logprobs = top_lps.data();
+      ev.is_eog = e.eog ? 1 : 0;
+      return on_token(&ev, user_data) == 0;
+    };
+  }
+  return session.generate(prompt, o, cb, rows);
+}
+
 }  // namespace oxi
 
 extern "C" {
@@ -527,70 +595,9 @@ oxi_status oxi_generate(oxi_context* ctx, const int32_t* prompt, size_t n_prompt
   OXI_REQUIRE(n_prompt > 0, "oxi_generate: empty prompt");
   return guarded([&] {
     const oxi_generate_params p = params ? *params : oxi_generate_default_params();
-    OXI_REQUIRE(p.n_top_logprobs >= 0 && p.n_top_logprobs <= 20,
-                "oxi_generate: n_top_logprobs must be between 0 and 20");
-    oxi::GenerateOptions o;
-    o.max_tokens = p.max_tokens;
-    o.n_top_logprobs = p.n_top_logprobs;
-    o.logprobs = true;
-    o.ignore_eog = p.ignore_eog != 0;
-    o.sampling = oxi::from_c(p.sampling);
-    o.prefill_chunk = p.prefill_chunk > 0 ? p.prefill_chunk : 512;
-    o.cancel = p.cancel;
-    OXI_REQUIRE(p.spec_mode >= OXI_SPEC_NONE && p.spec_mode <= OXI_SPEC_DRAFT, "oxi_generate: unknown spec_mode");
-    OXI_REQUIRE(p.draft_max >= 0 && p.draft_max <= kContextMaxDraft, "oxi_generate: draft_max must be between 0 and 16");
-    OXI_REQUIRE(p.draft_min >= 0 && p.draft_min <= p.draft_max, "oxi_generate: draft_min must be between 0 and draft_max");
-    o.spec.mode = static_cast<oxi::SpecMode>(p.spec_mode);
-    o.spec.draft_max = p.draft_max;
-    o.spec.draft_min = p.draft_min;
     ctx->n_verify = ctx->n_drafted = ctx->n_accepted = 0;
-
-    // Structured output: the same automata and mask as the server's response_format / grammar.
-    std::unique_ptr<oxi::TextConstraint> constraint;
-    const oxi::LoadedModel& lm = *ctx->model->loaded;
-    const bool has_schema = p.json_schema && *p.json_schema, has_grammar = p.grammar && *p.grammar;
-    OXI_REQUIRE(!(has_schema && has_grammar), "oxi_generate: give json_schema or grammar, not both");
-    if (has_schema) {
-      OXI_REQUIRE(!p.ignore_eog, "oxi_generate: json_schema cannot be combined with ignore_eog");
-      nlohmann::json schema;
-      if (const oxi_status st = parse_json_arg(p.json_schema, "json_schema", schema); st != OXI_OK) return st;
-      constraint = std::make_unique<oxi::JsonConstraint>(schema);
-    }
-    if (has_grammar) {
-      OXI_REQUIRE(!p.ignore_eog, "oxi_generate: grammar cannot be combined with ignore_eog");
-      constraint = std::make_unique<oxi::GbnfConstraint>(oxi::parse_gbnf(p.grammar));
-    }
-    if (constraint) {
-      o.logit_filter = [&](std::span<float> logits) { oxi::mask_rejected_tokens(*constraint, *lm.text, logits); };
-    }
-
-    std::vector<int32_t> top_ids;
-    std::vector<float> top_lps;
-    oxi::TokenCallback cb;
-    if (on_token || constraint) {
-      cb = [&](const oxi::TokenEvent& e) {
-        if (constraint && !e.eog) constraint->advance_token(e.id, lm.text->piece(e.id), !lm.text->is_control(e.id));
-        if (!on_token) return true;
-        top_ids.clear();
-        top_lps.clear();
-        for (const auto& t : e.top) {
-          top_ids.push_back(t.id);
-          top_lps.push_back(t.logprob);
-        }
-        const std::string text(e.text);  // NUL-terminated copy for C callers
-        oxi_token_event ev;
-        ev.id = e.id;
-        ev.text = text.c_str();
-        ev.text_len = text.size();
-        ev.logprob = e.logprob;
-        ev.n_top = static_cast<int32_t>(top_ids.size());
-        ev.top_ids = top_ids.data();
-        ev.top_logprobs = top_lps.data();
-        ev.is_eog = e.eog ? 1 : 0;
-        return on_token(&ev, user_data) == 0;
-      };
-    }
-    const oxi::GenerateResult r = ctx->session->generate(std::span<const int32_t>(prompt, n_prompt), o, cb);
+    const oxi::GenerateResult r =
+        oxi::generate_c(*ctx->session, *ctx->model->loaded, std::span<const int32_t>(prompt, n_prompt), p, on_token, user_data);
     if (result) {
       result->n_prompt = r.n_prompt;
       result->n_generated = r.n_generated;

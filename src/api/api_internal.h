@@ -3,9 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "models/model.h"
+#include "runtime/session.h"
 #include "oxinfer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,5 +26,12 @@ const LoadedModel& loaded_of(const oxi_model* model);
 struct SamplingParams;
 // The C API's sampling parameters as the sampler's (not validated).
 SamplingParams from_c(const oxi_sampling_params& c);
+
+// oxi_generate's work on a session the caller holds (the CLI's media prompts): p checked (throws
+// oxi::Error kInvalidArgument with oxi_generate's messages), the grammar / JSON-schema constraint,
+// speculative options, each token reported to on_token as an oxi_token_event. `rows`: the prompt's
+// embedding rows and positions, as Session::generate takes them.
+GenerateResult generate_c(Session& session, const LoadedModel& lm, std::span<const int32_t> prompt, const oxi_generate_params& p,
+                          oxi_token_callback on_token, void* user_data, const EntryRows& rows = {});
 
 }  // namespace oxi
