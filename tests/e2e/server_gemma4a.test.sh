@@ -64,19 +64,8 @@ PYEOF
 
 # The second turn's prompt as the model's template renders it (@huggingface/jinja), the audio part
 # as llama-mtmd-cli's marker.
-node --input-type=module - "$TEMPLATE" > "$WORK/turn2.txt" <<'JSEOF' || { echo "FAIL - rendering with @huggingface/jinja"; exit 1; }
-import { createRequire } from "node:module";
-import fs from "node:fs";
-import path from "node:path";
-const require = createRequire(path.join(process.env.NLC_DIR, "package.json"));
-const { Template } = require("@huggingface/jinja");
-const msgs = [{ role: "user", content: [{ type: "audio" }, { type: "text", text: "Describe the sound." }] },
-  { role: "assistant", content: "It is a sound." }, { role: "user", content: "Say more." }];
-// enable_thinking as llama-mtmd-cli --jinja renders (on), so the first turn is the same as there.
-let s = new Template(fs.readFileSync(process.argv[2], "utf8")).render({ messages: msgs, add_generation_prompt: true, enable_thinking: true, bos_token: "<bos>" });
-if (s.split("<|audio|>").length !== 2) throw new Error("expected one audio placeholder: " + s);
-process.stdout.write(s.replace("<|audio|>", "<__media__>"));
-JSEOF
+node "$SRC/tests/e2e/lib/render_second_turn.mjs" "$TEMPLATE" audio "Describe the sound." "It is a sound." > "$WORK/turn2.txt" ||
+  { echo "FAIL - rendering with @huggingface/jinja"; exit 1; }
 
 ref() {  # name, llama-mtmd-cli arguments...
   local name=$1; shift

@@ -38,19 +38,8 @@ head -c $(( $(stat -c %s "$WORK/square.png") / 2 )) "$WORK/square.png" > "$WORK/
 
 # The second turn's prompt as the model's template renders it (@huggingface/jinja), the image part
 # as llama-mtmd-cli's marker.
-node --input-type=module - "$TEMPLATE" > "$WORK/turn2.txt" <<'JSEOF' || { echo "FAIL - rendering with @huggingface/jinja"; exit 1; }
-import { createRequire } from "node:module";
-import fs from "node:fs";
-import path from "node:path";
-const require = createRequire(path.join(process.env.NLC_DIR, "package.json"));
-const { Template } = require("@huggingface/jinja");
-const msgs = [{ role: "user", content: [{ type: "image" }, { type: "text", text: "Describe this picture." }] },
-  { role: "assistant", content: "It is a picture." }, { role: "user", content: "Say more." }];
-// enable_thinking as llama-mtmd-cli --jinja renders (on), so the first turn is the same as there.
-let s = new Template(fs.readFileSync(process.argv[2], "utf8")).render({ messages: msgs, add_generation_prompt: true, enable_thinking: true, bos_token: "<bos>" });
-if (s.split("<|image|>").length !== 2) throw new Error("expected one image placeholder: " + s);
-process.stdout.write(s.replace("<|image|>", "<__media__>"));
-JSEOF
+node "$SRC/tests/e2e/lib/render_second_turn.mjs" "$TEMPLATE" image "Describe this picture." "It is a picture." > "$WORK/turn2.txt" ||
+  { echo "FAIL - rendering with @huggingface/jinja"; exit 1; }
 
 ref() {  # name, llama-mtmd-cli arguments...
   local name=$1; shift
