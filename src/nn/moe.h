@@ -37,7 +37,8 @@ void run_experts_host(const ExpertRows& r, const float* x, int64_t n, int64_t D,
                       Ffn&& ffn) {
   thread_local std::vector<float> xin, y, slots;
   const size_t d = static_cast<size_t>(D);
-  if (order == MoeSum::kSlotOrder) slots.assign(static_cast<size_t>(n * k) * d, 0.0f);
+  // Every (row, slot) pair is written exactly once below, so the slots need no zero fill.
+  if (order == MoeSum::kSlotOrder) slots.resize(static_cast<size_t>(n * k) * d);
   else std::memset(out, 0, static_cast<size_t>(n) * d * sizeof(float));
   for (size_t e = 0; e < r.rows.size(); ++e) {
     const auto& rows = r.rows[e];
