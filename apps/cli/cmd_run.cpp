@@ -314,7 +314,7 @@ int cmd_run(int argc, char** argv) {
       } else if (no_chat && system) {
         usage_error("--system needs the chat template (drop --no-chat)");
       }
-      const MediaPrompt mp = enc.prompt(full, items);
+      const MediaPrompt mp = enc.prompt(full, items, no_chat || !desc.has_chat_template);
       const LoadedModel& lm = loaded_of(h.m);
       const int64_t cap = n_ctx > 0 ? n_ctx : std::max<int64_t>(lm.model->info().n_ctx_train, 4096);
       if (static_cast<int64_t>(mp.tok.size()) > cap)

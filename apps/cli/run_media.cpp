@@ -23,12 +23,12 @@ namespace oxi::cli {
 
 namespace {
 
-std::vector<int32_t> tokenize(oxi_model* m, const std::string& s) {
+std::vector<int32_t> tokenize(oxi_model* m, const std::string& s, bool add_special = false) {
   size_t n = 0;
-  if (oxi_tokenize(m, s.data(), s.size(), 0, 1, nullptr, 0, &n) != OXI_OK)
+  if (oxi_tokenize(m, s.data(), s.size(), add_special, 1, nullptr, 0, &n) != OXI_OK)
     throw_error(ErrorCode::kInternal, "tokenize: " + std::string(oxi_last_error()));
   std::vector<int32_t> ids(n);
-  if (oxi_tokenize(m, s.data(), s.size(), 0, 1, ids.data(), ids.size(), &n) != OXI_OK)
+  if (oxi_tokenize(m, s.data(), s.size(), add_special, 1, ids.data(), ids.size(), &n) != OXI_OK)
     throw_error(ErrorCode::kInternal, "tokenize: " + std::string(oxi_last_error()));
   ids.resize(n);
   return ids;
@@ -136,7 +136,7 @@ const MediaEncoder::Encoded& MediaEncoder::encode(const MediaItem& item) {
   return cache_.emplace(std::move(ids), std::move(e)).first->second;
 }
 
-MediaPrompt MediaEncoder::prompt(const std::string& full, const std::vector<MediaItem>& media) {
+MediaPrompt MediaEncoder::prompt(const std::string& full, const std::vector<MediaItem>& media, bool add_bos) {
   for (const MediaItem& item : media) item.kind == 'a' ? load_audio_tower() : load_image_tower();
   const int64_t d = loaded_of(m_).model->info().n_embd;
   const bool bidir = gemma_ && vision::gemma4_image_non_causal(d);
@@ -157,7 +157,7 @@ MediaPrompt MediaEncoder::prompt(const std::string& full, const std::vector<Medi
     if (i < media.size() && at == std::string::npos)
       throw_error(ErrorCode::kInvalidArgument, "the rendered prompt has " + std::to_string(i) + " " + kMediaMarker + " markers for " +
                                                    std::to_string(media.size()) + " images and audio clips (the chat template dropped some)");
-    std::vector<int32_t> seg = tokenize(m_, full.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    std::vector<int32_t> seg = tokenize(m_, full.substr(start, at == std::string::npos ? std::string::npos : at - start), add_bos && i == 0);
     if (i == media.size()) {
       ent.add_text(seg);
       break;

@@ -49,8 +49,10 @@ class MediaEncoder {
   bool has_images() const { return qwen_ || gemma_; }
   bool has_audio() const { return atower_ != nullptr; }
 
-  // Entries for `text` (rendered, with one kMediaMarker per item of `media`, in order).
-  MediaPrompt prompt(const std::string& text, const std::vector<MediaItem>& media);
+  // Entries for `text` (rendered, with one kMediaMarker per item of `media`, in order). add_bos: the
+  // text is not a rendered chat template (run --no-chat), so the model's BOS goes first, as the
+  // text path's tokenizer and llama.cpp's mtmd_tokenize (add_special) put it.
+  MediaPrompt prompt(const std::string& text, const std::vector<MediaItem>& media, bool add_bos = false);
 
   int n_encoded = 0;             // files run through a tower (cache misses)
   int n_images = 0, n_audio = 0; // of them

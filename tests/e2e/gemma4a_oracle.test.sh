@@ -8,7 +8,9 @@
 #   2. greedy text identical to llama-mtmd-cli --audio's: one clip (marker-less prompt), a clip and
 #      an image interleaved at <__media__> markers, a 31 s clip (two 30-second chunks), the clip as
 #      FLAC and as MP3;
-#      the HF checkpoint in place gives the same text as GGUF + mmproj;
+#      the HF checkpoint in place gives the same text as GGUF + mmproj; the log-probabilities of
+#      the greedy steps with a clip (and a clip + an image) equal llama.cpp's within 1.5 × its own
+#      -fa on/off spread, at least 0.03 (tests/e2e/llama_mtmd_logprobs.cpp);
 #   3. bad input: a zero-length file, a corrupt WAV, a PNG given as audio, audio for a model with
 #      no audio tower (a GGUF without --mmproj): exit 1 with a message.
 # Clips are WAVs written here (Python's wave module) at 16 kHz mono, so no resampling is involved
@@ -96,6 +98,10 @@ PYEOF
 gen_case one "Describe the sound." --audio "$WORK/tones.wav"
 gen_case mixed "Listen: <__media__> Now look: <__media__> Same mood?" --audio "$WORK/short.wav" --image "$WORK/square.png"
 gen_case long "<__media__>Transcribe." --audio "$WORK/long.wav"
+# Log-probabilities with a clip and with a clip + an image: ours vs llama.cpp's.
+. "$SRC/tests/e2e/lib/mtmd_logprobs.sh"
+logprob_case audio "<__media__>Describe the sound." 6 on "$WORK/tones.wav"
+logprob_case mixed "Listen: <__media__> Now look: <__media__> Same mood?" 6 on "$WORK/short.wav" "$WORK/square.png"
 # FLAC and MP3 (written by libsndfile's encoders; llama.cpp decodes both with miniaudio, we with
 # libsndfile): FLAC gives the same text as llama-mtmd-cli's; MP3 decoders (dr_mp3 there, mpg123
 # here) round differently (embeddings nMSE ~7e-6), enough to part greedy text on this random

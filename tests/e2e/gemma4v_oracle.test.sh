@@ -10,6 +10,8 @@
 #      images identical to llama-mtmd-cli's. The text width (64) is not E2B's 1536, so llama.cpp
 #      decodes the image rows non-causally and so must we (Batch::non_causal);
 #   3b. the same through the C API (oxi_context_prefill_image via python/oxinfer.py);
+#   3c. log-probabilities with an image against llama.cpp's (tests/e2e/llama_mtmd_logprobs.cpp),
+#      flash attention on and off (the non-causal image batch through both attention paths);
 #   4. bad input: an image for the model without a tower, a text GGUF as --mmproj, an image larger
 #      than the tower's position table: exit 1 with a message.
 # The reference is built once by scripts/build_llama_mtmd.sh (cached under ~/.cache/oxinfer-llama).
@@ -87,6 +89,11 @@ if OXINFER_LIB="$(dirname "$OXINFER")/../../src/api/liboxinfer.so" PYTHONPATH="$
    "$WORK/wide.png" "$WORK/tall.png" > "$WORK/capi.out" 2>&1
 then ok "C API images (oxi_context_prefill_image): greedy text identical to llama-mtmd-cli's"
 else cat "$WORK/capi.out"; bad "C API images differ from llama-mtmd-cli"; fi
+
+# ---- log-probabilities with an image: ours vs llama.cpp's (both attention paths) ----
+. "$SRC/tests/e2e/lib/mtmd_logprobs.sh"
+logprob_case fa_on "<__media__>Describe this picture." 6 on "$WORK/square.png"
+logprob_case fa_off "<__media__>Describe this picture." 6 off "$WORK/square.png"
 
 # ---- embeddings: ours vs llama.cpp's ----
 cat > "$WORK/nmse.py" <<'PYEOF'

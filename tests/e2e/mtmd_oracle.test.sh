@@ -4,7 +4,10 @@
 #   1. llama-mtmd-cli loads our model + mmproj pair and answers a prompt with an image;
 #   2. our tower's image embeddings equal llama.cpp's (MTMD_DEBUG_EMBEDDINGS dump) within 1e-3
 #      normalised MSE, for an image needing no resize (HF and llama.cpp preprocessing agree) and for
-#      odd sizes in llama.cpp's preprocessing mode (resize + padding).
+#      odd sizes in llama.cpp's preprocessing mode (resize + padding);
+#   3. greedy text with images identical to llama-mtmd-cli's, and the log-probabilities of the
+#      greedy steps with an image equal llama.cpp's (tests/e2e/llama_mtmd_logprobs.cpp) within 1.5 × its
+#      own -fa on/off spread, at least 0.03 (tests/e2e/lib/mtmd_logprobs.sh).
 # The reference is built once by scripts/build_llama_mtmd.sh (cached under ~/.cache/oxinfer-llama).
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -88,6 +91,10 @@ gen_case two llama "Compare the two images." wide.png tall.png
   > "$WORK/go_hf.out" 2> "$WORK/go_hf.err" || tail -3 "$WORK/go_hf.err"
 if cmp -s "$WORK/go_hf.out" "$WORK/go_one.out"; then ok "HF checkpoint in place (tower from model.visual.*): same text as GGUF + mmproj"
 else bad "HF checkpoint in place differs: $(head -c 200 "$WORK/go_hf.out")"; fi
+
+# ---- log-probabilities with an image (M-RoPE positions): ours vs llama.cpp's ----
+. "$SRC/tests/e2e/lib/mtmd_logprobs.sh"
+logprob_case image "Look: <__media__> Describe this picture." 6 on "$WORK/square.png"
 
 # ---- bad input: clear errors, exit 1 ----
 "$OXINFER" run -m "$WORK/m.gguf" --image "$WORK/square.png" -p hi -n 1 > /dev/null 2> "$WORK/e1.err"; rc=$?
