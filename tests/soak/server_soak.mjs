@@ -175,6 +175,13 @@ await sleep(1000);
 const rss1 = rss(srv.proc.pid);
 const alive = srv.proc.exitCode === null && srv.proc.signalCode === null;
 srv.proc.kill("SIGTERM");
+// OXI_SOAK_SERVER_LOG=FILE: wait for the server to exit (at most 60 s) and keep its stderr there,
+// e.g. the leak report of a sanitizer build (LeakSanitizer reports at a normal exit).
+if (process.env.OXI_SOAK_SERVER_LOG) {
+  if (srv.proc.exitCode === null && srv.proc.signalCode === null)
+    await Promise.race([new Promise((r) => srv.proc.once("exit", r)), sleep(60000)]);
+  fs.writeFileSync(process.env.OXI_SOAK_SERVER_LOG, srv.log() + `\n[exit code ${srv.proc.exitCode}, signal ${srv.proc.signalCode}]\n`);
+}
 const h = [...stats.health].sort((a, b) => a - b);
 const p99 = h[Math.floor(0.99 * (h.length - 1))];
 const result = {
