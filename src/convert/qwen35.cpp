@@ -5,7 +5,8 @@
 // stacks (per-expert tensors stacked), vocab padded with [PADn] (UNUSED) tokens. The MTP block is
 // written as llama.cpp's converter does (block n_layer: the decoder block + nextn.eh_proj / enorm /
 // hnorm / shared_head_norm, nextn_predict_layers = 1); the vision tower is not (mmproj).
-// Tensors are produced row by row at write time (streaming).
+// Tensors are produced row by row at write time (streaming). Names and per-tensor transforms come
+// from the family's one table (models/qwen35/tensor_names.h), which the model's HF read shares.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -70,10 +71,7 @@ class Converter {
   void emit(const std::string& g, const std::vector<int64_t>& shape) {
     const HfTensor h = hf_tensor(g, lm_, c_.n_layer);
     if (h.name.empty()) throw_error(ErrorCode::kInternal, "convert: no HF source for " + g);
-    std::vector<int64_t> hf_shape = shape;
-    if (h.shape == HfShape::kConv) hf_shape.insert(hf_shape.begin() + 1, 1);  // [C, K] ← [C, 1, K]
-    if (h.shape == HfShape::kRow) hf_shape.insert(hf_shape.begin(), 1);       // [d] ← [1, d]
-    const TensorInfo& t = take(h.name, hf_shape);
+    const TensorInfo& t = take(h.name, hf_shape(h, shape));
     MatrixView m = view(t);
     Plan p;
     p.name = g;

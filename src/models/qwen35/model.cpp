@@ -269,10 +269,7 @@ MatrixView Qwen35Model::stack(const std::string& g, int64_t E, int64_t rows, int
 std::vector<float> Qwen35Model::vec(const std::string& g, const std::vector<int64_t>& shape) {
   if (!src_.mapped()) return src_.vec(g, shape);
   const HfTensor h = hf_tensor(g, lm_, c_.n_layer);
-  std::vector<int64_t> hf_shape = shape;
-  if (h.shape == HfShape::kConv) hf_shape.insert(hf_shape.begin() + 1, 1);  // HF [C, 1, K]
-  if (h.shape == HfShape::kRow) hf_shape.insert(hf_shape.begin(), 1);       // HF [1, d]
-  std::vector<float> v = src_.vec(g, hf_shape);
+  std::vector<float> v = src_.vec(g, hf_shape(h, shape));
   apply_fix(h.fix, v.data(), static_cast<int64_t>(v.size()));
   const std::vector<int64_t> order = tiled_ ? vhead_order(c_, h.vheads) : std::vector<int64_t>{};
   if (order.empty()) return v;

@@ -159,6 +159,12 @@ std::string gguf_name(const std::string& h, const std::string& lm, int64_t n_lay
   return "";
 }
 
+std::vector<int64_t> hf_shape(const HfTensor& h, std::vector<int64_t> shape) {
+  if (h.shape == HfShape::kConv && shape.size() == 2) shape.insert(shape.begin() + 1, 1);  // [C, K] ← [C, 1, K]
+  if (h.shape == HfShape::kRow) shape.insert(shape.begin(), 1);                            // [d] ← [1, d]
+  return shape;
+}
+
 std::vector<int64_t> vhead_order(const Config& c, VHeads v) {
   if (v == VHeads::kNone || c.hk == c.hv) return {};
   const std::vector<int64_t> hp = vhead_perm(c.hk, c.hv);

@@ -59,6 +59,8 @@ std::string hf_expert_name(const std::string& gguf, int64_t e, const std::string
 // name is not a language-model tensor of the family.
 std::string gguf_name(const std::string& hf, const std::string& lm, int64_t n_layer);
 
+// The HF shape of a tensor whose GGUF shape is `gguf_shape` (kConv / kRow insert their 1).
+std::vector<int64_t> hf_shape(const HfTensor& h, std::vector<int64_t> gguf_shape);
 // The HF → GGUF order of a tensor's V-head axis (out index → HF index); empty when there is
 // nothing to reorder (vheads kNone, or Hk = Hv).
 std::vector<int64_t> vhead_order(const Config& c, VHeads v);
