@@ -148,7 +148,10 @@ TEST(WeightSource, ErrorsNameTheFilesTensorAndTheFile) {
   EXPECT_EQ(error_of([&] { src.vec("a.weight", 5); }), dir + ": tensor model.a.weight has shape [2, 3], want 5 elements");
   EXPECT_EQ(error_of([&] { src.vec("bad.weight", 2); }), dir + ": tensor model.bad.weight holds a non-finite value");
   EXPECT_EQ(error_of([&] { src.need_file("x.y", {1}); }), dir + ": missing tensor x.y");
-  const std::vector<float> v = src.vec("a.weight", {2, -1});
+  // to_f32: values as stored (any type wt::to_f32 reads), no finiteness check.
+  EXPECT_TRUE(std::isnan(src.to_f32_n("bad.weight", 2)[1]));
+  EXPECT_EQ(error_of([&] { src.to_f32("a.weight", {6}); }), dir + ": tensor model.a.weight has shape [2, 3], want [6]");
+  const std::vector<float> v = src.to_f32("a.weight", {2, -1});
   EXPECT_EQ(v, (std::vector<float>{1, 2, 3, 4, 5, 6}));
   oxi::wt::LoadQuant lq;
   oxi::wt::Arena arena;

@@ -79,7 +79,7 @@ MatrixView WeightSource::stack(const std::string& g, int64_t e, int64_t rows, in
 std::vector<float> WeightSource::floats(const TensorInfo& t) const {
   if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
     throw_error(ErrorCode::kUnsupported, path_ + ": tensor " + t.name + ": unsupported type " + dtype_name(t.dtype) + " for a vector");
-  std::vector<float> out = to_f32(t);
+  std::vector<float> out = wt::to_f32(t);
   for (float v : out)
     if (!std::isfinite(v)) format_error(path_, "tensor " + t.name + " holds a non-finite value");
   return out;
@@ -92,8 +92,17 @@ std::vector<float> WeightSource::vec(const std::string& g, int64_t n) const {
   return floats(t);
 }
 
-std::vector<float> WeightSource::vec(const std::string& g, const std::vector<int64_t>& shape) const {
-  return floats(need(g, shape));
+
+
+std::vector<float> WeightSource::to_f32(const std::string& g, const std::vector<int64_t>& shape) const {
+  return wt::to_f32(need(g, shape));
+}
+
+std::vector<float> WeightSource::to_f32_n(const std::string& g, int64_t n) const {
+  const TensorInfo& t = need(g);
+  if (t.n_elements() != n)
+    format_error(path_, "tensor " + t.name + " has shape " + t.shape_string() + ", want " + std::to_string(n) + " elements");
+  return wt::to_f32(t);
 }
 
 }  // namespace oxi::wt

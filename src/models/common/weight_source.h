@@ -59,8 +59,12 @@ class WeightSource {
   MatrixView stack(const std::string& g, int64_t e, int64_t rows, int64_t cols, LoadQuant& lq, Arena& arena) const;
   // f32 copy of a small float tensor (F32 / F16 / BF16) of n elements; non-finite values refused.
   std::vector<float> vec(const std::string& g, int64_t n) const;
-  // The same with a full shape check (row-major, -1 any).
-  std::vector<float> vec(const std::string& g, const std::vector<int64_t>& shape) const;
+  // f32 copy of any tensor wt::to_f32 reads (float, GGUF block and MLX group types: an MLX
+  // checkpoint's quantised MoE router), shape-checked, values as stored (no finiteness check).
+  std::vector<float> to_f32(const std::string& g, const std::vector<int64_t>& shape) const;
+  // The same with an element-count check (e.g. a [d] vector stored [1, d]). Named apart from
+  // to_f32 so that a braced shape ({6}) never picks the count by overload resolution.
+  std::vector<float> to_f32_n(const std::string& g, int64_t n) const;
 
  private:
   std::vector<float> floats(const TensorInfo& t) const;

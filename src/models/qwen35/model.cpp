@@ -267,9 +267,10 @@ MatrixView Qwen35Model::stack(const std::string& g, int64_t E, int64_t rows, int
 }
 
 std::vector<float> Qwen35Model::vec(const std::string& g, const std::vector<int64_t>& shape) {
-  if (!src_.mapped()) return src_.vec(g, shape);
+  // Any stored type (an MLX checkpoint's router is group-quantised), as wt::to_f32 reads it.
+  if (!src_.mapped()) return src_.to_f32(g, shape);
   const HfTensor h = hf_tensor(g, lm_, c_.n_layer);
-  std::vector<float> v = src_.vec(g, hf_shape(h, shape));
+  std::vector<float> v = src_.to_f32(g, hf_shape(h, shape));
   apply_fix(h.fix, v.data(), static_cast<int64_t>(v.size()));
   const std::vector<int64_t> order = tiled_ ? vhead_order(c_, h.vheads) : std::vector<int64_t>{};
   if (order.empty()) return v;
@@ -500,7 +501,7 @@ void Qwen35Model::load_layer(Layer& L, const std::string& p) {
     L.ffn.sh_gate = mat(p + "ffn_gate_shexp.weight", S, d);
     L.ffn.sh_up = mat(p + "ffn_up_shexp.weight", S, d);
     L.ffn.sh_down = mat(p + "ffn_down_shexp.weight", d, S);
-    L.ffn.sh_inp = arena_.own_matrix(hf ? vec(p + "ffn_gate_inp_shexp.weight", {d}) : src_.vec(p + "ffn_gate_inp_shexp.weight", d), 1, d);
+    L.ffn.sh_inp = arena_.own_matrix(hf ? vec(p + "ffn_gate_inp_shexp.weight", {d}) : src_.to_f32_n(p + "ffn_gate_inp_shexp.weight", d), 1, d);
   }
 }
 
