@@ -5,7 +5,8 @@
 // stacks (per-expert tensors stacked), vocab padded with [PADn] (UNUSED) tokens. The MTP block is
 // written as llama.cpp's converter does (block n_layer: the decoder block + nextn.eh_proj / enorm /
 // hnorm / shared_head_norm, nextn_predict_layers = 1); the vision tower is not (mmproj).
-// Tensors are produced row by row at write time (streaming).
+// Tensors are produced row by row at write time (streaming). Names and per-tensor transforms come
+// from the family's one table (models/qwen35/tensor_names.h), which the model's HF read shares.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "models/common/weights.h"
 #include "convert/convert.h"
 #include "models/qwen35/config.h"
+#include "models/qwen35/tensor_names.h"
 #include "tokenizer/gguf_export.h"
 
 namespace oxi {
@@ -64,30 +66,32 @@ class Converter {
     if (rule_) return rule_->target(name, n_dims, cols).value_or(DType::F32);
     return opt_.out_type;
   }
-  // Plain copy of an HF tensor (optionally +1 or other per-element transform).
-  void simple(const std::string& out, const std::string& in, const std::vector<int64_t>& shape, bool f32,
-              std::function<void(float*, int64_t)> fix = nullptr, std::vector<int64_t> row_perm = {}) {
-    const TensorInfo& t = take(in, shape);
+  // GGUF tensor `g` of shape `shape` from its HF source (tensor_names.h: name, transform, V-head
+  // order, f32 or the matrix type): one output row per source row, rows or columns reordered.
+  void emit(const std::string& g, const std::vector<int64_t>& shape) {
+    const HfTensor h = hf_tensor(g, lm_, c_.n_layer);
+    if (h.name.empty()) throw_error(ErrorCode::kInternal, "convert: no HF source for " + g);
+    const TensorInfo& t = take(h.name, hf_shape(h, shape));
     MatrixView m = view(t);
     Plan p;
-    p.name = out;
+    p.name = g;
     p.rows = m.rows;
     p.cols = m.cols;
-    p.shape = t.shape;
-    p.type = f32 ? DType::F32 : matrix_type(out, static_cast<int>(t.shape.size()), m.cols);
+    p.shape = shape;
+    p.type = h.f32 ? DType::F32 : matrix_type(g, static_cast<int>(shape.size()), m.cols);
+    // A 1-D per-head vector is one row: its head order is a column order.
+    std::vector<int64_t> order = vhead_order(c_, h.vheads), row_perm;
+    if (h.vheads == VHeads::kValueCols || (h.vheads == VHeads::kHeadRows && shape.size() == 1)) p.col_perm = std::move(order);
+    else row_perm = std::move(order);
     p.src = [m, row_perm](int64_t r) { return std::make_pair(m, row_perm.empty() ? r : row_perm[static_cast<size_t>(r)]); };
-    p.fix = std::move(fix);
+    if (h.fix != Fix::kNone) p.fix = [fix = h.fix](float* x, int64_t n) { apply_fix(fix, x, n); };
     plans_.push_back(std::move(p));
-  }
-  void norm_plus1(const std::string& out, const std::string& in, int64_t n) {
-    simple(out, in, {n}, true, [](float* x, int64_t k) {
-      for (int64_t i = 0; i < k; ++i) x[i] += 1.0f;
-    });
   }
   void add_vocab(GgufWriter& w);
 
   const HfCheckpoint& hf_;
   ConvertOptions opt_;
+  std::string lm_;  // HF language-model prefix (hf_lm_prefix)
   std::optional<QuantRule> rule_;
   Config c_;
   std::vector<Plan> plans_;
@@ -119,94 +123,44 @@ void Converter::run(const std::string& out_path) {
     throw_error(ErrorCode::kInvalidArgument, "convert: output type must be f32, f16, bf16, q8_0, q4_0 or q4_k");
   if (quant) rule_ = QuantRule{ot, c_.moe ? c_.n_expert : 0, !c_.tied};
   const TensorIndex& idx = hf_.tensors;
-  std::string lm = "model.language_model.";
-  if (!idx.contains(lm + "embed_tokens.weight") && idx.contains("model.embed_tokens.weight")) lm = "model.";
-  const int64_t d = c_.n_embd, C = c_.conv_dim(), KD = c_.key_dim(), VD = c_.value_dim(), Hv = c_.hv, Hk = c_.hk, dv = c_.dv;
-  const bool reorder = Hk != Hv;
-  const std::vector<int64_t> hp = reorder ? vhead_perm(Hk, Hv) : std::vector<int64_t>{};
-  auto rows_perm = [&](int64_t total, int64_t off, int64_t block) {
-    return reorder ? block_perm(total, off, hp, block) : std::vector<int64_t>{};
-  };
+  lm_ = hf_lm_prefix(idx);
+  const int64_t d = c_.n_embd, C = c_.conv_dim(), VD = c_.value_dim(), Hv = c_.hv, dv = c_.dv;
 
-  simple("token_embd.weight", lm + "embed_tokens.weight", {c_.n_vocab, d}, false);
-  norm_plus1("output_norm.weight", lm + "norm.weight", d);
-  if (!c_.tied) simple("output.weight", "lm_head.weight", {c_.n_vocab, d}, false);
-  else used_.insert("lm_head.weight");
-  // One decoder block: HF prefix p → GGUF prefix b.
-  auto block = [&](const std::string& p, const std::string& b, bool recurrent) {
-    norm_plus1(b + "attn_norm.weight", p + "input_layernorm.weight", d);
-    norm_plus1(b + "post_attention_norm.weight", p + "post_attention_layernorm.weight", d);
+  emit("token_embd.weight", {c_.n_vocab, d});
+  emit("output_norm.weight", {d});
+  if (!c_.tied) emit("output.weight", {c_.n_vocab, d});
+  else used_.insert(hf_tensor("output.weight", lm_, c_.n_layer).name);
+  // One decoder block, GGUF prefix b (HF names and transforms: tensor_names.h).
+  auto block = [&](const std::string& b, bool recurrent) {
+    emit(b + "attn_norm.weight", {d});
+    emit(b + "post_attention_norm.weight", {d});
     if (recurrent) {
-      const std::string q = p + "linear_attn.";
-      simple(b + "attn_qkv.weight", q + "in_proj_qkv.weight", {C, d}, false, nullptr, rows_perm(C, 2 * KD, dv));
-      simple(b + "attn_gate.weight", q + "in_proj_z.weight", {VD, d}, false, nullptr, rows_perm(VD, 0, dv));
-      simple(b + "ssm_beta.weight", q + "in_proj_b.weight", {Hv, d}, false, nullptr, rows_perm(Hv, 0, 1));
-      simple(b + "ssm_alpha.weight", q + "in_proj_a.weight", {Hv, d}, false, nullptr, rows_perm(Hv, 0, 1));
-      {  // conv1d [C, 1, K] → [C, K], f32, V channels reordered
-        const TensorInfo& t = take(q + "conv1d.weight", {C, 1, c_.conv_k});
-        MatrixView m = view(t);
-        Plan pl;
-        pl.name = b + "ssm_conv1d.weight";
-        pl.shape = {C, c_.conv_k};
-        pl.rows = C;
-        pl.cols = c_.conv_k;
-        pl.type = DType::F32;
-        auto perm = rows_perm(C, 2 * KD, dv);
-        pl.src = [m, perm](int64_t r) { return std::make_pair(m, perm.empty() ? r : perm[static_cast<size_t>(r)]); };
-        plans_.push_back(std::move(pl));
-      }
-      // 1-D per-head vectors: one row of Hv values, columns permuted.
-      auto per_head = [&](const std::string& out, const std::string& in, std::function<void(float*, int64_t)> fix) {
-        const TensorInfo& t = take(in, {Hv});
-        MatrixView m = view(t);
-        Plan pl;
-        pl.name = out;
-        pl.shape = {Hv};
-        pl.rows = 1;
-        pl.cols = Hv;
-        pl.type = DType::F32;
-        pl.src = [m](int64_t r) { return std::make_pair(m, r); };
-        if (reorder) pl.col_perm = hp;
-        pl.fix = std::move(fix);
-        plans_.push_back(std::move(pl));
-      };
-      per_head(b + "ssm_a", q + "A_log", [](float* x, int64_t n) {
-        for (int64_t j = 0; j < n; ++j) x[j] = -std::exp(x[j]);
-      });
-      per_head(b + "ssm_dt.bias", q + "dt_bias", nullptr);
-      simple(b + "ssm_norm.weight", q + "norm.weight", {dv}, true);  // no +1
-      {  // out_proj [d, VD]: input columns reordered
-        const TensorInfo& t = take(q + "out_proj.weight", {d, VD});
-        MatrixView m = view(t);
-        Plan pl;
-        pl.name = b + "ssm_out.weight";
-        pl.shape = {d, VD};
-        pl.rows = d;
-        pl.cols = VD;
-        pl.type = matrix_type(pl.name, 2, VD);
-        pl.src = [m](int64_t r) { return std::make_pair(m, r); };
-        pl.col_perm = rows_perm(VD, 0, dv);
-        plans_.push_back(std::move(pl));
-      }
+      emit(b + "attn_qkv.weight", {C, d});
+      emit(b + "attn_gate.weight", {VD, d});
+      emit(b + "ssm_beta.weight", {Hv, d});
+      emit(b + "ssm_alpha.weight", {Hv, d});
+      emit(b + "ssm_conv1d.weight", {C, c_.conv_k});
+      emit(b + "ssm_a", {Hv});
+      emit(b + "ssm_dt.bias", {Hv});
+      emit(b + "ssm_norm.weight", {dv});
+      emit(b + "ssm_out.weight", {d, VD});
     } else {
-      const std::string q = p + "self_attn.";
       const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
-      simple(b + "attn_q.weight", q + "q_proj.weight", {2 * H * hd, d}, false);
-      simple(b + "attn_k.weight", q + "k_proj.weight", {Hkv * hd, d}, false);
-      simple(b + "attn_v.weight", q + "v_proj.weight", {Hkv * hd, d}, false);
-      simple(b + "attn_output.weight", q + "o_proj.weight", {d, H * hd}, false);
-      norm_plus1(b + "attn_q_norm.weight", q + "q_norm.weight", hd);
-      norm_plus1(b + "attn_k_norm.weight", q + "k_norm.weight", hd);
+      emit(b + "attn_q.weight", {2 * H * hd, d});
+      emit(b + "attn_k.weight", {Hkv * hd, d});
+      emit(b + "attn_v.weight", {Hkv * hd, d});
+      emit(b + "attn_output.weight", {d, H * hd});
+      emit(b + "attn_q_norm.weight", {hd});
+      emit(b + "attn_k_norm.weight", {hd});
     }
-    const std::string m = p + "mlp.";
     if (!c_.moe) {
-      simple(b + "ffn_gate.weight", m + "gate_proj.weight", {c_.n_ff, d}, false);
-      simple(b + "ffn_up.weight", m + "up_proj.weight", {c_.n_ff, d}, false);
-      simple(b + "ffn_down.weight", m + "down_proj.weight", {d, c_.n_ff}, false);
+      emit(b + "ffn_gate.weight", {c_.n_ff, d});
+      emit(b + "ffn_up.weight", {c_.n_ff, d});
+      emit(b + "ffn_down.weight", {d, c_.n_ff});
       return;
     }
     const int64_t E = c_.n_expert, I = c_.n_ff_exp;
-    simple(b + "ffn_gate_inp.weight", m + "gate.weight", {E, d}, true);  // router stays f32
+    emit(b + "ffn_gate_inp.weight", {E, d});  // router stays f32
     auto stacked = [&](const std::string& out, int64_t rows_per, int64_t cols, std::function<std::pair<MatrixView, int64_t>(int64_t)> src) {
       Plan pl;
       pl.name = out;
@@ -217,19 +171,24 @@ void Converter::run(const std::string& out_path) {
       pl.src = std::move(src);
       plans_.push_back(std::move(pl));
     };
-    if (idx.contains(m + "experts.gate_up_proj")) {
-      MatrixView gu = view(take(m + "experts.gate_up_proj", {E, 2 * I, d}));
-      MatrixView dn = view(take(m + "experts.down_proj", {E, d, I}));
+    // The GGUF keeps gate and up as separate stacks (llama.cpp's converter): split HF's fused
+    // [E, 2I, d] (expert e: gate rows e·2I .., up rows e·2I + I ..), or stack per-expert matrices.
+    const std::string fused = hf_tensor(b + "ffn_gate_up_exps.weight", lm_, c_.n_layer).name;
+    if (idx.contains(fused)) {
+      MatrixView gu = view(take(fused, {E, 2 * I, d}));
+      MatrixView dn = view(take(hf_tensor(b + "ffn_down_exps.weight", lm_, c_.n_layer).name, {E, d, I}));
       stacked(b + "ffn_gate_exps.weight", I, d, [gu, I](int64_t r) { return std::make_pair(gu, (r / I) * 2 * I + r % I); });
       stacked(b + "ffn_up_exps.weight", I, d, [gu, I](int64_t r) { return std::make_pair(gu, (r / I) * 2 * I + I + r % I); });
       stacked(b + "ffn_down_exps.weight", d, I, [dn](int64_t r) { return std::make_pair(dn, r); });
     } else {  // legacy per-expert tensors
       std::vector<MatrixView> g, u, dd;
       for (int64_t e = 0; e < E; ++e) {
-        const std::string x = m + "experts." + std::to_string(e) + ".";
-        g.push_back(view(take(x + "gate_proj.weight", {I, d})));
-        u.push_back(view(take(x + "up_proj.weight", {I, d})));
-        dd.push_back(view(take(x + "down_proj.weight", {d, I})));
+        auto expert = [&](const char* stack, int64_t rows, int64_t cols) {
+          return view(take(hf_expert_name(b + stack, e, lm_, c_.n_layer), {rows, cols}));
+        };
+        g.push_back(expert("ffn_gate_exps.weight", I, d));
+        u.push_back(expert("ffn_up_exps.weight", I, d));
+        dd.push_back(expert("ffn_down_exps.weight", d, I));
       }
       stacked(b + "ffn_gate_exps.weight", I, d, [g, I](int64_t r) { return std::make_pair(g[static_cast<size_t>(r / I)], r % I); });
       stacked(b + "ffn_up_exps.weight", I, d, [u, I](int64_t r) { return std::make_pair(u[static_cast<size_t>(r / I)], r % I); });
@@ -237,28 +196,26 @@ void Converter::run(const std::string& out_path) {
     }
     if (c_.n_ff_shexp > 0) {
       const int64_t S = c_.n_ff_shexp;
-      simple(b + "ffn_gate_shexp.weight", m + "shared_expert.gate_proj.weight", {S, d}, false);
-      simple(b + "ffn_up_shexp.weight", m + "shared_expert.up_proj.weight", {S, d}, false);
-      simple(b + "ffn_down_shexp.weight", m + "shared_expert.down_proj.weight", {d, S}, false);
-      simple(b + "ffn_gate_inp_shexp.weight", m + "shared_expert_gate.weight", {1, d}, true);
-      plans_.back().shape = {d};
+      emit(b + "ffn_gate_shexp.weight", {S, d});
+      emit(b + "ffn_up_shexp.weight", {S, d});
+      emit(b + "ffn_down_shexp.weight", {d, S});
+      emit(b + "ffn_gate_inp_shexp.weight", {d});  // HF [1, d]
     }
   };
-  for (int64_t i = 0; i < c_.n_layer; ++i)
-    block(lm + "layers." + std::to_string(i) + ".", "blk." + std::to_string(i) + ".", c_.recurrent[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < c_.n_layer; ++i) block("blk." + std::to_string(i) + ".", c_.recurrent[static_cast<size_t>(i)]);
   // The MTP head as llama.cpp's converter writes it: block n_layer with the nextn.* tensors
   // (nextn_predict_layers = 1). Checkpoints whose MTP tensors were stripped get none.
-  const bool has_mtp = c_.n_mtp > 0 && idx.contains("mtp.fc.weight");
+  const std::string bm = "blk." + std::to_string(c_.n_layer) + ".";
+  const bool has_mtp = c_.n_mtp > 0 && idx.contains(hf_tensor(bm + "nextn.eh_proj.weight", lm_, c_.n_layer).name);
   if (opt_.mtp == ConvertOptions::Mtp::kOnly && !has_mtp)
     throw_error(ErrorCode::kUnsupported, hf_.dir + ": --mtp: the checkpoint has no MTP head (mtp.* tensors)");
   const bool mtp = has_mtp && opt_.mtp != ConvertOptions::Mtp::kNone;
   if (mtp) {
-    const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
-    block("mtp.layers.0.", b, false);
-    simple(b + "nextn.eh_proj.weight", "mtp.fc.weight", {d, 2 * d}, false);
-    norm_plus1(b + "nextn.enorm.weight", "mtp.pre_fc_norm_embedding.weight", d);
-    norm_plus1(b + "nextn.hnorm.weight", "mtp.pre_fc_norm_hidden.weight", d);
-    norm_plus1(b + "nextn.shared_head_norm.weight", "mtp.norm.weight", d);
+    block(bm, false);
+    emit(bm + "nextn.eh_proj.weight", {d, 2 * d});
+    emit(bm + "nextn.enorm.weight", {d});
+    emit(bm + "nextn.hnorm.weight", {d});
+    emit(bm + "nextn.shared_head_norm.weight", {d});
   }
   // Everything else must be a part we knowingly drop (vision tower; an MTP block beyond the first).
   for (const auto& [name, t] : idx.all()) {

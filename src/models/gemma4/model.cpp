@@ -13,6 +13,7 @@
 #include "core/half.h"
 #include "kernels/fused.h"
 #include "kernels/thread_pool.h"
+#include "models/common/weight_source.h"
 #include "models/common/weights.h"
 #include "models/gemma4/device_forward.h"
 #include "models/gemma4/gemma4.h"
@@ -296,6 +297,7 @@ class Gemma4Model final : public Model {
   ModelFiles files_;
   bool is_hf_ = false;
   std::string prefix_;
+  wt::WeightSource src_;  // the weights by GGUF name, over files_ (HF: prefix_ + gguf_to_hf_name)
   Config cfg_;
   ModelInfo info_;
   MatrixView tok_embd_, output_;
@@ -328,69 +330,22 @@ class Gemma4Model final : public Model {
   std::unique_ptr<Assistant> asst_;  // LoadOptions::draft: the assistant drafter
 };
 
-const TensorInfo* Gemma4Model::find(const std::string& g) const {
-  if (!is_hf_) return files_.tensors().find(g);
-  const std::string h = gguf_to_hf_name(g);
-  if (h.empty()) return nullptr;
-  return files_.tensors().find(prefix_ + h);
-}
+// Lookups by GGUF name through src_ (models/common/weight_source.h: an HF checkpoint through
+// gguf_to_hf_name under prefix_); errors name the file's tensor.
+const TensorInfo* Gemma4Model::find(const std::string& g) const { return src_.find(g); }
 
-const TensorInfo& Gemma4Model::need(const std::string& g) const {
-  const TensorInfo* t = find(g);
-  if (!t) {
-    const std::string shown = is_hf_ ? prefix_ + gguf_to_hf_name(g) : g;
-    format_error(files_.path, "missing tensor " + shown);
-  }
-  return *t;
-}
+const TensorInfo& Gemma4Model::need(const std::string& g) const { return src_.need(g); }
 
 MatrixView Gemma4Model::matrix(const std::string& g, int64_t rows, int64_t cols) {
-  const TensorInfo& t = need(g);
-  if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
-    format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want [" +
-                                  std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  if (!matmul_supports(t.dtype))
-    throw_error(ErrorCode::kUnsupported, files_.path + ": tensor " + t.name + ": unsupported tensor type " + dtype_name(t.dtype));
-  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
-  if (!rb || *rb * static_cast<uint64_t>(rows) != t.nbytes)
-    format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
-  const MatrixView m = lq_.matrix(t, rows, cols, g, 2, arena_);
+  const MatrixView m = src_.matrix(g, rows, cols, lq_, arena_);
   f32_mm_ = f32_mm_ || m.dtype == DType::F32;
   return m;
 }
 
-std::vector<float> Gemma4Model::vec(const std::string& g, int64_t n) const {
-  const TensorInfo& t = need(g);
-  if (t.n_elements() != n)
-    format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want " + std::to_string(n) + " elements");
-  if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
-    throw_error(ErrorCode::kUnsupported, files_.path + ": tensor " + t.name + ": unsupported type " + dtype_name(t.dtype) + " for a vector");
-  std::vector<float> out(static_cast<size_t>(n));
-  const uint8_t* p = t.data();
-  for (int64_t i = 0; i < n; ++i) {
-    if (t.dtype == DType::F32) std::memcpy(&out[static_cast<size_t>(i)], p + 4 * i, 4);
-    else {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      out[static_cast<size_t>(i)] = t.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-    }
-  }
-  for (float v : out)
-    if (!std::isfinite(v)) format_error(files_.path, "tensor " + t.name + " holds a non-finite value");
-  return out;
-}
+std::vector<float> Gemma4Model::vec(const std::string& g, int64_t n) const { return src_.vec(g, n); }
 
 Expert3D Gemma4Model::experts(const std::string& g, int64_t e, int64_t rows, int64_t cols) {
-  const TensorInfo& t = need(g);
-  if (t.shape.size() != 3 || t.shape[0] != e || t.shape[1] != rows || t.shape[2] != cols)
-    format_error(files_.path, "tensor " + t.name + " has shape " + t.shape_string() + ", want [" + std::to_string(e) +
-                                  ", " + std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  if (!matmul_supports(t.dtype))
-    throw_error(ErrorCode::kUnsupported, files_.path + ": tensor " + t.name + ": unsupported tensor type " + dtype_name(t.dtype));
-  auto rb = dtype_row_bytes(t.dtype, static_cast<uint64_t>(cols));
-  if (!rb || *rb * static_cast<uint64_t>(rows) * static_cast<uint64_t>(e) != t.nbytes)
-    format_error(files_.path, "tensor " + t.name + ": size does not match its shape");
-  const MatrixView m = lq_.matrix(t, e * rows, cols, g, 3, arena_);
+  const MatrixView m = src_.stack(g, e, rows, cols, lq_, arena_);
   f32_mm_ = f32_mm_ || m.dtype == DType::F32;
   Expert3D x;
   x.dtype = m.dtype;
@@ -427,6 +382,13 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
     : files_(without_metadata(files)), cfg_(std::move(cfg)) {
   is_hf_ = files_.kind == ModelFileKind::kHf;
   if (is_hf_) prefix_ = hf_prefix(*files_.hf);
+  wt::WeightSource::NameMap map;
+  if (is_hf_)
+    map = [this](const std::string& g) {
+      const std::string h = gguf_to_hf_name(g);
+      return h.empty() ? h : prefix_ + h;
+    };
+  src_ = wt::WeightSource(&files_.tensors(), files_.path, std::move(map));
   const bool untied_hf = is_hf_ && files_.tensors().find("lm_head.weight") &&
                          !files_.hf->text_config.value("tie_word_embeddings", files_.hf->config.value("tie_word_embeddings", true));
   if (!opt.quant.empty())
@@ -498,7 +460,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
       ly.has_v = !skip_v && find(b + "attn_v.weight") != nullptr;
       if (ly.has_v) ly.wv = matrix(b + "attn_v.weight", hkv * hd, d);
       else if (is_hf_ && !(c.k_eq_v && !c.swa(l)))
-        format_error(files_.path, "missing tensor " + prefix_ + gguf_to_hf_name(b + "attn_v.weight"));
+        src_.missing(b + "attn_v.weight");
     }
     ly.post_attn_norm = vec(b + "post_attention_norm.weight", d);
     const int64_t ff = c.n_ff[static_cast<size_t>(l)];
@@ -508,7 +470,7 @@ Gemma4Model::Gemma4Model(const ModelFiles& files, Config cfg, const LoadOptions&
     ly.down = matrix(b + "ffn_down.weight", d, ff);
     ly.post_ffn_norm = vec(b + "post_ffw_norm.weight", d);
     ly.moe = c.n_expert > 0 && find(b + "ffn_gate_inp.weight") != nullptr;
-    if (c.n_expert > 0 && !ly.moe) format_error(files_.path, "missing tensor " + (is_hf_ ? prefix_ + gguf_to_hf_name(b + "ffn_gate_inp.weight") : b + "ffn_gate_inp.weight"));
+    if (c.n_expert > 0 && !ly.moe) src_.missing(b + "ffn_gate_inp.weight");
     if (ly.moe) {
       const int64_t E = c.n_expert, I = c.n_ff_exp;
       ly.router = matrix(b + "ffn_gate_inp.weight", E, d);

@@ -20,12 +20,14 @@
 #include "kernels/thread_pool.h"
 #include "nn/ops.h"
 #include "models/common/quant_rule.h"
+#include "models/common/weight_source.h"
 #include "models/common/weights.h"
 #include "models/model.h"
 #include "models/qwen35/config.h"
 #include "models/qwen35/device_forward.h"
 #include "models/qwen35/gdn.h"
 #include "models/qwen35/layers.h"
+#include "models/qwen35/tensor_names.h"
 #include "nn/kv_cache.h"
 #include "nn/moe.h"
 #include "nn/recurrent_state.h"
@@ -191,17 +193,20 @@ class Qwen35Model final : public Model {
   void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const override;
 
  private:
-  void load_hf(const HfCheckpoint& hf);
-  void load_gguf(const GgufFile& g);
-  void load_gguf_layer(const TensorIndex& idx, Layer& L, const std::string& prefix);
-  void load_gguf_mtp(const TensorIndex& idx);
+  // One loader in GGUF names over src_ (a GGUF file, or an HF checkpoint through the family's
+  // name map, tensor_names.h): the trunk, one decoder block (prefix "blk.N."), the MTP block.
+  void load();
+  void load_layer(Layer& L, const std::string& prefix);
+  void load_mtp();
   void load_draft_mtp(const GgufFile& g, const std::string& path);
-  // Matrix `name` [rows, cols]; `gguf`: its GGUF name (HF loads) for the quantise-at-load rule;
-  // orderings as wt::LoadQuant::matrix.
-  MatrixView mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols, const std::string& gguf = "",
-                 const std::vector<int64_t>& row_perm = {}, const std::vector<int64_t>& col_perm = {});
-  // A 3-D expert stack [E, rows, cols] as one [E·rows, cols] matrix.
-  MatrixView stack(const TensorIndex& idx, const std::string& name, int64_t E, int64_t rows, int64_t cols, const std::string& gguf = "");
+  // Matrix g [rows, cols] through the quantise-at-load rule; an HF matrix is reordered into the
+  // GGUF's tiled V-head order when tiled_ (quantising at load).
+  MatrixView mat(const std::string& g, int64_t rows, int64_t cols);
+  // A 3-D expert stack g [E, rows, cols] as one [E·rows, cols] matrix.
+  MatrixView stack(const std::string& g, int64_t E, int64_t rows, int64_t cols);
+  // Small f32 tensor g of GGUF shape `shape`; from an HF checkpoint with the table's transform
+  // (1 + w, −exp, conv [C, 1, K] → [C, K]) and, when tiled_, the tiled V-head order.
+  std::vector<float> vec(const std::string& g, const std::vector<int64_t>& shape);
   // Mixers over a pass: sts[i] is the state of pass.segs[i].
   void gdn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const;
   void attn_forward(const Layer& L, const Pass& p, State* const* sts, const float* u, float* out) const;
@@ -231,6 +236,8 @@ class Qwen35Model final : public Model {
   nn::KvType kt_ = nn::KvType::kF16, vt_ = nn::KvType::kF16;
   bool kv_generic_ = false;
   wt::Arena arena_;
+  wt::WeightSource src_;  // the file being read, by GGUF name (mapped: an HF checkpoint)
+  std::string lm_;        // HF language-model prefix (hf_lm_prefix; "" for GGUF files)
   MatrixView embd_, output_;
   std::vector<float> out_norm_;
   std::vector<Layer> layers_;
@@ -246,16 +253,33 @@ class Qwen35Model final : public Model {
   bool has_mtp_ = false;
 };
 
-MatrixView Qwen35Model::mat(const TensorIndex& idx, const std::string& name, int64_t rows, int64_t cols, const std::string& gguf,
-                            const std::vector<int64_t>& row_perm, const std::vector<int64_t>& col_perm) {
-  const TensorInfo& t = wt::require(idx, name, {rows, cols});
-  return lq_.matrix(t, rows, cols, gguf.empty() ? name : gguf, 2, arena_, row_perm, col_perm);
+MatrixView Qwen35Model::mat(const std::string& g, int64_t rows, int64_t cols) {
+  std::vector<int64_t> row_perm, col_perm;
+  if (src_.mapped() && tiled_) {
+    const HfTensor h = hf_tensor(g, lm_, c_.n_layer);
+    (h.vheads == VHeads::kValueCols ? col_perm : row_perm) = vhead_order(c_, h.vheads);
+  }
+  return src_.matrix(g, rows, cols, lq_, arena_, row_perm, col_perm);
 }
 
-MatrixView Qwen35Model::stack(const TensorIndex& idx, const std::string& name, int64_t E, int64_t rows, int64_t cols,
-                              const std::string& gguf) {
-  const TensorInfo& t = wt::require(idx, name, {E, rows, cols});
-  return lq_.matrix(t, E * rows, cols, gguf.empty() ? name : gguf, 3, arena_);
+MatrixView Qwen35Model::stack(const std::string& g, int64_t E, int64_t rows, int64_t cols) {
+  return src_.stack(g, E, rows, cols, lq_, arena_);
+}
+
+std::vector<float> Qwen35Model::vec(const std::string& g, const std::vector<int64_t>& shape) {
+  // Any stored type (an MLX checkpoint's router is group-quantised), as wt::to_f32 reads it.
+  if (!src_.mapped()) return src_.to_f32(g, shape);
+  const HfTensor h = hf_tensor(g, lm_, c_.n_layer);
+  std::vector<float> v = src_.to_f32(g, hf_shape(h, shape));
+  apply_fix(h.fix, v.data(), static_cast<int64_t>(v.size()));
+  const std::vector<int64_t> order = tiled_ ? vhead_order(c_, h.vheads) : std::vector<int64_t>{};
+  if (order.empty()) return v;
+  // Rows of row_len values (1-D per-head vectors: one value a row) into the GGUF order.
+  const int64_t row_len = shape.size() == 1 ? 1 : shape.back();
+  std::vector<float> out(v.size());
+  for (size_t r = 0; r < order.size(); ++r)
+    std::copy_n(v.begin() + order[r] * row_len, row_len, out.begin() + static_cast<std::ptrdiff_t>(r) * row_len);
+  return out;
 }
 
 Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
@@ -279,13 +303,19 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
     c_ = config_from_gguf(*files.gguf, files.path);
     tiled_ = true;
     set_rule();
-    load_gguf(*files.gguf);
+    src_ = wt::WeightSource(&files.gguf->tensors, files.path);
+    load();
     info_.name = files.gguf->metadata.get_string("general.name", "");
   } else if (files.hf) {
     c_ = config_from_hf(*files.hf);
-    tiled_ = false;
     set_rule();
-    load_hf(*files.hf);
+    // HF grouped V-head order as stored, unless quantising: then the GGUF (tiled) order, as the
+    // converter writes it, so the quantised rows are the ones a converted file would hold.
+    tiled_ = lq_.rule && c_.hk != c_.hv;
+    lm_ = hf_lm_prefix(files.hf->tensors);
+    src_ = wt::WeightSource(&files.hf->tensors, files.hf->dir,
+                            [this](const std::string& g) { return hf_tensor(g, lm_, c_.n_layer).name; });
+    load();
   } else {
     throw_error(ErrorCode::kInvalidArgument, files.path + ": no model files");
   }
@@ -323,144 +353,34 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
   if (opt.device) dev_ = std::make_unique<DeviceForward>(opt.device, c_, tiled_, embd_, output_, out_norm_, layers_);
 }
 
-void Qwen35Model::load_hf(const HfCheckpoint& hf) {
-  const TensorIndex& idx = hf.tensors;
-  std::string lm = "model.language_model.";
-  if (!idx.contains(lm + "embed_tokens.weight") && idx.contains("model.embed_tokens.weight")) lm = "model.";
+void Qwen35Model::load() {
   const int64_t d = c_.n_embd;
   // The vocab is the embedding's row count (config vocab_size is checked against it).
-  embd_ = mat(idx, lm + "embed_tokens.weight", c_.n_vocab, d, "token_embd.weight");
-  auto zc_norm = [&](const std::string& name, int64_t n) {
-    auto v = wt::to_f32(wt::require(idx, name, {n}));
-    for (auto& x : v) x += 1.0f;
-    return v;
-  };
-  out_norm_ = zc_norm(lm + "norm.weight", d);
-  output_ = c_.tied ? embd_ : mat(idx, "lm_head.weight", c_.n_vocab, d, "output.weight");
-  const int64_t Hv = c_.hv, C = c_.conv_dim(), VD = c_.value_dim();
-  // Quantising: store the GGUF (tiled) V-head order, as the converter writes it.
-  const bool reorder = lq_.rule && c_.hk != Hv;
-  tiled_ = reorder;
-  const std::vector<int64_t> hp = reorder ? vhead_perm(c_.hk, Hv) : std::vector<int64_t>{};
-  auto perm = [&](int64_t total, int64_t offset, int64_t block) {
-    return reorder ? block_perm(total, offset, hp, block) : std::vector<int64_t>{};
-  };
-  auto permuted = [](std::vector<float> v, const std::vector<int64_t>& rp, int64_t row_len) {
-    if (rp.empty()) return v;
-    std::vector<float> out(v.size());
-    for (size_t r = 0; r < rp.size(); ++r)
-      std::copy_n(v.begin() + rp[r] * row_len, row_len, out.begin() + static_cast<std::ptrdiff_t>(r) * row_len);
-    return out;
-  };
-  // One decoder block: HF prefix p, GGUF prefix b (the quantise-at-load rule's names).
-  auto load_layer = [&](Layer& L, const std::string& p, const std::string& b) {
-    L.attn_norm = zc_norm(p + "input_layernorm.weight", d);
-    L.post_norm = zc_norm(p + "post_attention_layernorm.weight", d);
-    if (L.recurrent) {
-      const std::string q = p + "linear_attn.";
-      const auto conv_rows = perm(C, 2 * c_.key_dim(), c_.dv), v_rows = perm(VD, 0, c_.dv), heads = perm(Hv, 0, 1);
-      L.gdn.qkv = mat(idx, q + "in_proj_qkv.weight", C, d, b + "attn_qkv.weight", conv_rows);
-      L.gdn.z = mat(idx, q + "in_proj_z.weight", VD, d, b + "attn_gate.weight", v_rows);
-      L.gdn.b = mat(idx, q + "in_proj_b.weight", Hv, d, b + "ssm_beta.weight", heads);
-      L.gdn.a = mat(idx, q + "in_proj_a.weight", Hv, d, b + "ssm_alpha.weight", heads);
-      L.gdn.out = mat(idx, q + "out_proj.weight", d, VD, b + "ssm_out.weight", {}, v_rows);
-      L.gdn.conv = permuted(wt::to_f32(wt::require(idx, q + "conv1d.weight", {C, 1, c_.conv_k})), conv_rows, c_.conv_k);
-      L.gdn.ssm_a = permuted(wt::to_f32(wt::require(idx, q + "A_log", {Hv})), heads, 1);
-      for (auto& x : L.gdn.ssm_a) x = -std::exp(x);
-      L.gdn.dt_bias = permuted(wt::to_f32(wt::require(idx, q + "dt_bias", {Hv})), heads, 1);
-      L.gdn.norm = wt::to_f32(wt::require(idx, q + "norm.weight", {c_.dv}));  // plain weight, no +1
-    } else {
-      const std::string q = p + "self_attn.";
-      const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
-      L.attn.q = mat(idx, q + "q_proj.weight", 2 * H * hd, d, b + "attn_q.weight");
-      L.attn.k = mat(idx, q + "k_proj.weight", Hkv * hd, d, b + "attn_k.weight");
-      L.attn.v = mat(idx, q + "v_proj.weight", Hkv * hd, d, b + "attn_v.weight");
-      L.attn.o = mat(idx, q + "o_proj.weight", d, H * hd, b + "attn_output.weight");
-      L.attn.q_norm = zc_norm(q + "q_norm.weight", hd);
-      L.attn.k_norm = zc_norm(q + "k_norm.weight", hd);
-    }
-    const std::string m = p + "mlp.";
-    if (!c_.moe) {
-      L.ffn.gate = mat(idx, m + "gate_proj.weight", c_.n_ff, d, b + "ffn_gate.weight");
-      L.ffn.up = mat(idx, m + "up_proj.weight", c_.n_ff, d, b + "ffn_up.weight");
-      L.ffn.down = mat(idx, m + "down_proj.weight", d, c_.n_ff, b + "ffn_down.weight");
-    } else {
-      const int64_t E = c_.n_expert, I = c_.n_ff_exp;
-      // Router in f32, as the GGUF converter stores it (keeps HF and GGUF routing identical).
-      L.ffn.router = arena_.own_matrix(wt::to_f32(wt::require(idx, m + "gate.weight", {E, d})), E, d);
-      if (idx.contains(m + "experts.gate_up_proj")) {
-        MatrixView gv = stack(idx, m + "experts.gate_up_proj", E, 2 * I, d, b + "ffn_gate_up_exps.weight");
-        MatrixView dv = stack(idx, m + "experts.down_proj", E, d, I, b + "ffn_down_exps.weight");
-        for (int64_t e = 0; e < E; ++e) {
-          L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * 2 * I, I));
-          L.ffn.exp_up.push_back(wt::sub_rows(gv, e * 2 * I + I, I));
-          L.ffn.exp_down.push_back(wt::sub_rows(dv, e * d, d));
-        }
-      } else {  // per-expert tensors (older layout)
-        for (int64_t e = 0; e < E; ++e) {
-          const std::string x = m + "experts." + std::to_string(e) + ".";
-          L.ffn.exp_gate.push_back(mat(idx, x + "gate_proj.weight", I, d, b + "ffn_gate_exps.weight"));
-          L.ffn.exp_up.push_back(mat(idx, x + "up_proj.weight", I, d, b + "ffn_up_exps.weight"));
-          L.ffn.exp_down.push_back(mat(idx, x + "down_proj.weight", d, I, b + "ffn_down_exps.weight"));
-        }
-      }
-      if (c_.n_ff_shexp > 0) {
-        const int64_t S = c_.n_ff_shexp;
-        L.ffn.has_shared = true;
-        L.ffn.sh_gate = mat(idx, m + "shared_expert.gate_proj.weight", S, d, b + "ffn_gate_shexp.weight");
-        L.ffn.sh_up = mat(idx, m + "shared_expert.up_proj.weight", S, d, b + "ffn_up_shexp.weight");
-        L.ffn.sh_down = mat(idx, m + "shared_expert.down_proj.weight", d, S, b + "ffn_down_shexp.weight");
-        L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(wt::require(idx, m + "shared_expert_gate.weight", {1, d})), 1, d);
-      }
-    }
-  };
+  embd_ = mat("token_embd.weight", c_.n_vocab, d);
+  out_norm_ = vec("output_norm.weight", {d});
+  output_ = c_.tied ? embd_ : mat("output.weight", c_.n_vocab, d);
   layers_.resize(static_cast<size_t>(c_.n_layer));
   for (int64_t i = 0; i < c_.n_layer; ++i) {
     Layer& L = layers_[static_cast<size_t>(i)];
     L.recurrent = c_.recurrent[static_cast<size_t>(i)];
-    load_layer(L, lm + "layers." + std::to_string(i) + ".", "blk." + std::to_string(i) + ".");
+    load_layer(L, "blk." + std::to_string(i) + ".");
   }
-  // The MTP block (spec A.5): a full-attention decoder block behind fc · [norm(E[x]), norm(h)].
-  if (c_.n_mtp > 0 && idx.contains("mtp.fc.weight")) {
-    const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
-    mtp_.fc = mat(idx, "mtp.fc.weight", d, 2 * d, b + "nextn.eh_proj.weight");
-    mtp_.enorm = zc_norm("mtp.pre_fc_norm_embedding.weight", d);
-    mtp_.hnorm = zc_norm("mtp.pre_fc_norm_hidden.weight", d);
-    mtp_.norm = zc_norm("mtp.norm.weight", d);
-    load_layer(mtp_.layer, "mtp.layers.0.", b);
-    mtp_.layer.cache = 0;
-    has_mtp_ = true;
-  }
+  if (c_.n_mtp > 0) load_mtp();
 }
 
-void Qwen35Model::load_gguf(const GgufFile& g) {
-  const TensorIndex& idx = g.tensors;
-  const int64_t d = c_.n_embd;
-  embd_ = mat(idx, "token_embd.weight", c_.n_vocab, d);
-  out_norm_ = wt::to_f32(wt::require(idx, "output_norm.weight", {d}));
-  output_ = c_.tied ? embd_ : mat(idx, "output.weight", c_.n_vocab, d);
-  layers_.resize(static_cast<size_t>(c_.n_layer));
-  for (int64_t i = 0; i < c_.n_layer; ++i) {
-    Layer& L = layers_[static_cast<size_t>(i)];
-    L.recurrent = c_.recurrent[static_cast<size_t>(i)];
-    load_gguf_layer(idx, L, "blk." + std::to_string(i) + ".");
-  }
-  if (c_.n_mtp > 0) load_gguf_mtp(idx);
-}
-
-// The MTP block: block n_layer (nextn_predict_layers = 1), llama.cpp's nextn.* names. A file whose
-// MTP tensors were left out (llama.cpp converter's --no-mtp) has no head.
-void Qwen35Model::load_gguf_mtp(const TensorIndex& idx) {
+// The MTP block (spec A.5): a full-attention decoder block behind fc · [norm(E[x]), norm(h)];
+// block n_layer (nextn_predict_layers = 1), llama.cpp's nextn.* names (HF mtp.*). A file whose
+// MTP tensors were left out (llama.cpp converter's --no-mtp, stripped checkpoints) has no head.
+void Qwen35Model::load_mtp() {
   const int64_t d = c_.n_embd;
   const std::string b = "blk." + std::to_string(c_.n_layer) + ".";
-  if (!idx.contains(b + "nextn.eh_proj.weight")) return;
-  mtp_.fc = mat(idx, b + "nextn.eh_proj.weight", d, 2 * d);
-  mtp_.enorm = wt::to_f32(wt::require(idx, b + "nextn.enorm.weight", {d}));
-  mtp_.hnorm = wt::to_f32(wt::require(idx, b + "nextn.hnorm.weight", {d}));
-  mtp_.norm = idx.contains(b + "nextn.shared_head_norm.weight") ? wt::to_f32(wt::require(idx, b + "nextn.shared_head_norm.weight", {d}))
-                                                                : out_norm_;
+  if (!src_.find(b + "nextn.eh_proj.weight")) return;
+  mtp_.fc = mat(b + "nextn.eh_proj.weight", d, 2 * d);
+  mtp_.enorm = vec(b + "nextn.enorm.weight", {d});
+  mtp_.hnorm = vec(b + "nextn.hnorm.weight", {d});
+  mtp_.norm = src_.find(b + "nextn.shared_head_norm.weight") ? vec(b + "nextn.shared_head_norm.weight", {d}) : out_norm_;
   mtp_.layer = Layer{};
-  load_gguf_layer(idx, mtp_.layer, b);
+  load_layer(mtp_.layer, b);
   mtp_.layer.cache = 0;
   has_mtp_ = true;
 }
@@ -492,79 +412,96 @@ void Qwen35Model::load_draft_mtp(const GgufFile& g, const std::string& path) {
   if (!g.tensors.contains(b + "nextn.eh_proj.weight")) throw_error(ErrorCode::kFormat, path + ": no MTP block (" + b + "nextn.*)");
   const int64_t n_mtp = c_.n_mtp;
   c_.n_mtp = dc.n_mtp;
+  // The draft is read through its own source (GGUF names as they are), then the model's again.
+  wt::WeightSource model_src = std::move(src_);
+  src_ = wt::WeightSource(&g.tensors, path);
   try {
-    load_gguf_mtp(g.tensors);
+    load_mtp();
   } catch (...) {
     c_.n_mtp = n_mtp;
+    src_ = std::move(model_src);
     throw;
   }
+  src_ = std::move(model_src);
 }
 
-// One decoder block of a GGUF file, tensor prefix p.
-void Qwen35Model::load_gguf_layer(const TensorIndex& idx, Layer& L, const std::string& p) {
+// One decoder block, GGUF prefix p ("blk.N."), from a GGUF file or an HF checkpoint.
+void Qwen35Model::load_layer(Layer& L, const std::string& p) {
   const int64_t d = c_.n_embd;
   const int64_t Hv = c_.hv, C = c_.conv_dim(), VD = c_.value_dim();
-  {
-    L.attn_norm = wt::to_f32(wt::require(idx, p + "attn_norm.weight", {d}));
-    L.post_norm = wt::to_f32(wt::require(idx, p + "post_attention_norm.weight", {d}));
-    if (L.recurrent) {
-      L.gdn.qkv = mat(idx, p + "attn_qkv.weight", C, d);
-      L.gdn.z = mat(idx, p + "attn_gate.weight", VD, d);
-      L.gdn.b = mat(idx, p + "ssm_beta.weight", Hv, d);
-      L.gdn.a = mat(idx, p + "ssm_alpha.weight", Hv, d);
-      L.gdn.out = mat(idx, p + "ssm_out.weight", d, VD);
-      L.gdn.conv = wt::to_f32(wt::require(idx, p + "ssm_conv1d.weight", {C, c_.conv_k}));
-      L.gdn.ssm_a = wt::to_f32(wt::require(idx, p + "ssm_a", {Hv}));
-      L.gdn.dt_bias = wt::to_f32(wt::require(idx, p + "ssm_dt.bias", {Hv}));
-      L.gdn.norm = wt::to_f32(wt::require(idx, p + "ssm_norm.weight", {c_.dv}));
-    } else {
-      const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
-      L.attn.q = mat(idx, p + "attn_q.weight", 2 * H * hd, d);
-      L.attn.k = mat(idx, p + "attn_k.weight", Hkv * hd, d);
-      L.attn.v = mat(idx, p + "attn_v.weight", Hkv * hd, d);
-      L.attn.o = mat(idx, p + "attn_output.weight", d, H * hd);
-      L.attn.q_norm = wt::to_f32(wt::require(idx, p + "attn_q_norm.weight", {hd}));
-      L.attn.k_norm = wt::to_f32(wt::require(idx, p + "attn_k_norm.weight", {hd}));
+  const bool hf = src_.mapped();
+  L.attn_norm = vec(p + "attn_norm.weight", {d});
+  L.post_norm = vec(p + "post_attention_norm.weight", {d});
+  if (L.recurrent) {
+    L.gdn.qkv = mat(p + "attn_qkv.weight", C, d);
+    L.gdn.z = mat(p + "attn_gate.weight", VD, d);
+    L.gdn.b = mat(p + "ssm_beta.weight", Hv, d);
+    L.gdn.a = mat(p + "ssm_alpha.weight", Hv, d);
+    L.gdn.out = mat(p + "ssm_out.weight", d, VD);
+    L.gdn.conv = vec(p + "ssm_conv1d.weight", {C, c_.conv_k});  // [C, K]; transposed after load
+    L.gdn.ssm_a = vec(p + "ssm_a", {Hv});
+    L.gdn.dt_bias = vec(p + "ssm_dt.bias", {Hv});
+    L.gdn.norm = vec(p + "ssm_norm.weight", {c_.dv});
+  } else {
+    const int64_t H = c_.n_head, Hkv = c_.n_head_kv, hd = c_.head_dim;
+    L.attn.q = mat(p + "attn_q.weight", 2 * H * hd, d);  // query and gate rows per head
+    L.attn.k = mat(p + "attn_k.weight", Hkv * hd, d);
+    L.attn.v = mat(p + "attn_v.weight", Hkv * hd, d);
+    L.attn.o = mat(p + "attn_output.weight", d, H * hd);
+    L.attn.q_norm = vec(p + "attn_q_norm.weight", {hd});
+    L.attn.k_norm = vec(p + "attn_k_norm.weight", {hd});
+  }
+  if (!c_.moe) {
+    L.ffn.gate = mat(p + "ffn_gate.weight", c_.n_ff, d);
+    L.ffn.up = mat(p + "ffn_up.weight", c_.n_ff, d);
+    L.ffn.down = mat(p + "ffn_down.weight", d, c_.n_ff);
+    return;
+  }
+  const int64_t E = c_.n_expert, I = c_.n_ff_exp;
+  // Router [E, d]: an HF one in f32, as the converter stores it (HF and GGUF route alike).
+  L.ffn.router = hf ? arena_.own_matrix(vec(p + "ffn_gate_inp.weight", {E, d}), E, d) : mat(p + "ffn_gate_inp.weight", E, d);
+  // Experts: fused gate_up [E, 2I, d] (HF experts.gate_up_proj; GGUF ffn_gate_up_exps), separate
+  // GGUF stacks [E, I, d], or an older HF checkpoint's per-expert matrices; down [E, d, I].
+  const bool fused = !src_.find(p + "ffn_gate_exps.weight") && src_.find(p + "ffn_gate_up_exps.weight");
+  if (hf && !fused) {
+    for (int64_t e = 0; e < E; ++e) {
+      auto expert = [&](const char* g, int64_t rows, int64_t cols) {
+        const TensorInfo& t = src_.need_file(hf_expert_name(p + g, e, lm_, c_.n_layer), {rows, cols});
+        return src_.matrix(t, p + g, 2, rows, cols, lq_, arena_);
+      };
+      L.ffn.exp_gate.push_back(expert("ffn_gate_exps.weight", I, d));
+      L.ffn.exp_up.push_back(expert("ffn_up_exps.weight", I, d));
+      L.ffn.exp_down.push_back(expert("ffn_down_exps.weight", d, I));
     }
-    if (!c_.moe) {
-      L.ffn.gate = mat(idx, p + "ffn_gate.weight", c_.n_ff, d);
-      L.ffn.up = mat(idx, p + "ffn_up.weight", c_.n_ff, d);
-      L.ffn.down = mat(idx, p + "ffn_down.weight", d, c_.n_ff);
+  } else {
+    MatrixView gv, uv;
+    if (fused) {
+      gv = stack(p + "ffn_gate_up_exps.weight", E, 2 * I, d);
     } else {
-      const int64_t E = c_.n_expert, I = c_.n_ff_exp;
-      L.ffn.router = mat(idx, p + "ffn_gate_inp.weight", E, d);
-      MatrixView gv, uv;
-      bool fused = !idx.contains(p + "ffn_gate_exps.weight") && idx.contains(p + "ffn_gate_up_exps.weight");
+      gv = stack(p + "ffn_gate_exps.weight", E, I, d);
+      uv = stack(p + "ffn_up_exps.weight", E, I, d);
+    }
+    MatrixView dv = stack(p + "ffn_down_exps.weight", E, d, I);
+    for (int64_t e = 0; e < E; ++e) {
       if (fused) {
-        gv = stack(idx, p + "ffn_gate_up_exps.weight", E, 2 * I, d);
+        L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * 2 * I, I));
+        L.ffn.exp_up.push_back(wt::sub_rows(gv, e * 2 * I + I, I));
       } else {
-        gv = stack(idx, p + "ffn_gate_exps.weight", E, I, d);
-        uv = stack(idx, p + "ffn_up_exps.weight", E, I, d);
+        L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * I, I));
+        L.ffn.exp_up.push_back(wt::sub_rows(uv, e * I, I));
       }
-      MatrixView dv = stack(idx, p + "ffn_down_exps.weight", E, d, I);
-      for (int64_t e = 0; e < E; ++e) {
-        if (fused) {
-          L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * 2 * I, I));
-          L.ffn.exp_up.push_back(wt::sub_rows(gv, e * 2 * I + I, I));
-        } else {
-          L.ffn.exp_gate.push_back(wt::sub_rows(gv, e * I, I));
-          L.ffn.exp_up.push_back(wt::sub_rows(uv, e * I, I));
-        }
-        L.ffn.exp_down.push_back(wt::sub_rows(dv, e * d, d));
-      }
-      if (c_.n_ff_shexp > 0 || idx.contains(p + "ffn_gate_shexp.weight")) {
-        const int64_t S = c_.n_ff_shexp > 0 ? c_.n_ff_shexp : wt::require(idx, p + "ffn_gate_shexp.weight", {-1, d}).shape[0];
-        L.ffn.has_shared = true;
-        L.ffn.sh_gate = mat(idx, p + "ffn_gate_shexp.weight", S, d);
-        L.ffn.sh_up = mat(idx, p + "ffn_up_shexp.weight", S, d);
-        L.ffn.sh_down = mat(idx, p + "ffn_down_shexp.weight", d, S);
-        const TensorInfo* gi = idx.find(p + "ffn_gate_inp_shexp.weight");
-        if (!gi) throw_error(ErrorCode::kFormat, "missing tensor " + p + "ffn_gate_inp_shexp.weight");
-        if (gi->n_elements() != d)
-          throw_error(ErrorCode::kFormat, "tensor " + gi->name + " has shape " + gi->shape_string() + ", expected [" + std::to_string(d) + "]");
-        L.ffn.sh_inp = arena_.own_matrix(wt::to_f32(*gi), 1, d);
-      }
+      L.ffn.exp_down.push_back(wt::sub_rows(dv, e * d, d));
     }
+  }
+  // Shared expert (+ its sigmoid gate [d]; HF [1, d]). A GGUF without the metadata key tells by
+  // the tensor, its width from the tensor's rows.
+  if (c_.n_ff_shexp > 0 || (!hf && src_.find(p + "ffn_gate_shexp.weight"))) {
+    const int64_t S = c_.n_ff_shexp > 0 ? c_.n_ff_shexp : src_.need(p + "ffn_gate_shexp.weight", {-1, d}).shape[0];
+    L.ffn.has_shared = true;
+    L.ffn.sh_gate = mat(p + "ffn_gate_shexp.weight", S, d);
+    L.ffn.sh_up = mat(p + "ffn_up_shexp.weight", S, d);
+    L.ffn.sh_down = mat(p + "ffn_down_shexp.weight", d, S);
+    L.ffn.sh_inp = arena_.own_matrix(hf ? vec(p + "ffn_gate_inp_shexp.weight", {d}) : src_.to_f32_n(p + "ffn_gate_inp_shexp.weight", d), 1, d);
   }
 }
 
