@@ -6,17 +6,6 @@
 
 namespace oxi::wt {
 
-namespace {
-std::string want_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) r += ", ";
-    r += s[i] < 0 ? std::string("*") : std::to_string(s[i]);
-  }
-  return r + "]";
-}
-}  // namespace
-
 const TensorInfo* WeightSource::find(const std::string& g) const {
   if (!map_) return idx_->find(g);
   const std::string f = map_(g);
@@ -38,7 +27,7 @@ namespace {
 const TensorInfo& check_shape(const std::string& path, const TensorInfo& t, const std::vector<int64_t>& shape) {
   bool ok = t.shape.size() == shape.size();
   for (size_t i = 0; ok && i < shape.size(); ++i) ok = shape[i] < 0 || shape[i] == t.shape[i];
-  if (!ok) format_error(path, "tensor " + t.name + " has shape " + t.shape_string() + ", want " + want_str(shape));
+  if (!ok) format_error(path, "tensor " + t.name + " has shape " + t.shape_string() + ", want " + shape_str(shape));
   return t;
 }
 }  // namespace

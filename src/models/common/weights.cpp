@@ -7,7 +7,6 @@
 
 namespace oxi::wt {
 
-namespace {
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -16,7 +15,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   }
   return r + "]";
 }
-}  // namespace
 
 const TensorInfo& require(const TensorIndex& idx, const std::string& name, const std::vector<int64_t>& shape) {
   const TensorInfo* t = idx.find(name);

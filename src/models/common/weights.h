@@ -16,6 +16,8 @@
 
 namespace oxi::wt {
 
+// An expected shape as error messages show it: "[4, *, 8]" (-1: any size).
+std::string shape_str(const std::vector<int64_t>& shape);
 // The tensor, checked against `shape` (row-major). An expected dim of -1 accepts any size.
 const TensorInfo& require(const TensorIndex& idx, const std::string& name, const std::vector<int64_t>& shape);
 
