@@ -874,19 +874,15 @@ void Gemma4Model::load_assistant(const ModelFiles& f, const std::string& path) {
     if (s < 0) s = c.kv_source(l);
   }
   const int64_t d = ac.n_embd, dt = c.n_embd;
-  auto file_name = [&](const std::string& g) {
-    if (f.gguf) return g;
-    return g.compare(0, 6, "nextn.") == 0 ? g.substr(6) : hf_pre + gguf_to_hf_name(g);
-  };
-  auto vecf = [&](const std::string& name, int64_t n) {
-    const TensorInfo* tp = f.tensors().find(file_name(name));
-    if (!tp) format_error(path, "missing tensor " + file_name(name));
-    const TensorInfo& t = *tp;
-    if (t.n_elements() != n) format_error(path, "tensor " + t.name + " has shape " + t.shape_string() + ", want " + std::to_string(n) + " elements");
-    return wt::to_f32(t);
-  };
+  // The drafter's tensors by GGUF name (an HF checkpoint through the family's map; its
+  // projections are `pre/post_projection`, GGUF's `nextn.*`). Used in place, never quantised.
+  const wt::WeightSource ws = f.gguf ? wt::WeightSource(&f.tensors(), path)
+                                     : wt::WeightSource(&f.tensors(), path, [hf_pre](const std::string& g) {
+                                         return g.compare(0, 6, "nextn.") == 0 ? g.substr(6) : hf_pre + gguf_to_hf_name(g);
+                                       });
+  auto vecf = [&](const std::string& name, int64_t n) { return ws.to_f32_n(name, n); };
   auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
-    return wt::matrix(wt::require(f.tensors(), file_name(name), {rows, cols}), rows, cols);
+    return wt::matrix(ws.need(name, {rows, cols}), rows, cols);
   };
   a->embd = mat("token_embd.weight", ac.n_vocab, d);
   a->output_norm = vecf("output_norm.weight", d);
@@ -915,7 +911,7 @@ void Gemma4Model::load_assistant(const ModelFiles& f, const std::string& path) {
     ly.up = mat(b + "ffn_up.weight", ff, d);
     ly.down = mat(b + "ffn_down.weight", d, ff);
     ly.post_ffn_norm = vecf(b + "post_ffw_norm.weight", d);
-    if (f.tensors().find(file_name(b + "layer_output_scale.weight"))) ly.out_scale = vecf(b + "layer_output_scale.weight", 1)[0];
+    if (ws.find(b + "layer_output_scale.weight")) ly.out_scale = vecf(b + "layer_output_scale.weight", 1)[0];
   }
   asst_ = std::move(a);
 }
