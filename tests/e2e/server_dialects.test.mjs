@@ -87,7 +87,7 @@ const tools = [{ name: "get_weather", description: "Weather for a city",
     required: ["city", "unit"] } }];
 const checkWeather = (input) => {
   assert.equal(typeof input.city, "string");
-  assert.ok(input.city.length <= 16);
+  assert.ok([...input.city].length <= 16, JSON.stringify(input));  // code points, as maxLength counts
   assert.ok(["c", "f"].includes(input.unit), JSON.stringify(input));
 };
 

@@ -68,7 +68,8 @@ const tools = [{ type: "function", name: "get_weather", description: "Weather fo
 const checkWeather = (args) => {
   const a = JSON.parse(args);
   assert.equal(typeof a.city, "string");
-  assert.ok(a.city.length <= 16);
+  // maxLength counts characters (code points, as JSON Schema defines it), not UTF-16 units
+  assert.ok([...a.city].length <= 16, args);
   assert.ok(["c", "f"].includes(a.unit), args);
   assert.deepEqual(Object.keys(a).sort(), ["city", "unit"]);
 };
