@@ -30,13 +30,18 @@ logprob_case() {  # name, prompt, n, fa, media...
   for f in "$@"; do case "$f" in *.wav|*.mp3|*.flac) args+=(--audio "$f") ;; *) args+=(--image "$f") ;; esac; done
   [ -x "$LLDRV" ] || { bad "logprobs ($name): llama_mtmd_logprobs did not build"; return; }
   local other=on; [ "$fa" = on ] && other=off
-  "$LLDRV" "$WORK/m.gguf" "$WORK/mmproj.gguf" "$prompt" "$n" 5 "$fa" "$@" > "$WORK/lp_ll_$name.jsonl" 2> "$WORK/lp_ll_$name.err" &&
-    "$LLDRV" "$WORK/m.gguf" "$WORK/mmproj.gguf" "$prompt" "$n" 5 "$other" "$@" > "$WORK/lp_llo_$name.jsonl" 2>> "$WORK/lp_ll_$name.err" ||
-    { tail -3 "$WORK/lp_ll_$name.err"; bad "logprobs ($name): llama.cpp's driver"; return; }
+  # llama.cpp's runs, kept per (prompt, files, steps, attention path): a case on the other path
+  # with the same prompt reuses both instead of running them again.
+  local key mode; key=$(printf '%s\0' "$prompt" "$n" "$@" | sha1sum | cut -c1-12)
+  for mode in "$fa" "$other"; do
+    [ -s "$WORK/lp_ll_${key}_$mode.jsonl" ] && continue
+    "$LLDRV" "$WORK/m.gguf" "$WORK/mmproj.gguf" "$prompt" "$n" 5 "$mode" "$@" > "$WORK/lp_ll_${key}_$mode.jsonl" 2> "$WORK/lp_ll_$name.err" ||
+      { rm -f "$WORK/lp_ll_${key}_$mode.jsonl"; tail -3 "$WORK/lp_ll_$name.err"; bad "logprobs ($name): llama.cpp's driver"; return; }
+  done
   "$OXINFER" run -m "$WORK/m.gguf" --mmproj "$WORK/mmproj.gguf" "${args[@]}" -p "$prompt" --no-chat -n "$n" --temp 0 -t 2 \
     -c 4096 -fa "$fa" --json --top-logprobs 5 > "$WORK/lp_ox_$name.jsonl" 2> "$WORK/lp_ox_$name.err" ||
     { tail -3 "$WORK/lp_ox_$name.err"; bad "logprobs ($name): oxinfer run --json"; return; }
-  if $PY - "$WORK/lp_ll_$name.jsonl" "$WORK/lp_ox_$name.jsonl" "${LOGPROB_TOL:-0.03}" "$WORK/lp_llo_$name.jsonl" <<'PYEOF'
+  if $PY - "$WORK/lp_ll_${key}_$fa.jsonl" "$WORK/lp_ox_$name.jsonl" "${LOGPROB_TOL:-0.03}" "$WORK/lp_ll_${key}_$other.jsonl" <<'PYEOF'
 import json, sys
 ll = [json.loads(l) for l in open(sys.argv[1])]
 ox = [json.loads(l) for l in open(sys.argv[2]) if '"top_logprobs"' in l]
