@@ -7,24 +7,24 @@
 
 #include "core/half.h"
 #include "kernels/fused.h"
+#include "kernels/thread_pool.h"
 #include "nn/moe.h"
 
 namespace oxi::ops {
 
 namespace {
-// Σ x[i]² in double, four independent partial sums (one chain was latency-bound: ~4 cycles per
-// element); differs from the sequential sum only in the last bits of the double.
+// Σ x[i]² as ggml sums it (rms_norm, l2_norm): each square rounded to f32, the sum in double.
+// ggml adds them one after another; eight running sums (added at the end) give the same double up
+// to its last bits, and so the same f32 mean except when that lies within ~1e-16 of an f32
+// rounding boundary, without one long latency-bound chain.
 double sum_sq(const float* x, int64_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  double s8[8] = {};
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += static_cast<double>(x[i]) * x[i];
-    s1 += static_cast<double>(x[i + 1]) * x[i + 1];
-    s2 += static_cast<double>(x[i + 2]) * x[i + 2];
-    s3 += static_cast<double>(x[i + 3]) * x[i + 3];
-  }
-  for (; i < n; ++i) s0 += static_cast<double>(x[i]) * x[i];
-  return (s0 + s1) + (s2 + s3);
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) s8[k] += static_cast<double>(x[i + k] * x[i + k]);
+  double sum = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
+  for (; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  return sum;
 }
 }  // namespace
 
@@ -33,7 +33,7 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   const float mean = static_cast<float>(sum / static_cast<double>(n));
   const float scale = 1.0f / std::sqrt(mean + eps);
   if (w) {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
   }
@@ -56,7 +56,9 @@ void layer_norm(const float* x, const float* w, const float* b, float* y, int64_
 }
 
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps) {
-  for (int64_t r = 0; r < rows; ++r) rms_norm(x + r * n, w, y + r * n, n, eps);
+  parallel_for_chunked(rows, 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) rms_norm(x + r * n, w, y + r * n, n, eps);
+  });
 }
 
 void l2_norm(float* x, int64_t n, float eps) {

@@ -24,11 +24,14 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.707106
 // double. y may alias x.
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
 
-// y = x / sqrt(mean(x²) + eps) * w   (w may be null: no scale). y may alias x.
+// y = x / sqrt(mean(x²) + eps) * w   (w may be null: no scale). y may alias x. ggml's arithmetic
+// (llama.cpp is the reference of both families): squares rounded to f32 and summed in double, the
+// mean rounded to f32, scale = 1 / sqrtf(mean + eps), then (x · scale) · w in f32.
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
-// The same over `rows` contiguous rows of n.
+// The same over `rows` contiguous rows of n, rows split over the thread pool (serial inside a
+// pool job).
 void rms_norm_rows(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps);
-// x /= max(||x||₂, eps)  (ggml_l2_norm).
+// x /= max(||x||₂, eps)  (ggml_l2_norm; the squares summed as rms_norm's).
 void l2_norm(float* x, int64_t n, float eps);
 // In-place softmax over n values (max-subtracted, sum in double).
 void softmax(float* x, int64_t n);

@@ -20,6 +20,7 @@
 #include "models/gemma4/layers.h"
 #include "kernels/ggml.h"
 #include "kernels/ggml_fa.h"
+#include "nn/ffn.h"
 #include "nn/kv_cache.h"
 #include "nn/moe.h"
 #include "nn/ops.h"
@@ -33,27 +34,6 @@ namespace {
 // numerics
 
 using ops::gelu_tanh;
-
-// y = x / sqrt(mean(x^2) + eps) as ggml: squares rounded to f32, summed in double; then the
-// optional weight.
-void rms_norm(const float* x, int64_t n, float eps, const float* w, float* y) {
-  // ggml adds the f32-rounded squares in double one after another; eight running sums (added at
-  // the end) give the same double up to its last bits, and so the same f32 mean except when that
-  // lies within ~1e-16 of an f32 rounding boundary, without one long latency-bound chain.
-  double s8[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) s8[k] += static_cast<double>(x[i + k] * x[i + k]);
-  double sum = ((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]));
-  for (; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
-  const float mean = static_cast<float>(sum / static_cast<double>(n));
-  const float scale = 1.0f / std::sqrt(mean + eps);
-  if (w) {
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
-  }
-}
 
 // ggml's CPU flash-attention vector kernel for one query row (scale 1, no mask beyond the cells
 // given) over a cache with a q8_0 K and/or V (or K and V of different types): k[i] / v[i] are
@@ -265,33 +245,19 @@ class Gemma4Model final : public Model {
   std::vector<float> vec(const std::string& name, int64_t n) const;
   Expert3D experts(const std::string& name, int64_t e, int64_t rows, int64_t cols);
   void rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool swa) const;
-  void ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t n_ff) const;
   void ffn_moe(const Layer& ly, const float* x_norm, const float* x_resid, int64_t T, float* out) const;
-  float gelu(float x) const { return exact_gelu_ ? gelu_tanh(x) : gelu_ggml(x); }
-  // g[i] = gelu(g[i]) · u[i] (GeGLU), vectorised for ggml's table.
-  void geglu(float* g, const float* u, int64_t n) const {
-    if (!exact_gelu_) return ggml_geglu(g, u, n);
-    for (int64_t i = 0; i < n; ++i) g[i] = gelu_tanh(g[i]) * u[i];
-  }
+  // The gate activation: ggml's GELU table, or the tanh formula under exact_gelu_.
+  nn::GateAct act() const { return exact_gelu_ ? nn::GateAct::kGeluTanh : nn::GateAct::kGeluGgml; }
+  // g[i] = gelu(g[i]) · u[i] (GeGLU).
+  void geglu(float* g, const float* u, int64_t n) const { nn::gate_act(act(), g, u, n); }
   // Products with f32 weights in ggml's summation order (ggml_matmul_f32; `id`: an expert
-  // product, ggml's mul_mat_id); other weight types through our kernels as they are.
-  void mm(const MatrixView& w, const float* x, int64_t T, float* y, bool id = false) const {
-    if (ggml_mm_ && w.dtype == DType::F32)
-      ggml_matmul_f32(w, x, T, y, lanes_, id);
-    else
-      matmul(w, x, T, y);
-  }
-  // Two products of one input (gate and up): one batched kernel call unless they are emulated.
-  void mm2(const MatrixView& w1, float* y1, const MatrixView& w2, float* y2, const float* x, int64_t T,
-           bool id = false) const {
-    if (ggml_mm_ && (w1.dtype == DType::F32 || w2.dtype == DType::F32)) {
-      mm(w1, x, T, y1, id);
-      mm(w2, x, T, y2, id);
-      return;
-    }
-    const MatrixView ws[2] = {w1, w2};
-    float* const ys[2] = {y1, y2};
-    matmul_batch(ws, ys, 2, x, T);
+  // product, ggml's mul_mat_id) unless OXI_GEMMA4_GGML_MM=0; other weight types through our kernels.
+  nn::Products products() const { return nn::Products{ggml_mm_, lanes_}; }
+  void mm(const MatrixView& w, const float* x, int64_t T, float* y, bool id = false) const { products().mm(w, x, T, y, id); }
+  // The GeGLU FFN block (nn/ffn.h) over T rows: x [T, d] → y [T, d].
+  void gated_ffn(const MatrixView& gate, const MatrixView& up, const MatrixView& down, const float* x, int64_t T,
+                 float* y, bool expert = false) const {
+    nn::gated_ffn(gate, up, down, x, T, y, nn::GatedFfn{act(), products(), expert});
   }
 
   ModelFiles files_;
@@ -530,22 +496,6 @@ void Gemma4Model::rope(float* x, int64_t n_heads, int64_t hd, int64_t pos, bool 
   ggml_rope_neox(x, n_heads, hd, pos, swa ? cfg_.n_rot_swa : cfg_.n_rot_full, swa ? cfg_.rope_base_swa : cfg_.rope_base_full, ff);
 }
 
-void Gemma4Model::ffn_dense(const Layer& ly, const float* x, int64_t T, float* out, int64_t ff) const {
-  // Buffers kept per thread (a fresh 2 × T·ff floats per layer was ~1 GB of page faults per 512-token
-  // prompt at E2B's width); GELU·up over the pool in chunks of elements (element-wise, same values;
-  // chunks of elements rather than tokens so that a decode step's one row also splits).
-  thread_local std::vector<float> tl_g, tl_u;
-  std::vector<float>& g = tl_g;
-  std::vector<float>& u = tl_u;
-  if (g.size() < static_cast<size_t>(T * ff)) {
-    g.resize(static_cast<size_t>(T * ff));
-    u.resize(static_cast<size_t>(T * ff));
-  }
-  mm2(ly.gate, g.data(), ly.up, u.data(), x, T);
-  parallel_for_chunked(T * ff, 4096, [&](int64_t i0, int64_t i1) { geglu(g.data() + i0, u.data() + i0, i1 - i0); });
-  mm(ly.down, g.data(), T, out);
-}
-
 void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int64_t T, float* out) const {
   const int64_t d = cfg_.n_embd, E = cfg_.n_expert, K = cfg_.n_expert_used, I = cfg_.n_ff_exp;
   // router on the residual stream: no-scale RMSNorm, · d^-1/2, · router.scale
@@ -553,7 +503,7 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d));
   for (int64_t t = 0; t < T; ++t) {
     float* ht = h.data() + t * d;
-    rms_norm(xr + t * d, d, cfg_.eps, nullptr, ht);
+    ops::rms_norm(xr + t * d, nullptr, ht, d, cfg_.eps);
     for (int64_t i = 0; i < d; ++i) ht[i] = (ht[i] * inv_sqrt_d) * ly.router_scale[static_cast<size_t>(i)];
   }
   mm(ly.router, h.data(), T, logits.data());
@@ -569,14 +519,10 @@ void Gemma4Model::ffn_moe(const Layer& ly, const float* xn, const float* xr, int
     nn::topk_renorm(p, E, K, ids.data() + t * K, w.data() + t * K);
   }
   const nn::ExpertRows r = nn::expert_rows(ids.data(), w.data(), T, E, K, "gemma4");
-  std::vector<float> g, u;
   nn::run_experts_host(r, xn, T, d, K, nn::MoeSum::kSlotOrder, out, [&](size_t e, const float* xin, int64_t n, float* y) {
     const int64_t ei = static_cast<int64_t>(e);
-    g.resize(static_cast<size_t>(n * I));
-    u.resize(static_cast<size_t>(n * I));
-    mm2(ly.gate_exps.slice(ei, ly.gate_row0, I), g.data(), ly.up_exps.slice(ei, ly.up_row0, I), u.data(), xin, n, true);
-    geglu(g.data(), u.data(), n * I);
-    mm(ly.down_exps.slice(ei, 0, d), g.data(), n, y, true);
+    gated_ffn(ly.gate_exps.slice(ei, ly.gate_row0, I), ly.up_exps.slice(ei, ly.up_row0, I), ly.down_exps.slice(ei, 0, d), xin, n,
+              y, true);
     const float es = ly.expert_scale[e];
     for (int64_t i = 0; i < n * d; ++i) y[i] *= es;
   });
@@ -631,7 +577,7 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
       for (int64_t l = 0; l < L; ++l) {
         float* pr = ple.data() + (t * L + l) * P;
         for (int64_t i = 0; i < P; ++i) pr[i] *= proj_scale;
-        rms_norm(pr, P, c.eps, ple_proj_norm_.data(), pr);
+        ops::rms_norm(pr, ple_proj_norm_.data(), pr, P, c.eps);
         const float* tp = tokp.data() + l * P;
         for (int64_t i = 0; i < P; ++i) pr[i] = (pr[i] + tp[i] * tok_scale) * in_scale;
       }
@@ -660,13 +606,13 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
     const int64_t src = c.kv_source(l);
     const int64_t hkv = c.n_head_kv[static_cast<size_t>(src)];
     const int64_t kvw = hkv * hd;
-    each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, ly.attn_norm.data(), u.data() + t * d); });
+    each_token([&](int64_t t) { ops::rms_norm(x.data() + t * d, ly.attn_norm.data(), u.data() + t * d, d, c.eps); });
 
     q.resize(static_cast<size_t>(T * H * hd));
     mm(ly.wq, u.data(), T, q.data());
     each_token([&](int64_t t) {
       float* qt = q.data() + t * H * hd;
-      for (int64_t h = 0; h < H; ++h) rms_norm(qt + h * hd, hd, c.eps, ly.q_norm.data(), qt + h * hd);
+      for (int64_t h = 0; h < H; ++h) ops::rms_norm(qt + h * hd, ly.q_norm.data(), qt + h * hd, hd, c.eps);
       rope(qt, H, hd, pass.pos[t], swa);
     });
     if (ly.owns_kv) {
@@ -679,8 +625,8 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
         float* kt = kr.data() + t * kvw;
         float* vt = vr.data() + t * kvw;
         for (int64_t h = 0; h < hkv; ++h) {
-          rms_norm(kt + h * hd, hd, c.eps, ly.k_norm.data(), kt + h * hd);
-          rms_norm(vt + h * hd, hd, c.eps, nullptr, vt + h * hd);
+          ops::rms_norm(kt + h * hd, ly.k_norm.data(), kt + h * hd, hd, c.eps);
+          ops::rms_norm(vt + h * hd, nullptr, vt + h * hd, hd, c.eps);
         }
         rope(kt, hkv, hd, pass.pos[t], swa);
       });
@@ -808,29 +754,28 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
     mm(ly.wo, att.data(), T, tmp.data());
     each_token([&](int64_t t) {
       float* at = tmp.data() + t * d;
-      rms_norm(at, d, c.eps, ly.post_attn_norm.data(), at);
+      ops::rms_norm(at, ly.post_attn_norm.data(), at, d, c.eps);
       float* xt = x.data() + t * d;
       for (int64_t i = 0; i < d; ++i) xt[i] = at[i] + xt[i];
     });
 
     // feed-forward
-    const int64_t ff = c.n_ff[static_cast<size_t>(l)];
-    each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, ly.ffn_norm.data(), u.data() + t * d); });
-    ffn_dense(ly, u.data(), T, f.data(), ff);
+    each_token([&](int64_t t) { ops::rms_norm(x.data() + t * d, ly.ffn_norm.data(), u.data() + t * d, d, c.eps); });
+    gated_ffn(ly.gate, ly.up, ly.down, u.data(), T, f.data());
     if (ly.moe) {
-      each_token([&](int64_t t) { rms_norm(f.data() + t * d, d, c.eps, ly.post_ffn_norm1.data(), f.data() + t * d); });
-      each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, ly.pre_ffn_norm2.data(), u.data() + t * d); });
+      each_token([&](int64_t t) { ops::rms_norm(f.data() + t * d, ly.post_ffn_norm1.data(), f.data() + t * d, d, c.eps); });
+      each_token([&](int64_t t) { ops::rms_norm(x.data() + t * d, ly.pre_ffn_norm2.data(), u.data() + t * d, d, c.eps); });
       ffn_moe(ly, u.data(), x.data(), T, tmp.data());
       each_token([&](int64_t t) {
         float* mt = tmp.data() + t * d;
-        rms_norm(mt, d, c.eps, ly.post_ffn_norm2.data(), mt);
+        ops::rms_norm(mt, ly.post_ffn_norm2.data(), mt, d, c.eps);
         float* ft = f.data() + t * d;
         for (int64_t i = 0; i < d; ++i) ft[i] = ft[i] + mt[i];
       });
     }
     each_token([&](int64_t t) {
       float* ft = f.data() + t * d;
-      rms_norm(ft, d, c.eps, ly.post_ffn_norm.data(), ft);
+      ops::rms_norm(ft, ly.post_ffn_norm.data(), ft, d, c.eps);
       float* xt = x.data() + t * d;
       for (int64_t i = 0; i < d; ++i) xt[i] = ft[i] + xt[i];
     });
@@ -847,7 +792,7 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
       mm(ly.ple_proj, g.data(), T, tmp.data());
       each_token([&](int64_t t) {
         float* pt = tmp.data() + t * d;
-        rms_norm(pt, d, c.eps, ly.ple_post_norm.data(), pt);
+        ops::rms_norm(pt, ly.ple_post_norm.data(), pt, d, c.eps);
         float* xt = x.data() + t * d;
         for (int64_t i = 0; i < d; ++i) xt[i] = xt[i] + pt[i];
       });
@@ -873,11 +818,11 @@ void Gemma4Model::run(std::span<SequenceState* const> states, const Pass& pass, 
 
   // head
   if (out.hidden_all)
-    each_token([&](int64_t t) { rms_norm(x.data() + t * d, d, c.eps, output_norm_.data(), out.hidden_all + t * d); });
+    each_token([&](int64_t t) { ops::rms_norm(x.data() + t * d, output_norm_.data(), out.hidden_all + t * d, d, c.eps); });
   const int64_t nt = static_cast<int64_t>(pass.out_rows.size());
   if (nt == 0 || (!out.logits && !out.hidden)) return;
   for (int64_t i = 0; i < nt; ++i)
-    rms_norm(x.data() + pass.out_rows[static_cast<size_t>(i)] * d, d, c.eps, output_norm_.data(), u.data() + i * d);
+    ops::rms_norm(x.data() + pass.out_rows[static_cast<size_t>(i)] * d, output_norm_.data(), u.data() + i * d, d, c.eps);
   if (out.hidden) std::memcpy(out.hidden, u.data(), static_cast<size_t>(nt * d) * sizeof(float));
   if (!out.logits) return;
   mm(output_, u.data(), nt, out.logits);
@@ -1001,7 +946,7 @@ void Gemma4Model::mtp_forward(SequenceState& st_base, const float* hidden, const
   for (int64_t i = 0; i < dt; ++i) xh[static_cast<size_t>(i)] *= emb_scale;
   std::memcpy(xh.data() + dt, hidden + (n - 1) * dt, static_cast<size_t>(dt) * sizeof(float));
   mm(A.pre, xh.data(), 1, x.data());
-  std::vector<float> q, att, gbuf, ubuf;
+  std::vector<float> q, att;
   const size_t esz = kv_f32_ ? 4 : 2;
   for (int64_t l = 0; l < ac.n_layer; ++l) {
     const Layer& ly = A.layers[static_cast<size_t>(l)];
@@ -1009,10 +954,10 @@ void Gemma4Model::mtp_forward(SequenceState& st_base, const float* hidden, const
     const int64_t hd = ac.head_dim(l), src = swa ? A.src_swa : A.src_full;
     const nn::KvCache& lc = tg->caches_[static_cast<size_t>(src)];
     const int64_t hkv = c.n_head_kv[static_cast<size_t>(src)], group = H / hkv;
-    rms_norm(x.data(), d, ac.eps, ly.attn_norm.data(), u.data());
+    ops::rms_norm(x.data(), ly.attn_norm.data(), u.data(), d, ac.eps);
     q.resize(static_cast<size_t>(H * hd));
     mm(ly.wq, u.data(), 1, q.data());
-    for (int64_t h = 0; h < H; ++h) rms_norm(q.data() + h * hd, hd, ac.eps, ly.q_norm.data(), q.data() + h * hd);
+    for (int64_t h = 0; h < H; ++h) ops::rms_norm(q.data() + h * hd, ly.q_norm.data(), q.data() + h * hd, hd, ac.eps);
     const float* ff = (!swa && !ac.rope_freqs_full.empty()) ? ac.rope_freqs_full.data() : nullptr;
     ggml_rope_neox(q.data(), H, hd, pos, swa ? ac.n_rot_swa : ac.n_rot_full, swa ? ac.rope_base_swa : ac.rope_base_full, ff);
     const int64_t lo = swa ? std::max<int64_t>(0, pos - ac.window + 1) : 0, hi = pos - 1;
@@ -1033,19 +978,14 @@ void Gemma4Model::mtp_forward(SequenceState& st_base, const float* hidden, const
       });
     }
     mm(ly.wo, att.data(), 1, tmp.data());
-    rms_norm(tmp.data(), d, ac.eps, ly.post_attn_norm.data(), tmp.data());
+    ops::rms_norm(tmp.data(), ly.post_attn_norm.data(), tmp.data(), d, ac.eps);
     for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
-    rms_norm(x.data(), d, ac.eps, ly.ffn_norm.data(), u.data());
-    const int64_t ffn = ac.n_ff[static_cast<size_t>(l)];
-    gbuf.resize(static_cast<size_t>(ffn));
-    ubuf.resize(static_cast<size_t>(ffn));
-    mm2(ly.gate, gbuf.data(), ly.up, ubuf.data(), u.data(), 1);
-    geglu(gbuf.data(), ubuf.data(), ffn);
-    mm(ly.down, gbuf.data(), 1, tmp.data());
-    rms_norm(tmp.data(), d, ac.eps, ly.post_ffn_norm.data(), tmp.data());
+    ops::rms_norm(x.data(), ly.ffn_norm.data(), u.data(), d, ac.eps);
+    gated_ffn(ly.gate, ly.up, ly.down, u.data(), 1, tmp.data());
+    ops::rms_norm(tmp.data(), ly.post_ffn_norm.data(), tmp.data(), d, ac.eps);
     for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(i)] = (x[static_cast<size_t>(i)] + tmp[static_cast<size_t>(i)]) * ly.out_scale;
   }
-  rms_norm(x.data(), d, ac.eps, A.output_norm.data(), u.data());
+  ops::rms_norm(x.data(), A.output_norm.data(), u.data(), d, ac.eps);
   // Full logits from the tied embedding (no soft-cap: llama.cpp's graph has none; argmax would not
   // change anyway), and the projection back to the target width for the next chained step.
   if (logits) mm(A.embd, u.data(), 1, logits);

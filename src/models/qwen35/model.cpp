@@ -29,6 +29,7 @@
 #include "models/qwen35/layers.h"
 #include "models/qwen35/tensor_names.h"
 #include "nn/kv_cache.h"
+#include "nn/ffn.h"
 #include "nn/moe.h"
 #include "nn/recurrent_state.h"
 
@@ -41,7 +42,7 @@ constexpr uint32_t kSnapMagic = 0x36335158;  // "XQ36" (shared-block layout)
 
 // Per-thread f32 work buffers of one forward pass, reused across layers and calls: no zeroing and
 // no fresh pages per batch (every user writes a buffer fully before reading it).
-enum Buf : int { kH, kU, kO, kX, kXr, kZ, kB, kA, kCv, kCore, kQg, kK, kV, kAtt, kKT, kFa, kFb, kNumBufs };
+enum Buf : int { kH, kU, kO, kX, kXr, kZ, kB, kA, kCv, kCore, kQg, kK, kV, kAtt, kKT, kNumBufs };
 float* buf(Buf slot, int64_t n) {
   thread_local std::unique_ptr<float[]> p[kNumBufs];
   thread_local int64_t cap[kNumBufs] = {};
@@ -973,20 +974,9 @@ void Qwen35Model::attn_generic(const Layer& L, const Pass& p, State* const* sts,
 void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* out) const {
   const FfnW& f = L.ffn;
   const int64_t d = c_.n_embd;
-  auto swiglu = [&](const MatrixView& g, const MatrixView& up, const MatrixView& down, const float* x, int64_t m, float* y) {
-    const int64_t I = g.rows;
-    float* a = buf(kFa, m * I);
-    float* bb = buf(kFb, m * I);
-    const MatrixView ws[2] = {g, up};
-    float* const ys[2] = {a, bb};
-    matmul_batch(ws, ys, 2, x, m);
-    for_tokens(m, [&](int64_t t) {
-      silu_mul(a + t * I, bb + t * I, a + t * I, I);
-    });
-    matmul(down, a, m, y);
-  };
+  const nn::GatedFfn swiglu;  // SiLU, our kernels (nn/ffn.h): x [m, d] → y [m, d]
   if (!c_.moe) {
-    swiglu(f.gate, f.up, f.down, u, n, out);
+    nn::gated_ffn(f.gate, f.up, f.down, u, n, out, swiglu);
     return;
   }
   const int64_t E = c_.n_expert, K = c_.n_expert_used;
@@ -997,11 +987,11 @@ void Qwen35Model::ffn_forward(const Layer& L, const float* u, int64_t n, float* 
   for (int64_t t = 0; t < n; ++t) ops::moe_route_row(logits.data() + t * E, E, K, ids.data() + t * K, w.data() + t * K);
   const nn::ExpertRows r = nn::expert_rows(ids.data(), w.data(), n, E, K, "qwen35");
   nn::run_experts_host(r, u, n, d, K, nn::MoeSum::kExpertOrder, out, [&](size_t e, const float* xin, int64_t m, float* y) {
-    swiglu(f.exp_gate[e], f.exp_up[e], f.exp_down[e], xin, m, y);
+    nn::gated_ffn(f.exp_gate[e], f.exp_up[e], f.exp_down[e], xin, m, y, swiglu);
   });
   if (f.has_shared) {
     std::vector<float> sh(static_cast<size_t>(n * d)), sg(static_cast<size_t>(n));
-    swiglu(f.sh_gate, f.sh_up, f.sh_down, u, n, sh.data());
+    nn::gated_ffn(f.sh_gate, f.sh_up, f.sh_down, u, n, sh.data(), swiglu);
     matmul(f.sh_inp, u, n, sg.data());
     for (int64_t t = 0; t < n; ++t) {
       const float s = ops::sigmoid(sg[static_cast<size_t>(t)]);
