@@ -282,7 +282,7 @@ class ServerEngine final : public Engine {
     go.max_tokens = req.max_tokens;
     go.n_top_logprobs = req.logprobs ? req.top_logprobs : 0;
     go.logprobs = req.logprobs;
-    go.spec.mode = static_cast<SpecMode>(opt_.spec_mode);
+    go.spec.mode = req.spec_mode ? request_spec_mode(*req.spec_mode) : static_cast<SpecMode>(opt_.spec_mode);
     go.spec.draft_max = std::min(opt_.draft_max, req.draft_max.value_or(opt_.draft_max));
     go.spec.draft_min = std::min(go.spec.draft_max, req.draft_min.value_or(opt_.draft_min));
     for (const auto& [id, bias] : req.logit_bias) {
@@ -758,6 +758,25 @@ class ServerEngine final : public Engine {
                            "using none; choose one with --pooling\n", static_cast<long long>(v));
     }
     return Pooling::kNone;
+  }
+
+  // A request's "speculative.mode" (the names of --spec). "none" is always allowed; another mode
+  // needs slots built for drafting (a server started with --spec other than none) and, for mtp /
+  // draft, the model's MTP head or a -md draft model: otherwise a 400 naming the field, before
+  // anything is generated.
+  SpecMode request_spec_mode(const std::string& name) const {
+    const SpecMode m = parse_spec_mode(name);
+    if (m == SpecMode::kNone) return m;
+    if (opt_.spec_mode == static_cast<int>(SpecMode::kNone)) {
+      throw RequestError(400, "speculative.mode", "speculative decoding is off on this server (started with --spec none)");
+    }
+    if (m == SpecMode::kMtp && (!model_->has_mtp() || model_->mtp_is_draft_model())) {
+      throw RequestError(400, "speculative.mode", "'speculative.mode' mtp: the model has no MTP head (use auto, ngram or none)");
+    }
+    if (m == SpecMode::kDraft && !model_->mtp_is_draft_model()) {
+      throw RequestError(400, "speculative.mode", "'speculative.mode' draft: the server has no draft model (-md)");
+    }
+    return m;
   }
 
   SamplingParams sampling_for(const GenerationRequest& req) const {

@@ -110,9 +110,12 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 const char* const kCommonFields[] = {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
                                      "n", "logit_bias", "temperature", "top_p", "min_p", "presence_penalty",
                                      "frequency_penalty", "repeat_penalty", "top_k", "seed", "speculative.n_max",
-                                     "speculative.n_min", "grammar"};
+                                     "speculative.n_min", "speculative.mode", "grammar"};
 const char* const kHarmless[] = {"user", "metadata", "store", "service_tier", "cache_prompt", "id_slot",
-                                 "prompt_cache_key", "safety_identifier", "timings_per_token"};
+                                 "prompt_cache_key", "safety_identifier", "timings_per_token",
+                                 // llama-server's draft-model confidence floor: drafting only, and
+                                 // verification keeps the output exact whatever is drafted.
+                                 "speculative.p_min"};
 
 void reject_unknown_fields(const json& body, std::initializer_list<const char*> endpoint_fields) {
   for (auto it = body.begin(); it != body.end(); ++it) {
@@ -183,6 +186,14 @@ void parse_common(const json& body, const Limits& limits, GenerationRequest& r) 
   }
   if (auto v = integer(body, "speculative.n_max", 0, 16)) r.draft_max = static_cast<int>(*v);
   if (auto v = integer(body, "speculative.n_min", 0, 16)) r.draft_min = static_cast<int>(*v);
+  if (const json* m = field(body, "speculative.mode")) {
+    static const char* const kModes[] = {"auto", "none", "ngram", "mtp", "draft"};
+    if (!m->is_string() || std::none_of(std::begin(kModes), std::end(kModes),
+                                        [&](const char* k) { return m->get<std::string>() == k; })) {
+      bad("speculative.mode", "'speculative.mode' must be one of \"auto\", \"none\", \"ngram\", \"mtp\", \"draft\"");
+    }
+    r.spec_mode = m->get<std::string>();
+  }
 }
 
 void validate_content(const json& content, const std::string& where) {

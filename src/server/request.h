@@ -60,6 +60,9 @@ struct GenerationRequest {
   std::vector<std::pair<int32_t, float>> logit_bias;
   // llama-server's per-request draft lengths ("speculative.n_max" / "speculative.n_min").
   std::optional<int> draft_max, draft_min;
+  // oxinfer's per-request speculation mode ("speculative.mode": auto | none | ngram | mtp |
+  // draft, the names of --spec); checked against the model and the server's --spec by the engine.
+  std::optional<std::string> spec_mode;
   // llama.cpp's `grammar` (GBNF text), compiled; null when the request has none.
   std::shared_ptr<const GbnfGrammar> grammar;
 };

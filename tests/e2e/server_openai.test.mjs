@@ -326,6 +326,22 @@ try {
     const m = await (await fetch(`${srv.base}/metrics`)).text();
     assert.match(m, /# TYPE oxinfer_draft_tokens_total counter/);
   });
+  await check("speculative.mode per request: ngram / none keep the text, mtp on a model without a head → 400", async () => {
+    const req = { model: "x", prompt: "one two three four one two three four one two three", max_tokens: 32, temperature: 0 };
+    const plain = await client.completions.create({ ...req, "speculative.n_max": 0 });
+    const ngram = await client.completions.create({ ...req, "speculative.mode": "ngram", "speculative.n_min": 1 });
+    const none = await client.completions.create({ ...req, "speculative.mode": "none", "speculative.n_min": 1 });
+    assert.equal(ngram.choices[0].text, plain.choices[0].text);
+    assert.equal(none.choices[0].text, plain.choices[0].text);
+    assert.ok(ngram.timings.draft_n > 0, JSON.stringify(ngram.timings));  // the prompt repeats: lookup proposes
+    assert.equal(none.timings.draft_n, 0);
+    for (const [mode, re] of [["mtp", /no MTP head/], ["draft", /no draft model/], ["eagle", /must be one of/]]) {
+      const e = await client.completions.create({ ...req, "speculative.mode": mode }).catch((x) => x);
+      assert.equal(e.status, 400, `${mode}: ${e}`);
+      assert.equal(e.error?.param, "speculative.mode");
+      assert.match(e.error?.message ?? "", re);
+    }
+  });
   // ---- n > 1, logit_bias, unknown fields (issue 31, bug 4) ----
   const sampled = { ...base, max_tokens: 8, temperature: 1.0, top_k: 0, top_p: 1, min_p: 0 };
   let two = null;
@@ -445,6 +461,13 @@ if (turn2) {
         assert.ok(spec[i].timings.draft_n > 0, JSON.stringify(spec[i].timings));
       }
       console.log(`     mtp timings: ${JSON.stringify(spec.map((r) => [r.timings.draft_n, r.timings.draft_n_accepted]))}`);
+      // Per request, on the same slots: prompt lookup for two, the head for two, none for one.
+      const modes = ["ngram", "mtp", "ngram", "mtp"];
+      const mixed = await Promise.all(reqs.map((r, i) => c.completions.create({ ...r, "speculative.mode": modes[i], "speculative.n_min": 1 })));
+      for (let i = 0; i < 4; ++i) assert.equal(mixed[i].choices[0].text, plain[i].choices[0].text, `${modes[i]} request ${i}`);
+      const off = await c.completions.create({ ...reqs[0], "speculative.mode": "none" });
+      assert.equal(off.choices[0].text, plain[0].choices[0].text);
+      assert.equal(off.timings.draft_n, 0);
     });
   } finally {
     ms.proc.kill("SIGTERM");

@@ -134,5 +134,22 @@ TEST(Request, FieldsThatChangeTheOutputAreImplementedOrRefused) {
                                       "parallel_tool_calls": true, "cache_prompt": true)")), "(accepted)");
 }
 
+// llama-server's speculation fields and oxinfer's per-request mode (docs/speculative.md).
+TEST(Request, SpeculationFields) {
+  const auto r = parse_chat_request(chat_with(R"("speculative.n_max": 4, "speculative.n_min": 2, "speculative.mode": "ngram")"), Limits{});
+  EXPECT_EQ(r.draft_max, 4);
+  EXPECT_EQ(r.draft_min, 2);
+  EXPECT_EQ(r.spec_mode, "ngram");
+  for (const char* m : {"auto", "none", "mtp", "draft"}) {
+    EXPECT_EQ(parse_completion_request(json{{"prompt", "a"}, {"speculative.mode", m}}, Limits{}).spec_mode, m);
+  }
+  EXPECT_FALSE(parse_chat_request(chat_with(R"("speculative.mode": null)"), Limits{}).spec_mode.has_value());
+  EXPECT_EQ(refused_param(chat_with(R"("speculative.mode": "eagle")")), "speculative.mode");
+  EXPECT_EQ(refused_param(chat_with(R"("speculative.mode": 1)")), "speculative.mode");
+  EXPECT_EQ(refused_param(chat_with(R"("speculative.n_max": 17)")), "speculative.n_max");
+  // llama-server's draft-confidence floor only shapes drafts, never the output: accepted.
+  EXPECT_EQ(refused_param(chat_with(R"("speculative.p_min": 0.75)")), "(accepted)");
+}
+
 }  // namespace
 }  // namespace oxi::server
