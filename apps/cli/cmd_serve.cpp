@@ -55,6 +55,8 @@ const char* kHelp =
     "                        with -hf the repo's mmproj file is used unless --no-mmproj\n"
     "  --media-dir DIR       also read file:// image URLs, only for files under DIR (default: refused;\n"
     "                        http(s) image URLs are never fetched)\n"
+    "  --image-preproc M     Qwen 3.5 images: hf (default: the HF image processor's resize) or llama\n"
+    "                        (llama.cpp mtmd's: aspect kept, padded; llama-server's tokens)\n"
     "  --max-body-bytes N    larger request bodies get 413 (default 8 MiB; 1 or more)\n"
     "  --special-in-content  special-token text in messages becomes control tokens (unsafe: lets a\n"
     "                        message forge turns; by default it stays text)\n"
@@ -109,7 +111,7 @@ int cmd_serve(int argc, char** argv) {
                                       "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
                                       "--shutdown-timeout", "--cors-origin", "--isa", "--device", "--quant",
-                                      "--mmproj", "--media-dir", "--pooling", "-md", "--model-draft", "-hfd", "--hf-repo-draft"};
+                                      "--mmproj", "--media-dir", "--image-preproc", "--pooling", "-md", "--model-draft", "-hfd", "--hf-repo-draft"};
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
     known.insert(known.end(), kCompatOptions.begin(), kCompatOptions.end());
     args.check_known(known);
@@ -135,6 +137,9 @@ int cmd_serve(int argc, char** argv) {
     o.mmproj_from_repo = !o.mmproj.empty() && !args.get({"--mmproj"});
     o.draft_model = paths.draft;
     o.media_dir = args.get_or({"--media-dir"}, "");
+    const std::string preproc = args.get_or({"--image-preproc"}, "hf");
+    if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
+    o.llama_image_preproc = preproc == "llama";
     if (!o.media_dir.empty() && !std::filesystem::is_directory(o.media_dir)) usage_error("--media-dir: '" + o.media_dir + "' is not a directory");
     const SpecArgs spec = spec_from_args(args);
     o.spec_mode = spec.mode;

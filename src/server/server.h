@@ -29,6 +29,7 @@ struct ServerOptions {
   std::string mmproj;       // --mmproj: the vision tower (llama.cpp mmproj GGUF); "": the checkpoint's own, if any
   bool mmproj_from_repo = false;  // mmproj picked from the -hf repo: a tower that fails to load is skipped
   std::string draft_model;  // -md: a draft model GGUF (Qwen 3.5: MTP-only file); "": none
+  bool llama_image_preproc = false;  // --image-preproc llama: Qwen 3.5 images resized as llama.cpp's mtmd does
   std::string media_dir;    // --media-dir: file:// image URLs are read only under it ("": refused)
   // --spec / --draft-max / --draft-min: speculative decoding defaults (docs/speculative.md);
   // requests may lower the draft length with llama-server's speculative.n_max / .n_min.

@@ -42,13 +42,13 @@ std::unique_ptr<Gemma4VTower> load_gemma4_vision_tower(const ModelInfo& info, co
 bool gemma4_image_non_causal(int64_t n_embd) { return n_embd != 1536 && n_embd != 2560; }
 
 Size VisionInput::grid(Size in) const {
-  const Size t = qwen ? qwen->target_size(in) : gemma->target_size(in);
+  const Size t = qwen ? qwen->target_size(in, prep) : gemma->target_size(in);
   const int64_t cell = qwen ? qwen->config().patch * qwen->config().merge : gemma->config().patch * gemma->config().pool;
   return {t.width / cell, t.height / cell};
 }
 
-ImageEmbedding VisionInput::encode(const RgbImage& img, const PrepOptions& opt) const {
-  return qwen ? qwen->encode(img, opt) : gemma->encode(img);
+ImageEmbedding VisionInput::encode(const RgbImage& img) const {
+  return qwen ? qwen->encode(img, prep) : gemma->encode(img);
 }
 
 std::unique_ptr<VisionInput> load_vision_input(const ModelInfo& info, const ModelFiles& files, const std::string& mmproj,

@@ -46,10 +46,13 @@ struct VisionInput {
   int32_t begin = -1, end = -1;  // the tokens around an image's rows
   bool mrope = false;            // MediaEntries::mrope for this model
   bool non_causal = false;       // an image's rows see each other (one pass per image)
+  // How Qwen 3.5 images are resized (HF's processor by default; llama.cpp's mtmd with
+  // ResizeMode::kLlamaCpp). Gemma 4's tower has one arithmetic, llama.cpp's, and ignores it.
+  PrepOptions prep;
 
-  // The grid (nx, ny) of rows the tower makes of an image of `in` pixels.
+  // The grid (nx, ny) of rows the tower makes of an image of `in` pixels, resized per `prep`.
   Size grid(Size in) const;
-  ImageEmbedding encode(const RgbImage& img, const PrepOptions& opt = {}) const;
+  ImageEmbedding encode(const RgbImage& img) const;
 };
 
 // The model's vision input: --mmproj when given, else the HF checkpoint's own tower; nullptr when

@@ -8,6 +8,8 @@
 #   2. a second turn about the same image: identical to llama-mtmd-cli on that two-turn prompt
 #      (rendered from the model's template by @huggingface/jinja), and the image not encoded again;
 #   2b. the same model through the C API (oxi_context_prefill_image), two images;
+#   2c. `serve --image-preproc llama` on an image the two resizes treat differently: llama-mtmd-cli's
+#      text and row count (the default server: HF's rows, more of them);
 #   3. bad input → 4xx naming the reason, the server still answering: bad base64, no image,
 #      a corrupt PNG, a 20000 × 20000 PNG header, http(s) and refused file:// URLs, more image
 #      rows than the context, an image for a server without a tower.
@@ -40,7 +42,10 @@ def img(w, h, k):
 img(256, 256, 7).save(d + "/media/square.png")
 img(320, 256, 5).save(d + "/wide.png")
 img(288, 256, 11).save(d + "/third.png")
-img(1024, 1024, 3).save(d + "/big.png")   # 1024 rows: more than a 1024-entry context holds
+img(1024, 1024, 3).save(d + "/big.png")
+# A size the two preprocessings resize differently (HF: stretched up to 320 × 224 = 70 rows;
+# llama.cpp's mtmd: 192 × 160 with padding = 30 rows): --image-preproc llama's case.
+img(200, 150, 9).save(d + "/odd.png")   # 1024 rows: more than a 1024-entry context holds
 open(d + "/outside.png", "wb").write(open(d + "/media/square.png", "rb").read())
 png = open(d + "/media/square.png", "rb").read()
 open(d + "/corrupt.png", "wb").write(png[:len(png) // 2])
@@ -87,6 +92,7 @@ ref one --image "$WORK/media/square.png" -p "Describe this picture."
 ref wide --image "$WORK/wide.png" -p "Describe this picture."
 ref three --image "$WORK/third.png" --image "$WORK/third.png" --image "$WORK/third.png" -p "Compare the images."
 ref two --image "$WORK/media/square.png" --image "$WORK/wide.png" -p "Compare the two images."
+ref odd --image "$WORK/odd.png" -p "Describe this picture."
 # The prompts with their trailing newline ($(cat) alone would drop it).
 TURN2="$(cat "$WORK/turn2.txt"; printf x)"; TURN2="${TURN2%x}"
 NOTHINK="$(cat "$WORK/nothink.txt"; printf x)"; NOTHINK="${NOTHINK%x}"

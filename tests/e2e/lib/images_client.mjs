@@ -132,6 +132,33 @@ await check("server still answers after the bad requests", async () => {
 });
 srv.proc.kill("SIGTERM");
 
+// --image-preproc llama: an image HF's processor and llama.cpp's mtmd resize differently (200 × 150:
+// HF stretches it to 320 × 224, 70 rows; mtmd pads it to 192 × 160, 30 rows) gets llama-mtmd-cli's
+// rows and text; the default (HF) server makes more rows of it.
+let hfRows = null;
+await check("--image-preproc hf (default): HF's resize of a 200 × 150 image (70 rows)", async () => {
+  const d = await startServer(OXINFER, MODEL, ["--mmproj", MMPROJ, "-c", "4096", "-np", "1", "--alias", "m"]);
+  try {
+    const c = new OpenAI({ baseURL: `${d.base}/v1`, apiKey: "x", maxRetries: 0, timeout: 300000 });
+    const r = await c.chat.completions.create({ model: "m", temperature: 0, max_tokens: 1,
+      messages: [{ role: "user", content: [image(dataUrl(path.join(WORK, "odd.png"))), text("Describe this picture.")] }] });
+    hfRows = r.usage.prompt_tokens;
+  } finally { d.proc.kill("SIGTERM"); }
+});
+await check("--image-preproc llama: llama-mtmd-cli's answer for that image, 40 rows fewer", async () => {
+  const l = await startServer(OXINFER, MODEL, ["--mmproj", MMPROJ, "-c", "4096", "-np", "1", "--alias", "m", "--image-preproc", "llama"]);
+  try {
+    const c = new OpenAI({ baseURL: `${l.base}/v1`, apiKey: "x", maxRetries: 0, timeout: 300000 });
+    const r = await c.chat.completions.create({ model: "m", temperature: 0, max_tokens: 24,
+      messages: [{ role: "user", content: [image(dataUrl(path.join(WORK, "odd.png"))), text("Describe this picture.")] }] });
+    assert.equal(answer(r), reference("odd"));
+    assert.equal(hfRows - r.usage.prompt_tokens, 70 - 30, `prompt tokens: hf ${hfRows}, llama ${r.usage.prompt_tokens}`);
+  } finally { l.proc.kill("SIGTERM"); }
+});
+await check("--image-preproc other → the server refuses to start", async () => {
+  await assert.rejects(startServer(OXINFER, MODEL, ["--mmproj", MMPROJ, "--image-preproc", "bicubic"]), /hf or llama/);
+});
+
 // The HF checkpoint served in place: its own tower (model.visual.*), no --mmproj.
 const hf = await startServer(OXINFER, path.join(WORK, "q35v"), ["-c", "4096", "-np", "1"]);
 await check("HF checkpoint with its own tower (no --mmproj): llama-mtmd-cli's answer", async () => {
