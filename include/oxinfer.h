@@ -57,7 +57,9 @@ typedef struct oxi_model_params {
                            stay on the CPU, large prefill matmuls go to the device */
   const char* cache_type_k; /* llama.cpp's -ctk: NULL/"" = "f16" (default), "f32", "q8_0" */
   const char* cache_type_v; /* llama.cpp's -ctv: the same; "q8_0" needs flash attention (refused
-                               with flash_attn 0, as llama.cpp does) */
+                               with flash_attn 0, as llama.cpp does). A q8_0 K / V is rotated by a
+                               Hadamard matrix as llama.cpp does (Qwen 3.5; env
+                               OXI_ATTN_ROT_DISABLE=1 at load: off; docs/cli.md) */
   const char* draft_model; /* llama.cpp's -md: NULL/"" none; a draft model's GGUF. Qwen 3.5: an
                               MTP-only file (llama.cpp converter's --mtp), whose head drafts for
                               OXI_SPEC_MTP / OXI_SPEC_AUTO. Gemma 4: an assistant drafter

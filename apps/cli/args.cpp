@@ -342,7 +342,8 @@ int flash_attn_from_args(const Args& args) {
 const char* const kCacheTypeHelp =
     "  -ctk, --cache-type-k T  KV cache type for K: f16 (default), f32 or q8_0 (llama.cpp's spelling)\n"
     "  -ctv, --cache-type-v T  the same for V; q8_0 needs flash attention (refused with -fa off, as\n"
-    "                          llama.cpp does)\n";
+    "                          llama.cpp does). A q8_0 type rotates the heads by a Hadamard matrix\n"
+    "                          first, as llama.cpp does (Qwen 3.5; OXI_ATTN_ROT_DISABLE=1: off)\n";
 
 std::pair<std::string, std::string> cache_types_from_args(const Args& args) {
   std::pair<std::string, std::string> out;

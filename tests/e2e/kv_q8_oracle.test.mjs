@@ -6,10 +6,15 @@
 // bar) where llama.cpp runs without flash attention (Qwen 3.5's own default path), 3e-3 with flash
 // attention (llama.cpp's flash kernels regroup the softmax sums; oxinfer's Qwen 3.5 softmax is the
 // non-flash one, and its Gemma 4 q8_0 path mirrors ggml's vector kernel in one chunk).
-// llama.cpp runs with LLAMA_ATTN_ROT_DISABLE=1: since 2026 it rotates Q/K (and V / the output) by
-// a Hadamard matrix before a quantised cache (less quantisation error, same attention in exact
-// arithmetic); oxinfer does not rotate yet (docs/cli.md), so the comparison is with the
-// unrotated cache, which is bit-for-bit the same data as ours.
+// Attention rotation: since 2026 llama.cpp multiplies q and k (after norm and RoPE) by a Hadamard
+// matrix when K is quantised, and v (and the attention output, back) when V is (docs/cli.md
+// "KV cache types"; LLAMA_ATTN_ROT_DISABLE=1 turns it off); oxinfer does the same
+// (OXI_ATTN_ROT_DISABLE=1 turns it off). Every case with a quantised type runs both pairings —
+// both sides rotating (the defaults) and both unrotated (the same quantiser on the same values up
+// to the projections' last bits) — with the same tolerances, and reports the cross pairing
+// (llama.cpp rotated, oxinfer not: the gap the rotation closes, 5e-3..1e-2) and checks that the
+// rotation changed oxinfer's output at all. One case uses a head size of 128, where llama.cpp
+// rotates K in blocks of 128 but V in blocks of 64. 18 engine runs: ~6 min on 2 loaded cores.
 // Also the refusals: -ctv q8_0 with -fa off (llama.cpp's rule) and unknown types exit 2.
 import { run, must } from "./proc.mjs";
 import { runJsonSteps } from "./lib/run_json.mjs";
@@ -38,18 +43,27 @@ function lcgTokens(n, seed, first, base, span) {
   return out;
 }
 
-function oxiGreedy(model, toks, ctk, ctv, fa) {
+// rot: false runs with OXI_ATTN_ROT_DISABLE=1 (and LLAMA_ATTN_ROT_DISABLE=1), true with neither.
+function oxiGreedy(model, toks, ctk, ctv, fa, rot) {
   const args = ["run", "-m", model, "--tokens", toks.join(","), "-n", String(N), "--temp", "0", "--json", "--top-logprobs", "5",
     "--ignore-eos", "-t", "2", "-c", String(toks.length + N + 16), "-ctk", ctk, "-ctv", ctv];
   if (fa) args.push("-fa", fa);
-  const r = must(oxinfer, args);
+  const r = must(oxinfer, args, { env: rotEnv(rot) });
   return runJsonSteps(r.stdout);
 }
 
-function llamaGreedy(gguf, toks, ctk, ctv, fa, out) {
+function rotEnv(rot) {
+  const env = { ...process.env, NLC_DIR: nlc };
+  delete env.OXI_ATTN_ROT_DISABLE;
+  delete env.LLAMA_ATTN_ROT_DISABLE;
+  if (!rot) Object.assign(env, { OXI_ATTN_ROT_DISABLE: "1", LLAMA_ATTN_ROT_DISABLE: "1" });
+  return env;
+}
+
+function llamaGreedy(gguf, toks, ctk, ctv, fa, rot, out) {
   must("node", [path.join(root, "tests/e2e/llama_greedy.mjs"), "--model", gguf, "--tokens", toks.join(","), "--n", String(N),
     "--top-k", "5", "--threads", "2", "--ctk", ctk, "--ctv", ctv, "--flash-attn", fa ?? "auto", "--out", out],
-  { env: { ...process.env, NLC_DIR: nlc, LLAMA_ATTN_ROT_DISABLE: "1" } });
+  { env: rotEnv(rot) });
   return JSON.parse(fs.readFileSync(out, "utf8"));
 }
 
@@ -79,6 +93,11 @@ fs.rmSync(qHf, { recursive: true, force: true });
 must(gen, ["qwen35", "--out", qHf, "--seed", "31", "--tokenizer-dir", qTok, "--hidden", "128", "--layers", "4", "--heads", "4",
   "--kv-heads", "2", "--head-dim", "64", "--hk", "2", "--hv", "4", "--dtype", "f32"]);
 must(oxinfer, ["convert", qHf, "-o", qGguf, "--type", "f32"]);
+const q128Hf = path.join(work, "q35h128"), q128Gguf = path.join(work, "q35h128.gguf");
+fs.rmSync(q128Hf, { recursive: true, force: true });
+must(gen, ["qwen35", "--out", q128Hf, "--seed", "37", "--tokenizer-dir", qTok, "--hidden", "128", "--layers", "4", "--heads", "4",
+  "--kv-heads", "2", "--head-dim", "128", "--hk", "2", "--hv", "4", "--dtype", "f32"]);
+must(oxinfer, ["convert", q128Hf, "-o", q128Gguf, "--type", "f32"]);
 const gTok = path.join(work, "gtok");
 if (!fs.existsSync(path.join(gTok, "tokenizer.json")))
   must("node", [path.join(root, "tools/gen/extract_gemma4_tokenizer.mjs"), gTok], { env: { ...process.env, NLC_DIR: nlc, OXI_SHARED_DIR: shared } });
@@ -99,6 +118,7 @@ const cases = [
   ["qwen35", qGguf, qP(80, 4), "q8_0", "q8_0", "on"],  // a q8_0 V needs flash attention
   ["qwen35", qGguf, qP(20, 5), "f16", "q8_0", "on"],
   ["qwen35", qGguf, qP(20, 7), "f32", "f32", "off"],   // -ctk/-ctv f32 take the f32 path (not f16 reads of f32 rows)
+  ["qwen35", q128Gguf, qP(20, 8), "q8_0", "q8_0", "on"],  // head size 128: K blocks of 128, V blocks of 64
 ];
 if (process.env.KV_GEMMA4 === "1")
   cases.push(["gemma4", gGguf, gP(10, 6), "q8_0", "q8_0", null], ["gemma4", gGguf, gP(40, 7), "q8_0", "f16", null]);
@@ -107,14 +127,34 @@ process.env.OXI_GEMMA4_KV_TYPED = process.env.KV_GEMMA4 === "1" ? "1" : "";
 const failures = [];
 for (const [fam, gguf, toks, ctk, ctv, fa] of cases) {
   if (only && only !== fam) continue;
-  const label = `${fam} prompt ${toks.length} -ctk ${ctk} -ctv ${ctv}${fa ? " -fa " + fa : ""}`;
+  const label = `${fam}${gguf === q128Gguf ? " (head size 128)" : ""} prompt ${toks.length} -ctk ${ctk} -ctv ${ctv}${fa ? " -fa " + fa : ""}`;
   const t0 = Date.now();
-  const ref = llamaGreedy(gguf, toks, ctk, ctv, fa, path.join(work, `ref_${failures.length}_${Date.now()}.json`));
-  const ours = oxiGreedy(gguf, toks, ctk, ctv, fa);
-  const r = compare(label, ours, ref, fa === "off" ? TOL_NOFLASH : TOL_FLASH);
-  if (fam === "qwen35") failures.push(...r.problems);
-  console.log(JSON.stringify({ case: label, max_diff: r.maxDiff, tokens_equal: !r.problems.some((p) => /tokens differ/.test(p)),
-    llama_kv: [ref.settings?.kv_type_k, ref.settings?.kv_type_v], llama_fa: ref.settings?.flash_attention_resolved,
+  const TOL = fa === "off" ? TOL_NOFLASH : TOL_FLASH;
+  const quantised = ctk === "q8_0" || ctv === "q8_0";
+  const refPath = (rot) => path.join(work, `ref_${failures.length}_${rot ? "rot" : "norot"}_${Date.now()}.json`);
+  const results = {};
+  // Unrotated on both sides (the only pairing for f16 / f32 caches, where nothing rotates).
+  const refPlain = llamaGreedy(gguf, toks, ctk, ctv, fa, false, refPath(false));
+  const oursPlain = oxiGreedy(gguf, toks, ctk, ctv, fa, false);
+  const plain = compare(`${label} (unrotated)`, oursPlain, refPlain, TOL);
+  results.unrotated = plain.maxDiff;
+  if (fam === "qwen35") failures.push(...plain.problems);
+  let refRot = refPlain;
+  if (quantised) {
+    refRot = llamaGreedy(gguf, toks, ctk, ctv, fa, true, refPath(true));
+    const oursRot = oxiGreedy(gguf, toks, ctk, ctv, fa, true);
+    const rot = compare(`${label} (rotated, the defaults)`, oursRot, refRot, TOL);
+    results.rotated = rot.maxDiff;
+    results.cross_llama_rotated_ours_not = compare("cross", oursPlain, refRot, Infinity).maxDiff;
+    // The rotation must have reached oxinfer's cache: its logprobs move by quantisation noise.
+    results.ours_rot_vs_norot = compare("self", oursRot, oursPlain, Infinity).maxDiff;
+    if (fam === "qwen35") {
+      failures.push(...rot.problems);
+      if (!(results.ours_rot_vs_norot > 0)) failures.push(`${label}: OXI_ATTN_ROT_DISABLE=1 changed nothing (is the rotation applied?)`);
+    }
+  }
+  console.log(JSON.stringify({ case: label, max_diff: results, tol: TOL,
+    llama_kv: [refRot.settings?.kv_type_k, refRot.settings?.kv_type_v], llama_fa: refRot.settings?.flash_attention_resolved,
     seconds: (Date.now() - t0) / 1000 }));
 }
 

@@ -28,6 +28,7 @@
 #include "models/qwen35/gdn.h"
 #include "models/qwen35/layers.h"
 #include "models/qwen35/tensor_names.h"
+#include "nn/hadamard.h"
 #include "nn/kv_cache.h"
 #include "nn/ffn.h"
 #include "nn/moe.h"
@@ -236,6 +237,12 @@ class Qwen35Model final : public Model {
   // non-flash f16 product), f32 as is.
   nn::KvType kt_ = nn::KvType::kF16, vt_ = nn::KvType::kF16;
   bool kv_generic_ = false;
+  // llama.cpp's attention rotation (nn/hadamard.h), only with a quantised cache type: rot_k_ > 0
+  // (the block size, a power of two ≥ 64 dividing hd) rotates q and k after their norm and RoPE
+  // when K is q8_0; rot_v_ (64) rotates v before it is stored and each head's attention output
+  // back, before the gate, when V is q8_0. 0: off (f16 / f32 caches, hd % 64 ≠ 0, or
+  // OXI_ATTN_ROT_DISABLE=1 at load).
+  int64_t rot_k_ = 0, rot_v_ = 0;
   wt::Arena arena_;
   wt::WeightSource src_;  // the file being read, by GGUF name (mapped: an HF checkpoint)
   std::string lm_;        // HF language-model prefix (hf_lm_prefix; "" for GGUF files)
@@ -325,6 +332,11 @@ Qwen35Model::Qwen35Model(const ModelFiles& files, const LoadOptions& opt) {
       throw_error(ErrorCode::kInvalidArgument, opt.draft_path + ": a Qwen 3.5 draft (MTP) must be a GGUF file (an HF checkpoint's own mtp.* "
                                                                 "tensors are read with the model itself)");
     load_draft_mtp(*opt.draft->gguf, opt.draft_path);
+  }
+  // Attention rotation (see rot_k_), now that the head size is known.
+  if (!nn::attn_rot_disabled()) {
+    if (nn::kv_quantised(kt_)) rot_k_ = nn::hadamard_k_block(c_.head_dim);
+    if (nn::kv_quantised(vt_)) rot_v_ = nn::hadamard_v_block(c_.head_dim);
   }
   if (info_.name.empty()) info_.name = std::filesystem::path(files.path).filename().string();
   info_.arch = c_.arch;
@@ -791,12 +803,15 @@ void Qwen35Model::attn_forward(const Layer& L, const Pass& p, State* const* sts,
       float* q = qg + t * QW + hh * 2 * hd;
       ops::rms_norm(q, w.q_norm.data(), q, hd, c_.eps);
       ops::rope_neox(q, R, csp);
+      if (rot_k_) nn::hadamard_rotate(q, hd, rot_k_);  // the query part only; the gate stays
     }
     for (int64_t g = 0; g < Hkv; ++g) {
       float* kk = k + t * KW + g * hd;
       ops::rms_norm(kk, w.k_norm.data(), kk, hd, c_.eps);
       ops::rope_neox(kk, R, csp);
+      if (rot_k_) nn::hadamard_rotate(kk, hd, rot_k_);
     }
+    if (rot_v_) nn::hadamard_rotate(v + t * KW, KW, rot_v_);  // Hkv heads of hd, hd % 64 == 0
     const int64_t s = p.seg_of[static_cast<size_t>(t)];
     const Segment& sg = p.segs[static_cast<size_t>(s)];
     nn::KvCache& kv = sts[s]->kv_[static_cast<size_t>(L.cache)];
@@ -966,6 +981,7 @@ void Qwen35Model::attn_generic(const Layer& L, const Pass& p, State* const* sts,
         for (int64_t e = 0; e < hd; ++e) o[e] += sc[i] * vf[e];
       }
     }
+    if (rot_v_) nn::hadamard_rotate(o, hd, rot_v_);  // back from the rotated V basis (H·H = I)
     const float* gate = q + hd;
     for (int64_t e = 0; e < hd; ++e) o[e] *= ops::sigmoid(gate[e]);
   });
