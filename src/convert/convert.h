@@ -12,7 +12,7 @@ namespace oxi {
 
 struct ConvertOptions {
   // Type for 2-D weight matrices; norms, biases and small 1-D tensors stay F32 (as llama.cpp).
-  DType out_type = DType::F32;  // F32 | F16 | BF16 | Q8_0
+  DType out_type = DType::F32;  // F32 | F16 | BF16 | Q8_0 | Q4_0 | Q4_1 | Q4_K
   // The MTP head (Qwen 3.5), as llama.cpp's converter splits it: kAll writes it as block n_layer
   // of the model (the default); kNone leaves it out (--no-mtp: block_count = n_layer, no
   // nextn_predict_layers); kOnly writes only the head (--mtp: block n_layer's tensors plus

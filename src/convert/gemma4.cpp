@@ -17,6 +17,7 @@
 #include "kernels/thread_pool.h"
 #include "models/common/quant_rule.h"
 #include "convert/convert.h"
+#include "convert/mlx_q4_1.h"
 #include "models/gemma4/gemma4.h"
 
 namespace oxi {
@@ -27,7 +28,8 @@ using nlohmann::json;
 
 // Writes tensor `t` (F32/F16/BF16, or MLX affine groups: format/mlx.h) as `type`, rows of `row_len`, into dst: a plain copy when the
 // types match, else row by row (in parallel) through f32 with the kernels' quantisers.
-void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst) {
+// MLX 4-bit groups to Q4_1 are copied where exact (convert/mlx_q4_1.h), counted in `stats`.
+void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst, MlxQ4_1Stats& stats) {
   if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && !is_mlx_dtype(t.dtype))
     throw_error(ErrorCode::kUnsupported, "tensor " + t.name + ": cannot convert from " + dtype_name(t.dtype));
   if (type == t.dtype) {
@@ -37,6 +39,10 @@ void encode(const TensorInfo& t, DType type, int64_t row_len, uint8_t* dst) {
   const int64_t rows = t.n_elements() / row_len;
   const uint64_t src_rb = *dtype_row_bytes(t.dtype, static_cast<uint64_t>(row_len));
   const uint8_t* src = t.data();
+  if (type == DType::Q4_1 && is_mlx_q4(t.dtype)) {
+    const MatrixView m{t.dtype, rows, row_len, src, src_rb};
+    return mlx_q4_to_q4_1(rows, row_len, dst, [m](int64_t r) { return std::make_pair(m, r); }, {}, stats);
+  }
   quantize_rows(type, rows, row_len, dst, [&](int64_t r, float* row, float*) {
     dequantize(t.dtype, src + src_rb * static_cast<uint64_t>(r), row, row_len);
   });
@@ -161,13 +167,14 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
   const gemma4::Config c = gemma4::config_from_hf(hf);
   const std::string prefix = gemma4::hf_prefix(hf);
   const DType out = opt.out_type;
-  const bool quant = out == DType::Q8_0 || out == DType::Q4_0 || out == DType::Q4_K;
+  const bool quant = out == DType::Q8_0 || out == DType::Q4_0 || out == DType::Q4_1 || out == DType::Q4_K;
   if (out != DType::F32 && out != DType::F16 && out != DType::BF16 && !quant)
-    throw_error(ErrorCode::kInvalidArgument, "convert: --type must be f32, f16, bf16, q8_0, q4_0 or q4_k");
+    throw_error(ErrorCode::kInvalidArgument, "convert: --type must be f32, f16, bf16, q8_0, q4_0, q4_1 or q4_k");
   // Quantised types: llama-quantize's rule per tensor (models/common/quant_rule.h); the matrices
   // it keeps are written in the checkpoint's own float type (as a model quantising at load keeps
   // them), so `--quant T` at load and this file hold the same bytes.
   std::optional<QuantRule> rule;
+  MlxQ4_1Stats mlx_stats;  // --type q4_1 of an MLX checkpoint: groups copied / requantised
   if (quant) rule = QuantRule{out, c.n_expert, false};  // the converter writes no output.weight (tied)
 
   GgufWriter w;
@@ -266,17 +273,24 @@ void convert_gemma4(const HfCheckpoint& hf, const std::string& out_path, const C
     const int64_t row_len = t.shape.empty() ? 1 : t.shape.back();
     DType type = DType::F32;
     // (MLX groups have no GGUF type: what the rule keeps is written F32.)
-    if (t.shape.size() >= 2)
-      type = rule ? rule->target(g, static_cast<int>(t.shape.size()), row_len).value_or(mlx ? DType::F32 : t.dtype) : out;
+    if (t.shape.size() >= 2) {
+      const auto rt = rule ? rule->target(g, static_cast<int>(t.shape.size()), row_len) : std::nullopt;
+      type = rule ? rt.value_or(mlx ? DType::F32 : t.dtype) : out;
+      // --type q4_1: every MLX 4-bit matrix the rule quantises is Q4_1, its groups copied (also
+      // the tied embeddings the rule makes Q6_K: more bits over 4-bit values only add error).
+      if (out == DType::Q4_1 && rt && is_mlx_q4(t.dtype)) type = DType::Q4_1;
+    }
     std::vector<int64_t> shape = t.shape;
     if (shape.empty()) shape = {1};
     auto nb = dtype_row_bytes(type, static_cast<uint64_t>(row_len));
     if (!nb) format_error(hf.dir, "convert: tensor " + name + " has a bad row size");
     const uint64_t nbytes = *nb * static_cast<uint64_t>(t.n_elements() / std::max<int64_t>(row_len, 1));
     const TensorInfo ti = t;
-    w.add_tensor(g, type, shape, nbytes, [ti, type, row_len](uint8_t* dst, uint64_t) { encode(ti, type, row_len, dst); });
+    MlxQ4_1Stats* st = &mlx_stats;
+    w.add_tensor(g, type, shape, nbytes, [ti, type, row_len, st](uint8_t* dst, uint64_t) { encode(ti, type, row_len, dst, *st); });
   }
   w.write(out_path);
+  print_mlx_q4_1_stats(mlx_stats);
 }
 
 }  // namespace oxi

@@ -24,6 +24,7 @@
 #include "models/common/quant_rule.h"
 #include "models/common/weights.h"
 #include "convert/convert.h"
+#include "convert/mlx_q4_1.h"
 #include "models/qwen35/config.h"
 #include "models/qwen35/tensor_names.h"
 #include "tokenizer/gguf_export.h"
@@ -66,6 +67,12 @@ class Converter {
     if (rule_) return rule_->target(name, n_dims, cols).value_or(DType::F32);
     return opt_.out_type;
   }
+  // --type q4_1: every MLX 4-bit matrix the rule quantises becomes Q4_1 — its groups copied
+  // (convert/mlx_q4_1.h), also where the rule would bump it (Q6_K output / tied embeddings, Q8_0
+  // attn_k/v of 8-expert models): requantising 4-bit information to more bits adds error only.
+  DType mlx_type(DType planned, DType src) const {
+    return opt_.out_type == DType::Q4_1 && is_mlx_q4(src) && planned != DType::F32 ? DType::Q4_1 : planned;
+  }
   // GGUF tensor `g` of shape `shape` from its HF source (tensor_names.h: name, transform, V-head
   // order, f32 or the matrix type): one output row per source row, rows or columns reordered.
   void emit(const std::string& g, const std::vector<int64_t>& shape) {
@@ -78,7 +85,7 @@ class Converter {
     p.rows = m.rows;
     p.cols = m.cols;
     p.shape = shape;
-    p.type = h.f32 ? DType::F32 : matrix_type(g, static_cast<int>(shape.size()), m.cols);
+    p.type = h.f32 ? DType::F32 : mlx_type(matrix_type(g, static_cast<int>(shape.size()), m.cols), t.dtype);
     // A 1-D per-head vector is one row: its head order is a column order.
     std::vector<int64_t> order = vhead_order(c_, h.vheads), row_perm;
     if (h.vheads == VHeads::kValueCols || (h.vheads == VHeads::kHeadRows && shape.size() == 1)) p.col_perm = std::move(order);
@@ -96,6 +103,7 @@ class Converter {
   Config c_;
   std::vector<Plan> plans_;
   std::set<std::string> used_;
+  MlxQ4_1Stats mlx_stats_;  // --type q4_1 of an MLX checkpoint: groups copied / requantised
 };
 
 void Converter::add_vocab(GgufWriter& w) {
@@ -118,9 +126,9 @@ void Converter::run(const std::string& out_path) {
                                              ") != linear_value_head_dim (" + std::to_string(c_.dv) +
                                              "): llama.cpp's qwen35 layout cannot express that");
   const DType ot = opt_.out_type;
-  const bool quant = ot == DType::Q8_0 || ot == DType::Q4_0 || ot == DType::Q4_K;
+  const bool quant = ot == DType::Q8_0 || ot == DType::Q4_0 || ot == DType::Q4_1 || ot == DType::Q4_K;
   if (ot != DType::F32 && ot != DType::F16 && ot != DType::BF16 && !quant)
-    throw_error(ErrorCode::kInvalidArgument, "convert: output type must be f32, f16, bf16, q8_0, q4_0 or q4_k");
+    throw_error(ErrorCode::kInvalidArgument, "convert: output type must be f32, f16, bf16, q8_0, q4_0, q4_1 or q4_k");
   if (quant) rule_ = QuantRule{ot, c_.moe ? c_.n_expert : 0, !c_.tied};
   const TensorIndex& idx = hf_.tensors;
   lm_ = hf_lm_prefix(idx);
@@ -167,7 +175,7 @@ void Converter::run(const std::string& out_path) {
       pl.shape = {E, rows_per, cols};
       pl.rows = E * rows_per;
       pl.cols = cols;
-      pl.type = matrix_type(out, 3, cols);
+      pl.type = mlx_type(matrix_type(out, 3, cols), src(0).first.dtype);
       pl.src = std::move(src);
       plans_.push_back(std::move(pl));
     };
@@ -278,7 +286,14 @@ void Converter::run(const std::string& out_path) {
     if (!rb) throw_error(ErrorCode::kInternal, "convert: row size for " + pl.name);
     const uint64_t nbytes = *rb * static_cast<uint64_t>(pl.rows);
     const Plan* pp = &pl;
-    w.add_tensor(pl.name, pl.type, pl.shape, nbytes, [pp](uint8_t* dst, uint64_t) {
+    MlxQ4_1Stats* stats = &mlx_stats_;
+    w.add_tensor(pl.name, pl.type, pl.shape, nbytes, [pp, stats](uint8_t* dst, uint64_t) {
+      const DType st = pp->rows > 0 ? pp->src(0).first.dtype : DType::F32;
+      if (pp->type == DType::Q4_1 && is_mlx_q4(st)) {
+        if (!pp->fix && keeps_q4_1_blocks(pp->col_perm)) return mlx_q4_to_q4_1(pp->rows, pp->cols, dst, pp->src, pp->col_perm, *stats);
+        // A transform or a column order that splits blocks: through f32 (counted as requantised).
+        stats->requantised += pp->rows * pp->cols / dtype_traits(st)->block_elems;
+      }
       quantize_rows(pp->type, pp->rows, pp->cols, dst, [pp](int64_t r, float* row, float* scratch) {
         auto [m, sr] = pp->src(r);
         if (pp->col_perm.empty()) {
@@ -292,6 +307,7 @@ void Converter::run(const std::string& out_path) {
     });
   }
   w.write(out_path);
+  print_mlx_q4_1_stats(mlx_stats_);
 }
 
 }  // namespace

@@ -75,6 +75,7 @@ uint32_t quant_file_type(DType base) {
   switch (base) {
     case DType::Q8_0: return 7;
     case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
     case DType::Q4_K: return 14;
     default: throw_error(ErrorCode::kInvalidArgument, "quant_file_type: not a quantisation base type");
   }

@@ -1,4 +1,4 @@
-// Which weights `--quant TYPE` (quantise at load) and `oxinfer convert --type q8_0|q4_0|q4_k`
+// Which weights `--quant TYPE` (quantise at load) and `oxinfer convert --type q8_0|q4_0|q4_1|q4_k`
 // quantise, and to which type. The rule is llama.cpp's llama_model_quantize without importance
 // matrix (src/llama-quant.cpp of the llama.cpp that node-llama-cpp 3.22.1 ships), so a model
 // quantised by us at load, a file we convert, and a file llama-quantize makes from the same
@@ -12,7 +12,7 @@
 //   * 8-expert models keep attn_k / attn_v / attn_qkv at Q8_0 (llama.cpp's Mixtral rule);
 //   * rows that do not fit the type's block fall back as llama.cpp does: Q4_K → Q5_0, Q6_K →
 //     Q8_0, then F16 when even 32 does not divide the row.
-// Q8_0 and Q4_0 are exactly llama-quantize's file types Q8_0 and Q4_0. Q4_K is that rule with Q4_K
+// Q8_0, Q4_0 and Q4_1 are exactly llama-quantize's file types Q8_0, Q4_0 and Q4_1. Q4_K is that rule with Q4_K
 // as the base: llama.cpp's Q4_K_S additionally bumps a few attn_v / ffn_down tensors to Q5_K.
 #pragma once
 
@@ -24,7 +24,7 @@
 
 namespace oxi {
 
-// "q8_0" | "q4_0" | "q4_k" (any case) → Q8_0 | Q4_0 | Q4_K; else oxi::Error(kInvalidArgument)
+// "q8_0" | "q4_0" | "q4_k" (any case) → Q8_0 | Q4_0 | Q4_K (load-time --quant; convert also takes Q4_1); else oxi::Error(kInvalidArgument)
 // naming the accepted values.
 DType parse_quant_type(const std::string& name);
 
@@ -37,7 +37,7 @@ bool quant_allowed(const std::string& name, int n_dims);
 DType quant_fallback(DType t, int64_t cols);
 
 struct QuantRule {
-  DType base = DType::Q8_0;  // Q8_0 | Q4_0 | Q4_K
+  DType base = DType::Q8_0;  // Q8_0 | Q4_0 | Q4_1 | Q4_K
   int64_t n_expert = 0;      // experts per MoE layer (0: dense)
   bool has_output = false;   // the model has its own output.weight (else the embeddings are tied)
 
@@ -47,7 +47,7 @@ struct QuantRule {
 };
 
 // llama_ftype for general.file_type of a file quantised with `base`: Q8_0 → 7 (MOSTLY_Q8_0),
-// Q4_0 → 2 (MOSTLY_Q4_0), Q4_K → 14 (MOSTLY_Q4_K_S, the nearest llama.cpp recipe).
+// Q4_0 → 2 (MOSTLY_Q4_0), Q4_1 → 3 (MOSTLY_Q4_1), Q4_K → 14 (MOSTLY_Q4_K_S, the nearest llama.cpp recipe).
 uint32_t quant_file_type(DType base);
 
 }  // namespace oxi

@@ -115,8 +115,8 @@ const tok = {
   gemma4: { dir: "tok_gemma4", script: "tools/gen/extract_gemma4_tokenizer.mjs", template: "testdata/templates/google-gemma-4-31B-it.jinja" },
 };
 
-// c: {name, family, gen: [oxi-gen args], mlx: [mlx_checkpoint.py args], prompt, flash}
-// → {hf, mlx, ref, refGguf, want (llama.cpp on the reference)}
+// c: {name, family, gen: [oxi-gen args], mlx: [mlx_checkpoint.py args], prompt, flash, noWant}
+// → {hf, mlx, ref, refGguf, want (llama.cpp on the reference; null with noWant: files only)}
 export function prepare(c) {
   const tk = tok[c.family];
   const tokDir = path.join(work, tk.dir);
@@ -129,7 +129,7 @@ export function prepare(c) {
   must(py, [path.join(root, "tests/e2e/lib/mlx_checkpoint.py"), hf, mlx, ref, "--family", c.family, ...c.mlx]);
   const refGguf = path.join(work, `${c.name}_ref.f32.gguf`);
   must(oxinfer, ["convert", ref, "-o", refGguf, "--type", "f32"]);
-  const want = llamaGreedy(refGguf, c.prompt, path.join(work, `${c.name}_ref.json`), { flash: c.flash });
+  const want = c.noWant ? null : llamaGreedy(refGguf, c.prompt, path.join(work, `${c.name}_ref.json`), { flash: c.flash });
   return { hf, mlx, ref, refGguf, want };
 }
 
