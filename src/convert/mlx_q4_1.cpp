@@ -35,28 +35,30 @@ void mlx_q4_row_to_q4_1(DType t, const uint8_t* src, int64_t cols, const std::ve
   // input j + 16 its high nibble).
   const int64_t G = tr->block_elems, groups = cols / G;
   const uint64_t gb = tr->block_bytes;
-  std::vector<uint8_t> ok(static_cast<size_t>(groups));
+  // A group is copied when its scale and bias are f16 values (no per-row buffer: the check is two
+  // conversions, repeated per block below rather than stored).
+  auto group_ok = [&](int64_t g, float& s, float& b) {
+    std::memcpy(&s, src + gb * static_cast<uint64_t>(g), 4);
+    std::memcpy(&b, src + gb * static_cast<uint64_t>(g) + 4, 4);
+    return f16_exact(s) && f16_exact(b);
+  };
   bool any_bad = false;
   for (int64_t g = 0; g < groups; ++g) {
     float s, b;
-    std::memcpy(&s, src + gb * static_cast<uint64_t>(g), 4);
-    std::memcpy(&b, src + gb * static_cast<uint64_t>(g) + 4, 4);
-    ok[static_cast<size_t>(g)] = f16_exact(s) && f16_exact(b);
-    any_bad = any_bad || !ok[static_cast<size_t>(g)];
-    ++(ok[static_cast<size_t>(g)] ? exact : requantised);
+    const bool ok = group_ok(g, s, b);
+    any_bad = any_bad || !ok;
+    ++(ok ? exact : requantised);
   }
   if (any_bad) dequantize(t, src, scratch, cols);  // the f32 values the fallback requantises
   for (int64_t o = 0; o < cols; o += 32, dst += 20) {
     const int64_t s0 = col_perm.empty() ? o : col_perm[static_cast<size_t>(o)];
     const int64_t g = s0 / G;
-    if (!ok[static_cast<size_t>(g)]) {
+    float s, b;
+    if (!group_ok(g, s, b)) {
       quantize_row(DType::Q4_1, scratch + s0, 32, dst);
       continue;
     }
     const uint8_t* blk = src + gb * static_cast<uint64_t>(g);
-    float s, b;
-    std::memcpy(&s, blk, 4);
-    std::memcpy(&b, blk + 4, 4);
     const uint16_t d = f32_to_f16(s), m = f32_to_f16(b);
     std::memcpy(dst, &d, 2);
     std::memcpy(dst + 2, &m, 2);

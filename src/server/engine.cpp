@@ -708,10 +708,9 @@ class ServerEngine final : public Engine {
         if (image_pad_ < 0) throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + pad + " token (not a vision model)");
         std::fprintf(stderr, "oxinfer: vision tower loaded (%s)\n", opt_.mmproj.empty() ? "from the checkpoint" : opt_.mmproj.c_str());
       }
-      if (opt_.spec_mode == static_cast<int>(SpecMode::kMtp) && (!model_->has_mtp() || model_->mtp_is_draft_model()))
-        throw_error(ErrorCode::kUnsupported, "--spec mtp: the model has no MTP head (use auto, ngram or none)");
-      if (opt_.spec_mode == static_cast<int>(SpecMode::kDraft) && !model_->mtp_is_draft_model())
-        throw_error(ErrorCode::kUnsupported, "--spec draft: no draft model (-md: a Gemma 4 assistant drafter)");
+      const SpecMode spec = static_cast<SpecMode>(opt_.spec_mode);
+      if (const std::string why = spec_unavailable(spec); !why.empty())
+        throw_error(ErrorCode::kUnsupported, std::string("--spec ") + spec_mode_name(spec) + ": " + why);
       batcher_ = std::make_unique<Batcher>(*model_);
       for (int i = 0; i < std::max(1, opt_.n_slots); ++i) {
         Slot s;
@@ -771,13 +770,18 @@ class ServerEngine final : public Engine {
     if (opt_.spec_mode == static_cast<int>(SpecMode::kNone)) {
       throw RequestError(400, "speculative.mode", "speculative decoding is off on this server (started with --spec none)");
     }
-    if (m == SpecMode::kMtp && (!model_->has_mtp() || model_->mtp_is_draft_model())) {
-      throw RequestError(400, "speculative.mode", "'speculative.mode' mtp: the model has no MTP head (use auto, ngram or none)");
-    }
-    if (m == SpecMode::kDraft && !model_->mtp_is_draft_model()) {
-      throw RequestError(400, "speculative.mode", "'speculative.mode' draft: the server has no draft model (-md)");
-    }
+    if (const std::string why = spec_unavailable(m); !why.empty())
+      throw RequestError(400, "speculative.mode", "'speculative.mode' " + name + ": " + why);
     return m;
+  }
+
+  // Why this model cannot draft in mode m ("" when it can): mtp needs the model's own MTP head,
+  // draft a -md draft model. The same rule refuses --spec at start and a request's mode.
+  std::string spec_unavailable(SpecMode m) const {
+    if (m == SpecMode::kMtp && (!model_->has_mtp() || model_->mtp_is_draft_model()))
+      return "the model has no MTP head (use auto, ngram or none)";
+    if (m == SpecMode::kDraft && !model_->mtp_is_draft_model()) return "no draft model (-md: a Gemma 4 assistant drafter)";
+    return "";
   }
 
   SamplingParams sampling_for(const GenerationRequest& req) const {
