@@ -20,8 +20,9 @@ extern "C" {
  * oxi_chat_tokenize (message text never becomes control tokens). 4: oxi_model_params.flash_attn.
  * 5: oxi_model_params.n_gpu_layers. 6: oxi_generate_params.grammar. 7: oxi_model_params.cache_type_k
  * / cache_type_v. 8: oxi_model_params.draft_model. 9: images: oxi_model_params.mmproj,
- * oxi_context_prefill_image. 10: audio: oxi_context_prefill_audio. */
-#define OXI_API_VERSION 10
+ * oxi_context_prefill_image. 10: audio: oxi_context_prefill_audio. 11:
+ * oxi_model_params.image_preproc. */
+#define OXI_API_VERSION 11
 
 typedef enum oxi_status {
   OXI_OK = 0,
@@ -69,6 +70,10 @@ typedef struct oxi_model_params {
   const char* mmproj; /* llama.cpp's --mmproj: NULL/"" the HF checkpoint's own vision tower if it
                          has one (loaded on the first image); else the tower's mmproj GGUF, loaded
                          (and checked against the model) by oxi_model_open */
+  const char* image_preproc; /* the CLI's --image-preproc, Qwen 3.5 images: NULL/""/"hf" (default)
+                                the HF image processor's resize; "llama" llama.cpp mtmd's (fewer
+                                rows for sizes the two treat differently; docs/multimodal.md);
+                                anything else: OXI_ERR_INVALID_ARGUMENT. Gemma 4: no difference */
 } oxi_model_params;
 
 oxi_model_params oxi_model_default_params(void);

@@ -42,7 +42,8 @@ class _ModelParams(ctypes.Structure):
     _fields_ = [("n_threads", ctypes.c_int32), ("quant", ctypes.c_char_p),
                 ("chat_template", ctypes.c_char_p), ("device", ctypes.c_char_p), ("flash_attn", ctypes.c_int32),
                 ("n_gpu_layers", ctypes.c_int32), ("cache_type_k", ctypes.c_char_p), ("cache_type_v", ctypes.c_char_p),
-                ("draft_model", ctypes.c_char_p), ("mmproj", ctypes.c_char_p)]
+                ("draft_model", ctypes.c_char_p), ("mmproj", ctypes.c_char_p),
+                ("image_preproc", ctypes.c_char_p)]
 
 
 class _ModelDesc(ctypes.Structure):
@@ -177,7 +178,8 @@ class Model(_Handle):
 
     _free = "oxi_model_free"
 
-    def __init__(self, path, n_threads=0, chat_template=None, device="none", library=None, draft_model=None, mmproj=None):
+    def __init__(self, path, n_threads=0, chat_template=None, device="none", library=None, draft_model=None, mmproj=None,
+                 image_preproc=None):
         load_library(library)
         p = _lib.oxi_model_default_params()
         p.n_threads = n_threads
@@ -186,6 +188,8 @@ class Model(_Handle):
             p.draft_model = os.fsencode(draft_model)
         if mmproj is not None:  # llama.cpp's --mmproj: the vision tower for Context.prefill_image
             p.mmproj = os.fsencode(mmproj)
+        if image_preproc is not None:  # the CLI's --image-preproc: "hf" (default) or "llama"
+            p.image_preproc = image_preproc.encode()
         if chat_template is not None:
             p.chat_template = chat_template.encode()
         h = ctypes.c_void_p()

@@ -136,6 +136,7 @@ struct oxi_model {
   };
   // The vision tower (oxi_model_params.mmproj at open; the HF checkpoint's own on the first image).
   std::string mmproj;
+  bool llama_image_preproc = false;  // oxi_model_params.image_preproc "llama"
   Once vision_once;
 #if OXI_API_VISION
   std::unique_ptr<oxi::vision::VisionInput> vision;
@@ -188,6 +189,7 @@ static oxi_status load_vision(oxi_model& m) {
       const std::vector<int32_t> ids = lm.tokenizer->encode(text, false, true);
       return ids.size() == 1 ? ids[0] : -1;
     });
+    if (m.vision && m.llama_image_preproc) m.vision->prep.mode = oxi::vision::ResizeMode::kLlamaCpp;
   });
 #else
   if (!m.mmproj.empty()) return fail(OXI_ERR_UNSUPPORTED, "mmproj: this build has no image support (the wasm build)");
@@ -318,6 +320,7 @@ oxi_model_params oxi_model_default_params(void) {
   p.cache_type_v = nullptr;
   p.draft_model = nullptr;
   p.mmproj = nullptr;
+  p.image_preproc = nullptr;
   return p;
 }
 
@@ -343,7 +346,10 @@ oxi_status oxi_model_open(const char* path, const oxi_model_params* params, oxi_
                 "oxi_model_open: cache_type_v must be f16, f32 or q8_0");
     if (p.chat_template) req.chat_template = std::string(p.chat_template);
     if (p.draft_model) req.draft_path = p.draft_model;
+    const std::string preproc = p.image_preproc ? p.image_preproc : "";
+    OXI_REQUIRE(preproc.empty() || preproc == "hf" || preproc == "llama", "oxi_model_open: image_preproc must be hf or llama");
     auto m = std::make_unique<oxi_model>();
+    m->llama_image_preproc = preproc == "llama";
     m->loaded = oxi::load_model_bundle(req);
     if (p.mmproj && *p.mmproj) {  // a named tower: loaded and checked now, as llama.cpp's mtmd_init
       m->mmproj = p.mmproj;

@@ -111,6 +111,19 @@ TEST(Api, DefaultParams) {
   const oxi_model_params mp = oxi_model_default_params();
   EXPECT_EQ(mp.n_threads, 0);
   EXPECT_EQ(mp.quant, nullptr);
+  EXPECT_EQ(mp.image_preproc, nullptr);
+}
+
+// image_preproc is checked before the file is read: an unknown resize is the caller's error.
+TEST(Api, UnknownImagePreprocIsInvalid) {
+  oxi_model_params mp = oxi_model_default_params();
+  mp.image_preproc = "bicubic";
+  oxi_model* m = nullptr;
+  EXPECT_EQ(oxi_model_open("/nonexistent/a.gguf", &mp, &m), OXI_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(oxi_last_error()).find("image_preproc must be hf or llama"), std::string::npos);
+  mp.image_preproc = "llama";  // valid: the missing file is what fails now
+  EXPECT_EQ(oxi_model_open("/nonexistent/a.gguf", &mp, &m), OXI_ERR_IO);
 }
 
 // ---- with a scripted model over the real Qwen vocabulary ------------------------------------

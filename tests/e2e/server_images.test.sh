@@ -7,7 +7,8 @@
 #      own tower: text identical to llama-mtmd-cli's for the same image and prompt (temperature 0);
 #   2. a second turn about the same image: identical to llama-mtmd-cli on that two-turn prompt
 #      (rendered from the model's template by @huggingface/jinja), and the image not encoded again;
-#   2b. the same model through the C API (oxi_context_prefill_image), two images;
+#   2b. the same model through the C API (oxi_context_prefill_image), two images; and with
+#      oxi_model_params.image_preproc "llama", 2c's image: llama-mtmd-cli's text and 30 rows;
 #   2c. `serve --image-preproc llama` on an image the two resizes treat differently: llama-mtmd-cli's
 #      text and row count (the default server: HF's rows, more of them);
 #   3. bad input → 4xx naming the reason, the server still answering: bad base64, no image,
@@ -108,5 +109,12 @@ if OXINFER_LIB="$(dirname "$OXINFER")/../../src/api/liboxinfer.so" PYTHONPATH="$
    "$WORK/media/square.png" "$WORK/wide.png" > "$WORK/capi.out" 2>&1
 then echo "ok   C API images (oxi_context_prefill_image): greedy text identical to llama-mtmd-cli's"
 else cat "$WORK/capi.out"; echo "FAIL C API images differ from llama-mtmd-cli"; rc=1; fi
+# image_preproc "llama": the 200 × 150 image as llama.cpp's mtmd resizes it (30 rows + start/end).
+if OXINFER_LIB="$(dirname "$OXINFER")/../../src/api/liboxinfer.so" PYTHONPATH="$SRC/python" \
+   OXI_CAPI_PREPROC=llama OXI_CAPI_ENTRIES=32 \
+   $PY "$SRC/tests/e2e/lib/c_api_images.py" "$WORK/m.gguf" "$WORK/mmproj.gguf" "$WORK/ref_odd.out" "Describe this picture." \
+   "$WORK/odd.png" > "$WORK/capi_odd.out" 2>&1
+then echo "ok   C API image_preproc llama: llama-mtmd-cli's text and 30 rows for a 200 × 150 image"
+else cat "$WORK/capi_odd.out"; echo "FAIL C API image_preproc llama differs from llama-mtmd-cli"; rc=1; fi
 echo "# server_images: $(( $(date +%s) - t0 )) s"
 exit $rc
