@@ -362,17 +362,17 @@ TEST_F(Seam, VulkanBackendRunsOrDeclinesTheSeam) {
   EXPECT_EQ(r.backend->name(), "vulkan");
   EXPECT_FALSE(r.backend->description().empty());
 
-  // u: Q2_K (no shader; no quantiser either: random quants, small f16 d and dmin per 84-byte block)
+  // u: IQ3_S (no shader; no quantiser either: random grid indices, signs and scales, a small f16 d
+  // at the start of each 110-byte block)
   Mat m = make_mat(DType::Q8_0, 64, 256, 30), u;
-  u.bytes.resize(64 * 84);
+  u.bytes.resize(64 * 110);
   std::mt19937 rng(32);
   for (auto& b : u.bytes) b = static_cast<uint8_t>(rng());
-  for (size_t o = 0; o < u.bytes.size(); o += 84) {
-    const uint16_t d = oxi::f32_to_f16(0.01f), dmin = oxi::f32_to_f16(0.005f);
-    std::memcpy(&u.bytes[o + 80], &d, 2);
-    std::memcpy(&u.bytes[o + 82], &dmin, 2);
+  for (size_t o = 0; o < u.bytes.size(); o += 110) {
+    const uint16_t d = oxi::f32_to_f16(0.002f);
+    std::memcpy(&u.bytes[o], &d, 2);
   }
-  u.view = MatrixView{DType::Q2_K, 64, 256, u.bytes.data(), 84};
+  u.view = MatrixView{DType::IQ3_S, 64, 256, u.bytes.data(), 110};
   const auto x = make_x(32 * 256, 31);
   const auto cpu = cpu_matmul(m.view, x, 32), cpu_u = cpu_matmul(u.view, x, 32);
   be::init("none");
@@ -381,7 +381,7 @@ TEST_F(Seam, VulkanBackendRunsOrDeclinesTheSeam) {
   be::set_rule({1, 0.0});
   be::reset_stats();
   const auto y = run_matmul(m.view, x, 32);
-  EXPECT_EQ(run_matmul(u.view, x, 32), cpu_u);  // Q2_K: no shader, declined, the CPU's result
+  EXPECT_EQ(run_matmul(u.view, x, 32), cpu_u);  // IQ3_S: no shader, declined, the CPU's result
   if (be::vulkan_kernels_built() && be::active_block_device()) {
     EXPECT_EQ(be::stats().prepared, 1u);
     EXPECT_EQ(be::stats().device_batches, 1u);

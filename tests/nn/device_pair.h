@@ -37,8 +37,8 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
 
 // The weight types the Vulkan device has shaders for (backend/vulkan/device.cpp).
 inline constexpr oxi::DType kVulkanTypes[] = {oxi::DType::F32,  oxi::DType::F16,    oxi::DType::BF16, oxi::DType::Q8_0, oxi::DType::Q4_0,
-                                              oxi::DType::Q4_1, oxi::DType::Q5_0,   oxi::DType::Q5_1, oxi::DType::IQ4_NL, oxi::DType::Q3_K,
-                                              oxi::DType::Q4_K, oxi::DType::Q5_K,   oxi::DType::Q6_K, oxi::DType::IQ4_XS};
+                                              oxi::DType::Q4_1, oxi::DType::Q5_0,   oxi::DType::Q5_1, oxi::DType::IQ4_NL, oxi::DType::Q2_K,
+                                              oxi::DType::Q3_K, oxi::DType::Q4_K, oxi::DType::Q5_K,   oxi::DType::Q6_K, oxi::DType::IQ4_XS};
 
 // A [rows, cols] matrix of type t: quantised from N(0, 0.05) values where the kernels have a
 // quantiser (quantize_row); else random bytes with each block's f16 scales (and mins) set to small
@@ -64,6 +64,7 @@ inline Matrix make_matrix(oxi::DType t, int64_t rows, int64_t cols, uint32_t see
     case DType::Q5_1: block = 24, f16s = {{0, 0.003f}, {2, -0.05f}}; break;
     case DType::IQ4_NL: block = 18, f16s = {{0, 0.0005f}}; break;
     case DType::IQ4_XS: block = 136, f16s = {{0, 3e-5f}}; break;
+    case DType::Q2_K: block = 84, f16s = {{80, 0.004f}, {82, 0.002f}}; break;
     case DType::Q3_K: block = 110, f16s = {{108, 0.0015f}}; break;
     case DType::Q5_K: block = 176, f16s = {{0, 0.002f}, {2, 0.001f}}; break;
     default: break;

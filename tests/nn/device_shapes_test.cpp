@@ -356,19 +356,19 @@ TEST_P(DeviceShapes, SmallBlocksOddShapesStayOnTheDevice) {
 
 TEST_P(DeviceShapes, UnsupportedWeightTypeIsAnError) {
   if (!vulkan()) GTEST_SKIP() << "the CPU device runs every type the kernels know";
-  std::vector<uint8_t> bytes(84 * 4);  // Q2_K: 84 bytes per 256 elements, no shader
+  std::vector<uint8_t> bytes(110 * 4);  // IQ3_S: 110 bytes per 256 elements, no shader
   oxi::MatrixView v;
-  v.dtype = DType::Q2_K;
+  v.dtype = DType::IQ3_S;
   v.rows = 4;
   v.cols = 256;
-  v.row_bytes = 84;
+  v.row_bytes = 110;
   v.data = bytes.data();
   try {
     dev_->upload(v);
-    ADD_FAILURE() << "Q2_K uploaded";
+    ADD_FAILURE() << "IQ3_S uploaded";
   } catch (const oxi::Error& e) {
     EXPECT_EQ(e.code(), oxi::ErrorCode::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("Q2_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("IQ3_S"), std::string::npos) << e.what();
   }
 }
 

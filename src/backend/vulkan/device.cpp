@@ -8,7 +8,7 @@
 // its push constants (whole buffers are bound). A weight keeps its file layout (GGUF blocks) in
 // device memory, split by rows into parts no larger than the device's maxStorageBufferRange
 // (128 MiB on lavapipe); the shaders dequantise as they read. Weight types: F32, F16, BF16, Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; others (Q2_K, the IQ1/IQ2/IQ3
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; others (the IQ1/IQ2/IQ3
 // types, …) are declined at upload with oxi::Error(kUnsupported).
 #include "backend/vulkan/vulkan_device.h"
 
@@ -74,6 +74,7 @@ const char* type_suffix(DType t) {
     case DType::Q5_0: return "q5_0";
     case DType::Q5_1: return "q5_1";
     case DType::IQ4_NL: return "iq4_nl";
+    case DType::Q2_K: return "q2_k";
     case DType::Q3_K: return "q3_k";
     case DType::Q4_K: return "q4_k";
     case DType::Q5_K: return "q5_k";
@@ -155,7 +156,7 @@ class VulkanDevice final : public nn::Device {
     const char* sfx = type_suffix(v.dtype);
     if (!sfx)
       throw_error(ErrorCode::kUnsupported, "vulkan device: no kernel for weight type " + dtype_name(v.dtype) +
-                                               " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
+                                               " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
     const auto rb = dtype_row_bytes(v.dtype, static_cast<uint64_t>(v.cols));
     if (!rb || v.rows < 0 || (v.rows > 0 && !v.data)) bad("upload: " + dtype_name(v.dtype) + " rows of " + std::to_string(v.cols) + " elements");
     if (*rb > ctx_->part_limit()) throw_error(ErrorCode::kUnsupported, "vulkan device: a weight row exceeds maxStorageBufferRange");

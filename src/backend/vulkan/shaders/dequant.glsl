@@ -2,8 +2,8 @@
 // dequantised 32 elements (a "chunk") at a time; the includer enables GL_EXT_control_flow_attributes
 // (the loops are unrolled so that v stays in registers). Rows start at any byte (Q8_0 blocks are 34 bytes),
 // so fields are read by byte offset: quants four at a time (word_at), scales byte by byte. TYPE (a -D define) selects the layout:
-//   0 F32, 1 F16, 30 BF16, 8 Q8_0, 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 20 IQ4_NL, 11 Q3_K, 12 Q4_K,
-//   13 Q5_K, 14 Q6_K, 23 IQ4_XS   (ggml type ids; layouts as kernels/quant.h documents them)
+//   0 F32, 1 F16, 30 BF16, 8 Q8_0, 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 20 IQ4_NL, 10 Q2_K, 11 Q3_K,
+//   12 Q4_K, 13 Q5_K, 14 Q6_K, 23 IQ4_XS   (ggml type ids; layouts as kernels/quant.h documents them)
 // load_chunk(row, j, v): elements [32j, 32j + 32) of the row whose first byte is `row`; for the
 // float types the last chunk of a row may be short (elements past `cols` are set to 0 and never
 // read from W). K-quant and IQ4_XS rows are whole 256-element super-blocks (cols % 256 == 0).
@@ -133,6 +133,21 @@ void load_chunk(uint row, uint j, uint cols, out float v[32]) {
       uint q = w >> (8u * b);
       v[4u * k + b] = dl * kIQ4NL[q & 15u];
       v[4u * k + b + 16u] = dl * kIQ4NL[(q >> 4) & 15u];
+    }
+  }
+#elif TYPE == 10  // Q2_K: scales[16] qs[64] f16 d, f16 dmin; chunk c = plane g of half h (elements 128h + 32g …)
+  uint c = j & 7u, h = c >> 2, g = c & 3u;
+  uint o = row + 84u * (j >> 3);
+  float d = f16_at(o + 80u), dmin = f16_at(o + 82u);
+  // the two 16-element sub-blocks of the chunk: scale bytes 8h + 2g and 8h + 2g + 1, the low
+  // nibble the scale, the high nibble the min (both 4 bits, times d / dmin)
+  uint sb0 = byte_at(o + 8u * h + 2u * g), sb1 = byte_at(o + 8u * h + 2u * g + 1u);
+  float a0 = d * float(sb0 & 15u), b0 = dmin * float(sb0 >> 4), a1 = d * float(sb1 & 15u), b1 = dmin * float(sb1 >> 4);
+  [[unroll]] for (uint k = 0u; k < 8u; ++k) {
+    uint wq = word_at(o + 16u + 32u * h + 4u * k) >> (2u * g);
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      float q = float((wq >> (8u * e)) & 3u);
+      v[4u * k + e] = k < 4u ? a0 * q - b0 : a1 * q - b1;
     }
   }
 #elif TYPE == 11  // Q3_K: hmask[32] qs[64] scales[12] f16 d; chunk c = plane g of half h (elements 128h + 32g …)
