@@ -23,7 +23,9 @@ function(oxi_vulkan_shaders target)
   # name:file:TYPE[:define] — the shaders that read weights, once per weight layout (TYPE: ggml type id)
   set(variants rms_norm:rms_norm:0 rope:rope:0 eltwise:eltwise:0 conv_silu:conv_silu:0 gdn:gdn:0 attention:attention:0
                heads:heads:0 gdn_gates:gdn_gates:0 rows:rows:0)
-  foreach(wt f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 iq4_nl:20 q2_k:10 q3_k:11 q4_k:12 q5_k:13 q6_k:14 iq4_xs:23)
+  foreach(wt f32:0 f16:1 bf16:30 q8_0:8 q4_0:2 q4_1:3 q5_0:6 q5_1:7 iq4_nl:20 q2_k:10 q3_k:11 q4_k:12 q5_k:13 q6_k:14 iq4_xs:23
+                 mxfp4:39 iq2_xxs:16 iq2_xs:17 iq2_s:22 iq3_xxs:18 iq3_s:21 iq1_s:19 iq1_m:29
+                 mlx_q4_g32:1010 mlx_q4_g64:1011 mlx_q4_g128:1012 mlx_q8_g32:1013 mlx_q8_g64:1014 mlx_q8_g128:1015)
     string(REPLACE ":" ";" wt ${wt})
     list(GET wt 0 suffix)
     list(GET wt 1 id)

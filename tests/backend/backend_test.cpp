@@ -362,26 +362,22 @@ TEST_F(Seam, VulkanBackendRunsOrDeclinesTheSeam) {
   EXPECT_EQ(r.backend->name(), "vulkan");
   EXPECT_FALSE(r.backend->description().empty());
 
-  // u: IQ3_S (no shader; no quantiser either: random grid indices, signs and scales, a small f16 d
-  // at the start of each 110-byte block)
-  Mat m = make_mat(DType::Q8_0, 64, 256, 30), u;
-  u.bytes.resize(64 * 110);
-  std::mt19937 rng(32);
-  for (auto& b : u.bytes) b = static_cast<uint8_t>(rng());
-  for (size_t o = 0; o < u.bytes.size(); o += 110) {
-    const uint16_t d = oxi::f32_to_f16(0.002f);
-    std::memcpy(&u.bytes[o], &d, 2);
-  }
-  u.view = MatrixView{DType::IQ3_S, 64, 256, u.bytes.data(), 110};
-  const auto x = make_x(32 * 256, 31);
-  const auto cpu = cpu_matmul(m.view, x, 32), cpu_u = cpu_matmul(u.view, x, 32);
+  // u: a matrix the device cannot hold. Every weight type the CPU runs has a shader, so the
+  // device's weight part limit is lowered (OXI_VULKAN_MAX_PART, read when the backend makes its
+  // device on the first upload) to 512 bytes: m's rows (256 Q8_0 values, 272 bytes) go one to a
+  // part, u's (512 values, 544 bytes) cannot go at all.
+  Mat m = make_mat(DType::Q8_0, 64, 256, 30), u = make_mat(DType::Q8_0, 64, 512, 32);
+  const auto x = make_x(32 * 256, 31), xu = make_x(32 * 512, 33);
+  const auto cpu = cpu_matmul(m.view, x, 32), cpu_u = cpu_matmul(u.view, xu, 32);
   be::init("none");
+  setenv("OXI_VULKAN_MAX_PART", "512", 1);
   const std::string line = be::init("vulkan");
   EXPECT_EQ(line.rfind("device: vulkan (", 0), 0u) << line;
   be::set_rule({1, 0.0});
   be::reset_stats();
   const auto y = run_matmul(m.view, x, 32);
-  EXPECT_EQ(run_matmul(u.view, x, 32), cpu_u);  // IQ3_S: no shader, declined, the CPU's result
+  EXPECT_EQ(run_matmul(u.view, xu, 32), cpu_u);  // declined: the CPU's result
+  unsetenv("OXI_VULKAN_MAX_PART");
   if (be::vulkan_kernels_built() && be::active_block_device()) {
     EXPECT_EQ(be::stats().prepared, 1u);
     EXPECT_EQ(be::stats().device_batches, 1u);

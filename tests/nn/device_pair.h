@@ -36,9 +36,13 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
 }
 
 // The weight types the Vulkan device has shaders for (backend/vulkan/device.cpp).
-inline constexpr oxi::DType kVulkanTypes[] = {oxi::DType::F32,  oxi::DType::F16,    oxi::DType::BF16, oxi::DType::Q8_0, oxi::DType::Q4_0,
-                                              oxi::DType::Q4_1, oxi::DType::Q5_0,   oxi::DType::Q5_1, oxi::DType::IQ4_NL, oxi::DType::Q2_K,
-                                              oxi::DType::Q3_K, oxi::DType::Q4_K, oxi::DType::Q5_K,   oxi::DType::Q6_K, oxi::DType::IQ4_XS};
+inline constexpr oxi::DType kVulkanTypes[] = {
+    oxi::DType::F32,     oxi::DType::F16,        oxi::DType::BF16,       oxi::DType::Q8_0,       oxi::DType::Q4_0,
+    oxi::DType::Q4_1,    oxi::DType::Q5_0,       oxi::DType::Q5_1,       oxi::DType::IQ4_NL,     oxi::DType::MXFP4,
+    oxi::DType::Q2_K,    oxi::DType::Q3_K,       oxi::DType::Q4_K,       oxi::DType::Q5_K,       oxi::DType::Q6_K,
+    oxi::DType::IQ4_XS,  oxi::DType::IQ3_S,      oxi::DType::IQ3_XXS,    oxi::DType::IQ2_S,      oxi::DType::IQ2_XS,
+    oxi::DType::IQ2_XXS, oxi::DType::IQ1_M,      oxi::DType::IQ1_S,      oxi::DType::MLX_Q4_G32, oxi::DType::MLX_Q4_G64,
+    oxi::DType::MLX_Q4_G128, oxi::DType::MLX_Q8_G32, oxi::DType::MLX_Q8_G64, oxi::DType::MLX_Q8_G128};
 
 // A [rows, cols] matrix of type t: quantised from N(0, 0.05) values where the kernels have a
 // quantiser (quantize_row); else random bytes with each block's f16 scales (and mins) set to small
@@ -67,16 +71,43 @@ inline Matrix make_matrix(oxi::DType t, int64_t rows, int64_t cols, uint32_t see
     case DType::Q2_K: block = 84, f16s = {{80, 0.004f}, {82, 0.002f}}; break;
     case DType::Q3_K: block = 110, f16s = {{108, 0.0015f}}; break;
     case DType::Q5_K: block = 176, f16s = {{0, 0.002f}, {2, 0.001f}}; break;
+    // the IQ types: d at the start (IQ1_M: d's bits in the top nibbles of its scales, set below);
+    // random grid indices are all valid (9- to 11-bit fields index tables of that size)
+    case DType::IQ2_XXS: block = 66, f16s = {{0, 0.004f}}; break;
+    case DType::IQ2_XS: block = 74, f16s = {{0, 0.004f}}; break;
+    case DType::IQ2_S: block = 82, f16s = {{0, 0.004f}}; break;
+    case DType::IQ3_XXS: block = 98, f16s = {{0, 0.003f}}; break;
+    case DType::IQ3_S: block = 110, f16s = {{0, 0.0008f}}; break;
+    case DType::IQ1_S: block = 50, f16s = {{0, 0.004f}}; break;
+    case DType::IQ1_M: block = 56; break;
+    case DType::MXFP4: block = 17; break;  // the exponent byte, set below
     default: break;
   }
-  if (block) {
+  if (oxi::is_mlx_dtype(t)) {  // f32 scale and bias per group of G (format/dtype.h): elements of about ±0.05
+    const uint32_t bb = oxi::dtype_traits(t)->block_bytes;
+    const bool four = t == DType::MLX_Q4_G32 || t == DType::MLX_Q4_G64 || t == DType::MLX_Q4_G128;
     std::mt19937 rng(seed);
     for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
-    for (size_t o = 0; o < m.bytes.size(); o += block)
+    const float sb[2] = {four ? 0.007f : 0.0004f, -0.05f};
+    for (size_t o = 0; o < m.bytes.size(); o += bb) std::memcpy(&m.bytes[o], sb, 8);
+    block = 0;  // no f16 fields; the view is set below
+  } else if (block) {
+    std::mt19937 rng(seed);
+    for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
+    for (size_t o = 0; o < m.bytes.size(); o += block) {
       for (const F16& f : f16s) {
         const uint16_t h = oxi::f32_to_f16(f.v);
         std::memcpy(&m.bytes[o + f.off], &h, 2);
       }
+      if (t == DType::MXFP4) m.bytes[o] = static_cast<uint8_t>(118 + o % 5);  // 2^(e − 128): 2^-10 … 2^-6
+      if (t == DType::IQ1_M) {  // d = 0.004 in the top nibbles of the four u16 scales (bytes 48..55)
+        const uint16_t h = oxi::f32_to_f16(0.004f);
+        for (int k = 0; k < 4; ++k) {
+          uint8_t& hi = m.bytes[o + 49 + 2 * k];
+          hi = static_cast<uint8_t>((hi & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
+        }
+      }
+    }
   } else {
     const auto wf = randn(static_cast<size_t>(rows * cols), seed, 0.05f);
     for (int64_t r = 0; r < rows; ++r) oxi::quantize_row(t, wf.data() + r * cols, cols, m.bytes.data() + rb * static_cast<uint64_t>(r));

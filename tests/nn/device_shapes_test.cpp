@@ -26,9 +26,10 @@ TEST_P(DeviceShapes, MatmulOddShapesEveryType) {
   const int64_t rows[3] = {67, 1, 33};
   for (DType t : kVulkanTypes) {
     const uint32_t be = oxi::dtype_traits(t)->block_elems;
-    const bool kq = be == 256, q = be == 32;
-    // a width under one 32 × 32 sweep of a row's lanes, and one over it
-    for (int64_t cols : {kq ? int64_t{256} : q ? int64_t{96} : int64_t{100}, kq ? int64_t{1280} : q ? int64_t{1088} : int64_t{1061}}) {
+    // a width under one 32 × 32 sweep of a row's lanes, and one over it (whole blocks: 256 and 1280
+    // for the 256-element types, 3 blocks and 1061 rounded up to a block for the others)
+    const int64_t b = be, small = be == 1 ? 100 : be == 256 ? 256 : 3 * b, large = be == 1 ? 1061 : be == 256 ? 1280 : (1061 + b - 1) / b * b;
+    for (int64_t cols : {small, large}) {
       std::vector<Matrix> ms;
       for (int j = 0; j < 3; ++j) ms.push_back(make_matrix(t, rows[j], cols, static_cast<uint32_t>(40 + j)));
       Pair p = pair();
@@ -356,19 +357,20 @@ TEST_P(DeviceShapes, SmallBlocksOddShapesStayOnTheDevice) {
 
 TEST_P(DeviceShapes, UnsupportedWeightTypeIsAnError) {
   if (!vulkan()) GTEST_SKIP() << "the CPU device runs every type the kernels know";
-  std::vector<uint8_t> bytes(110 * 4);  // IQ3_S: 110 bytes per 256 elements, no shader
+  // TQ2_0: a GGUF type neither the CPU kernels nor the shaders run (every type the CPU runs has a shader)
+  std::vector<uint8_t> bytes(66 * 4);  // 66 bytes per 256 elements
   oxi::MatrixView v;
-  v.dtype = DType::IQ3_S;
+  v.dtype = DType::TQ2_0;
   v.rows = 4;
   v.cols = 256;
-  v.row_bytes = 110;
+  v.row_bytes = 66;
   v.data = bytes.data();
   try {
     dev_->upload(v);
-    ADD_FAILURE() << "IQ3_S uploaded";
+    ADD_FAILURE() << "TQ2_0 uploaded";
   } catch (const oxi::Error& e) {
     EXPECT_EQ(e.code(), oxi::ErrorCode::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("IQ3_S"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("TQ2_0"), std::string::npos) << e.what();
   }
 }
 

@@ -8,8 +8,9 @@
 // its push constants (whole buffers are bound). A weight keeps its file layout (GGUF blocks) in
 // device memory, split by rows into parts no larger than the device's maxStorageBufferRange
 // (128 MiB on lavapipe); the shaders dequantise as they read. Weight types: F32, F16, BF16, Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS; others (the IQ1/IQ2/IQ3
-// types, …) are declined at upload with oxi::Error(kUnsupported).
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, the K-quants Q2_K…Q6_K, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_S,
+// IQ2_XS, IQ2_XXS, IQ1_M, IQ1_S, and MLX's 4- and 8-bit groups as loaded (format/dtype.h); others
+// (none the CPU kernels run today) are declined at upload with oxi::Error(kUnsupported).
 #include "backend/vulkan/vulkan_device.h"
 
 #ifdef OXI_VULKAN_KERNELS
@@ -23,6 +24,7 @@
 
 #include "backend/vulkan/context.h"
 #include "core/error.h"
+#include "kernels/quant.h"
 #include "nn/ops.h"
 
 namespace oxi::backend {
@@ -80,6 +82,20 @@ const char* type_suffix(DType t) {
     case DType::Q5_K: return "q5_k";
     case DType::Q6_K: return "q6_k";
     case DType::IQ4_XS: return "iq4_xs";
+    case DType::MXFP4: return "mxfp4";
+    case DType::IQ2_XXS: return "iq2_xxs";
+    case DType::IQ2_XS: return "iq2_xs";
+    case DType::IQ2_S: return "iq2_s";
+    case DType::IQ3_XXS: return "iq3_xxs";
+    case DType::IQ3_S: return "iq3_s";
+    case DType::IQ1_S: return "iq1_s";
+    case DType::IQ1_M: return "iq1_m";
+    case DType::MLX_Q4_G32: return "mlx_q4_g32";
+    case DType::MLX_Q4_G64: return "mlx_q4_g64";
+    case DType::MLX_Q4_G128: return "mlx_q4_g128";
+    case DType::MLX_Q8_G32: return "mlx_q8_g32";
+    case DType::MLX_Q8_G64: return "mlx_q8_g64";
+    case DType::MLX_Q8_G128: return "mlx_q8_g128";
     default: return nullptr;
   }
 }
@@ -101,8 +117,13 @@ class VulkanDevice final : public nn::Device {
   explicit VulkanDevice(std::shared_ptr<Context> c) : ctx_(std::move(c)) {
     const char* e = std::getenv("OXI_VULKAN_HOST_BLOCKS");
     host_blocks_ = e && std::string(e) == "1";
+    upload_grids();
   }
   ~VulkanDevice() override {
+    {
+      Lock l(ctx_->mu());
+      ctx_->release(grids_);
+    }
     if (const char* e = std::getenv("OXI_VULKAN_STATS"); e && std::string(e) == "1")
       std::fprintf(stderr, "vulkan device: %llu host waits, %llu dispatches\n", static_cast<unsigned long long>(ctx_->waits()),
                    static_cast<unsigned long long>(ctx_->dispatches()));
@@ -156,7 +177,7 @@ class VulkanDevice final : public nn::Device {
     const char* sfx = type_suffix(v.dtype);
     if (!sfx)
       throw_error(ErrorCode::kUnsupported, "vulkan device: no kernel for weight type " + dtype_name(v.dtype) +
-                                               " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)");
+                                               " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K…Q6_K, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_M, IQ1_S, MLX 4/8-bit)");
     const auto rb = dtype_row_bytes(v.dtype, static_cast<uint64_t>(v.cols));
     if (!rb || v.rows < 0 || (v.rows > 0 && !v.data)) bad("upload: " + dtype_name(v.dtype) + " rows of " + std::to_string(v.cols) + " elements");
     if (*rb > ctx_->part_limit()) throw_error(ErrorCode::kUnsupported, "vulkan device: a weight row exceeds maxStorageBufferRange");
@@ -213,7 +234,7 @@ class VulkanDevice final : public nn::Device {
         if (!any) continue;
         const vk::Slice ib = ctx_->host_buffer(local.data(), local.size() * 4);
         const uint32_t pc[4] = {u32(t.cols), t.row_bytes, 0, u32(out.off + s0 * t.cols)};
-        ctx_->dispatch(shader.c_str(), {p.m.buf, ib, o}, pc, sizeof pc, ceil_div((t.cols + 31) / 32, 64), u32(m));
+        ctx_->dispatch(shader.c_str(), {p.m.buf, ib, o, grids_.buf}, pc, sizeof pc, ceil_div((t.cols + 31) / 32, 64), u32(m));
       }
     }
   }
@@ -238,7 +259,7 @@ class VulkanDevice final : public nn::Device {
         const uint32_t pc[8] = {u32(p.r1 - p.r0), u32(cols), u32(n), w.row_bytes, 0, u32(x.off), u32(ys[j].off + p.r0), u32(w.rows)};
         uint32_t gx, gy;
         grid(ceil_div(p.r1 - p.r0, tiled ? 64 : 4), gx, gy);
-        ctx_->dispatch(shader.c_str(), {p.m.buf, xb, yb}, pc, sizeof pc, gx, gy, ceil_div(n, tiled ? 64 : 8));
+        ctx_->dispatch(shader.c_str(), {p.m.buf, xb, yb, grids_.buf}, pc, sizeof pc, gx, gy, ceil_div(n, tiled ? 64 : 8));
       }
     }
   }
@@ -408,6 +429,25 @@ class VulkanDevice final : public nn::Device {
   }
 
  private:
+  // The IQ codebooks in one device buffer, bound to binding 3 of the weight-reading shaders (matmul,
+  // matmul_tiled, embed: every variant, so their pipelines share one layout); word offsets as
+  // dequant.glsl's kGrid* constants: IQ2_XXS 0, IQ2_XS 512, IQ2_S 1536, IQ3_XXS 3584, IQ3_S 3840,
+  // IQ1_S 4352 (64-bit entries as two words, low first), 8448 words (33 KiB) in all.
+  void upload_grids() {
+    std::vector<uint32_t> g(8448);
+    std::memcpy(g.data(), kern::kIQ2XXSGrid, 256 * 8);
+    std::memcpy(g.data() + 512, kern::kIQ2XSGrid, 512 * 8);
+    std::memcpy(g.data() + 1536, kern::kIQ2SGrid, 1024 * 8);
+    std::memcpy(g.data() + 3584, kern::kIQ3XXSGrid, 256 * 4);
+    std::memcpy(g.data() + 3840, kern::kIQ3SGrid, 512 * 4);
+    std::memcpy(g.data() + 4352, kern::kIQ1SGrid, 2048 * 8);
+    Lock l(ctx_->mu());
+    grids_ = ctx_->make(g.size() * 4, false);
+    const vk::Slice s = ctx_->host_buffer(g.data(), g.size() * 4);
+    ctx_->copy(s.buf, s.off, grids_.buf, 0, g.size() * 4);
+    ctx_->finish();
+  }
+
   // The VkBuffer of r, checked to be this device's and to hold n floats from r.off.
   VkBuffer buf(Ref r, int64_t n, const char* what) const {
     auto* b = dynamic_cast<VkBuf*>(r.buf);
@@ -474,6 +514,7 @@ class VulkanDevice final : public nn::Device {
   }
 
   std::shared_ptr<Context> ctx_;
+  Mem grids_;  // upload_grids
   // OXI_VULKAN_HOST_BLOCKS=1: the small blocks take nn::Device's host versions (a read, the CPU's
   // formula, a write: a queue wait each), as before they had shaders — to measure what that costs.
   bool host_blocks_ = false;
