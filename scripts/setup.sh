@@ -21,6 +21,7 @@ PKGS=(
   chromium                          # the browser build's tests (headless, via npm playwright-core)
   g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user   # NEON kernels: cross build + qemu tests
   libvulkan1 mesa-vulkan-drivers    # the Vulkan device's tests (lavapipe); dlopen'ed, not linked
+  vulkan-tools                      # vulkaninfo: the device names --list-devices is checked against
   glslc glslang-tools libvulkan-dev # the Vulkan device's shaders (GLSL → SPIR-V) and headers; optional
   nodejs npm python3
 )

@@ -81,6 +81,7 @@ const char* kUsage =
     "  --isa NAME              kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
     "  --device D, -ngl N      device as for run (vulkan: the whole model on it unless -ngl 0); the\n"
     "                          JSON's \"device\" names where the pass ran (\"cpu\" or the device)\n"
+    "  --list-devices          print the devices --device can name, then exit\n"
     "  -ctk, -ctv TYPE         KV cache types (f16 default, f32, q8_0; -ctv q8_0 as llama.cpp needs\n"
     "                          flash attention); the JSON's \"type_k\" / \"type_v\" (llama-bench's names)\n"
     "  --quant TYPE            quantise f32/f16/bf16 weights at load (load time includes it; the\n"

@@ -89,8 +89,9 @@ const char* kUsage =
     "  --image-preproc M Qwen 3.5: hf (default: the HF image processor's resize) or llama (llama.cpp\n"
     "                    mtmd's); Gemma 4 always resizes as llama.cpp (70..1120 soft tokens)\n"
     "  --isa NAME        kernel set (default: env OXI_ISA, else the best this CPU runs)\n"
-    "  --device D        device backend for large matmuls: none, auto (default; env OXI_DEVICE)\n"
-    "                    or a name (cpu-ref: the reference test backend)\n";
+    "  --device D        device backend: none (= cpu), auto (default; env OXI_DEVICE), vulkan,\n"
+    "                    vulkan:N (the N-th device --list-devices shows) or cpu-ref (a test backend)\n"
+    "  --list-devices    print the devices --device can name, then exit\n";
 
 // -f FILE / -f - (stdin): the prompt text without its one trailing newline (llama.cpp's -f).
 std::string read_prompt_file(const std::string& path) {

@@ -77,7 +77,8 @@ const char* kHelp =
     "                        take the last token's row then). rank / --reranking: not offered (no\n"
     "                        reranker checkpoints for Qwen 3.5 or Gemma 4; /v1/rerank answers 501)\n"
     "  --isa NAME            kernel set: scalar|avx2|avx512|avx512-amx|auto (default: env OXI_ISA, else best)\n"
-    "  --device D            device backend: none|auto|NAME (default: env OXI_DEVICE, else auto)\n"
+    "  --device D            device backend: none|cpu|auto|vulkan|vulkan:N (default: env OXI_DEVICE, else auto)\n"
+    "  --list-devices        print the devices --device can name, then exit\n"
     "  --quant TYPE          q8_0|q4_0|q4_k: quantise f32/f16/bf16 weights at load (see oxinfer run --help)\n";
 
 // --api-key K, else the first line of --api-key-file F, else env OXI_API_KEY ("" : no key). The

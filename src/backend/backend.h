@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/matmul.h"
 
@@ -86,8 +87,11 @@ struct ProbeEntry {
   bool named_only;  // auto does not even probe it (test backends)
 };
 std::span<const ProbeEntry> probes();
+// What --list-devices prints: the CPU, then each Vulkan device as "vulkan:N  description" (the
+// names --device takes), or why there is none. Probes the loader each call; selects nothing.
+std::vector<std::string> list_devices();
 
-// spec: "none" | "auto" | a backend name; empty: keep the device already chosen, else env
+// spec: "none" (or "cpu") | "auto" | a backend name | "vulkan:N" (the loader's device N); empty: keep the device already chosen, else env
 // OXI_DEVICE, else "auto" (so the front end's --device wins over a library's default call).
 // Probes, activates the choice and returns the start-up line ("device: NAME (description)" or
 // "device: none (CPU)"), also logged at info level; the same spec again is a no-op. Throws

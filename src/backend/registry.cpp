@@ -57,7 +57,7 @@ void set_active(std::unique_ptr<Backend> b, const SizeRule& rule) {
 }
 
 std::string known_names() {
-  std::string s = "none, auto";
+  std::string s = "none, cpu, auto";
   for (const auto& p : kProbes) s += std::string(", ") + p.name;
   return s;
 }
@@ -65,6 +65,15 @@ std::string known_names() {
 }  // namespace
 
 std::span<const ProbeEntry> probes() { return kProbes; }
+
+std::vector<std::string> list_devices() {
+  std::vector<std::string> out = {"cpu       the CPU kernels (always; --device none / cpu)"};
+  std::string why;
+  std::vector<std::string> vk = vulkan_device_lines(why);
+  if (vk.empty()) out.push_back("(no Vulkan device: " + why + ")");
+  for (std::string& l : vk) out.push_back(std::move(l));
+  return out;
+}
 
 std::string init(const std::string& spec_in) {
   Selection& s = S();
@@ -75,6 +84,7 @@ std::string init(const std::string& spec_in) {
     const char* e = std::getenv("OXI_DEVICE");
     spec = e && *e ? e : "auto";
   }
+  if (spec == "cpu") spec = "none";  // llama.cpp's spelling
   if (spec == s.spec) return s.line;
   if (spec == "none") {
     set_active(nullptr, {});
@@ -96,6 +106,14 @@ std::string init(const std::string& spec_in) {
     const SizeRule rule = chose ? rule_for(*best.backend) : SizeRule{};
     set_active(std::move(best.backend), rule);
     if (!chose && !unused.empty()) s.line = "device: none (CPU" + unused + ")";
+  } else if (spec.rfind("vulkan:", 0) == 0) {  // vulkan:N, the loader's device N (list_devices)
+    const std::string n = spec.substr(7);
+    if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+      throw_error(ErrorCode::kInvalidArgument, "device '" + spec + "': expected vulkan:N with N a device index (--list-devices)");
+    ProbeResult r = probe_vulkan_index(std::stoi(n));
+    if (!r.backend) throw_error(ErrorCode::kInvalidArgument, "device '" + spec + "' is not available: " + r.why);
+    const SizeRule rule = rule_for(*r.backend);
+    set_active(std::move(r.backend), rule);
   } else {
     const ProbeEntry* entry = nullptr;
     for (const auto& p : kProbes)

@@ -301,6 +301,23 @@ TEST_F(Seam, DeviceAgreesWithCpuKernelsOnEveryType) {
 TEST_F(Seam, SelectionByName) {
   EXPECT_EQ(be::init("none"), "device: none (CPU)");
   EXPECT_EQ(be::active(), nullptr);
+  be::init("cpu-ref");
+  EXPECT_EQ(be::init("cpu"), "device: none (CPU)");  // llama.cpp's spelling of none
+  EXPECT_EQ(be::active(), nullptr);
+  for (const char* bad : {"vulkan:", "vulkan:x", "vulkan:-1", "vulkan:99999", "vulkan:9999"}) {
+    try {
+      be::init(bad);
+      FAIL() << bad << ": no throw";
+    } catch (const oxi::Error& e) {
+      EXPECT_EQ(e.code(), oxi::ErrorCode::kInvalidArgument) << bad;
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  const std::vector<std::string> list = be::list_devices();
+  ASSERT_FALSE(list.empty());
+  EXPECT_EQ(list[0].rfind("cpu ", 0), 0u) << list[0];
+  for (size_t i = 1; i < list.size(); ++i)  // vulkan:i in order, or why there is none
+    EXPECT_TRUE(list[i].rfind("vulkan:" + std::to_string(i - 1) + "  ", 0) == 0 || list[i].rfind("(no Vulkan device", 0) == 0) << list[i];
   const std::string line = be::init("cpu-ref");
   EXPECT_EQ(line.rfind("device: cpu-ref (", 0), 0u) << line;
   ASSERT_NE(be::active(), nullptr);

@@ -2,7 +2,7 @@
 # The device seam through the CLI: `oxinfer run --device cpu-ref` (and OXI_DEVICE=cpu-ref, and
 # --device vulkan where a Vulkan driver is present: the whole model on it, and -ngl 0) give the same greedy tokens as --device none on synthetic Qwen 3.5 and Gemma 4 models (f32 weights, so
 # the two paths differ only in summation order), and an unknown or malformed device is a clear
-# error, exit 1.
+# error, exit 1. Also --device cpu (= none), vulkan:N and --list-devices.
 # (tests/backend checks in-process that the prefill really ran on the device.)
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -33,6 +33,19 @@ ref=$(ids --device cpu-ref)
 if grep -q "^oxinfer: device: cpu-ref (" "$WORK/err"; then ok "start-up line names the device"
 else bad "no start-up line for cpu-ref: $(cat "$WORK/err")"; fi
 env_ref=$(OXI_DEVICE=cpu-ref ids)
+cpu_alias=$(ids --device cpu)  # llama.cpp's spelling of none
+if [ "$cpu_alias" = "$cpu" ] && grep -q "^oxinfer: device: none (CPU)" "$WORK/err"; then ok "--device cpu: the CPU, same greedy tokens"
+else bad "--device cpu: '$cpu_alias' vs '$cpu' ($(cat "$WORK/err"))"; fi
+# --list-devices (llama.cpp's): the CPU and each Vulkan device, exit 0, no model needed; with
+# vulkaninfo installed, the same device names it lists.
+if "$OXINFER" --list-devices >"$WORK/list" 2>&1 && head -1 "$WORK/list" | grep -q "^Available devices:" && grep -q "^  cpu " "$WORK/list" &&
+   "$OXINFER" run --list-devices | cmp -s - "$WORK/list"; then ok "--list-devices: $(grep -c '^  ' "$WORK/list") devices, exit 0"
+else bad "--list-devices: $(cat "$WORK/list")"; fi
+if command -v vulkaninfo >/dev/null; then
+  want=$(vulkaninfo --summary 2>/dev/null | sed -n 's/^[[:space:]]*deviceName[[:space:]]*= //p' | sort)
+  got=$(python3 -c 'import re,sys; [print(re.sub(r", [^,]*, Vulkan [0-9.]+(, [0-9]+ MiB)?$", "", l.split("  ", 2)[2].rstrip("\n"))) for l in open(sys.argv[1]) if l.startswith("  vulkan:")]' "$WORK/list" | sort)
+  if [ "$want" = "$got" ]; then ok "--list-devices: vulkaninfo's device names"; else bad "--list-devices names '$got' vs vulkaninfo '$want'"; fi
+fi
 auto=$(ids --device auto)
 n=$(echo "$cpu" | tr ',' '\n' | grep -c .)
 if [ "$n" = 12 ]; then ok "12 greedy tokens on the CPU"; else bad "CPU run gave '$cpu'"; fi
@@ -56,6 +69,15 @@ else
   if [ "$bd" = "vulkan" ]; then ok "bench --device vulkan: JSON device vulkan"; else bad "bench --device vulkan: device '$bd'"; fi
   bd0=$("$OXINFER" bench -m "$M" -p 8 -n 2 -r 1 -o json --device vulkan -ngl 0 2>/dev/null | python3 -c 'import json,sys; print(",".join(sorted({r["device"] for r in json.load(sys.stdin)})))')
   if [ "$bd0" = "cpu" ]; then ok "bench --device vulkan -ngl 0: JSON device cpu"; else bad "bench -ngl 0: device '$bd0'"; fi
+  # vulkan:N names the loader's device N, as --list-devices lists them (lavapipe: one, vulkan:0)
+  vkn=$(ids --device vulkan:0)
+  if [ "$vkn" = "$vk" ] && grep -q "^oxinfer: device: vulkan (" "$WORK/err"; then ok "--device vulkan:0: the same device and tokens"
+  else bad "--device vulkan:0: '$vkn' vs '$vk' ($(cat "$WORK/err"))"; fi
+  nvk=$("$OXINFER" --list-devices | grep -c "^  vulkan:[0-9]")
+  "$OXINFER" run -m "$M" --tokens 1,2 -n 1 --device "vulkan:$nvk" >/dev/null 2>"$WORK/err"
+  rc=$?
+  if [ $rc = 1 ] && grep -q "no Vulkan device $nvk ($nvk found" "$WORK/err"; then ok "--device vulkan:$nvk (past the list): error, exit 1"
+  else bad "--device vulkan:$nvk: rc=$rc, stderr: $(cat "$WORK/err")"; fi
   vk0=$(OXI_DEVICE_MIN_FLOPS=0 ids --device vulkan -ngl 0)  # every prefill matmul, however small
   if [ "$vk0" = "$cpu" ] && grep -q "^oxinfer: offload: -ngl 0" "$WORK/err"; then ok "--device vulkan -ngl 0: prefill offload, same greedy tokens"
   else bad "--device vulkan -ngl 0: '$vk0' vs '$cpu' ($(cat "$WORK/err"))"; fi

@@ -94,6 +94,13 @@ struct Found {
   uint64_t local_bytes = 0;
 };
 
+// "NAME, KIND, Vulkan X.Y.Z, N MiB": a device in the start-up line and in --list-devices.
+std::string describe(const Found& f) {
+  std::string d = f.name + ", " + f.kind + ", Vulkan " + f.api;
+  if (f.local_bytes) d += ", " + std::to_string(f.local_bytes >> 20) + " MiB";
+  return d;
+}
+
 // Rank of a VkPhysicalDeviceType for the choice among several devices.
 int rank(int type) {
   static const int k[] = {0, 3, 4, 2, 1};  // other, integrated, discrete, virtual, cpu (as context.cpp)
@@ -107,7 +114,8 @@ class VulkanMatrix final : public DeviceMatrix {
 
 class VulkanBackend final : public Backend {
  public:
-  explicit VulkanBackend(std::string desc) : desc_(std::move(desc)) {}
+  // index: the device's place in the loader's list; −1 the best by type (probe_vulkan's choice).
+  VulkanBackend(std::string desc, int index) : desc_(std::move(desc)), index_(index) {}
   std::string name() const override { return "vulkan"; }
   std::string description() const override {
     return desc_ + (vulkan_kernels_built() ? "" : "; built without shaders: the CPU runs every matmul");
@@ -149,7 +157,7 @@ class VulkanBackend final : public Backend {
   }
   // The same choice of device as the probe's (index −1: best by type), made once.
   std::shared_ptr<nn::Device> block_device() override {
-    std::call_once(once_, [this] { dev_ = make_vulkan_device(-1, &why_); });
+    std::call_once(once_, [this] { dev_ = make_vulkan_device(index_, &why_); });
     return dev_;
   }
 
@@ -158,6 +166,7 @@ class VulkanBackend final : public Backend {
     if (!b || b->floats() < floats) b = dev.alloc(floats);
   }
   std::string desc_, why_;
+  int index_ = -1;
   std::once_flag once_;
   std::shared_ptr<nn::Device> dev_;
   std::mutex mu_;
@@ -229,16 +238,36 @@ ProbeResult probe_vulkan() {
   size_t best = 0;
   for (size_t i = 1; i < devs.size(); ++i)
     if (rank(devs[i].type) > rank(devs[best].type)) best = i;
-  const Found& f = devs[best];
-  std::string desc = f.name + ", " + f.kind + ", Vulkan " + f.api;
-  if (f.local_bytes) desc += ", " + std::to_string(f.local_bytes >> 20) + " MiB";
+  std::string desc = describe(devs[best]);
   if (devs.size() > 1) desc += " (" + std::to_string(devs.size()) + " devices)";
-  return {std::make_unique<VulkanBackend>(desc), 0, ""};
+  return {std::make_unique<VulkanBackend>(desc, -1), 0, ""};
+}
+
+ProbeResult probe_vulkan_index(int index) {
+  std::string why;
+  const std::vector<Found> devs = enumerate(why);
+  if (devs.empty()) return {nullptr, 0, why};
+  if (index < 0 || static_cast<size_t>(index) >= devs.size())
+    return {nullptr, 0, "no Vulkan device " + std::to_string(index) + " (" + std::to_string(devs.size()) + " found: vulkan:0" +
+                            (devs.size() > 1 ? " … vulkan:" + std::to_string(devs.size() - 1) : std::string()) + ")"};
+  return {std::make_unique<VulkanBackend>(describe(devs[static_cast<size_t>(index)]), index), 0, ""};
+}
+
+std::vector<std::string> vulkan_device_lines(std::string& why) {
+  const std::vector<Found> devs = enumerate(why);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < devs.size(); ++i) out.push_back("vulkan:" + std::to_string(i) + "  " + describe(devs[i]));
+  return out;
 }
 
 #else
 
 ProbeResult probe_vulkan() { return {nullptr, 0, "not built for this platform"}; }
+ProbeResult probe_vulkan_index(int) { return {nullptr, 0, "not built for this platform"}; }
+std::vector<std::string> vulkan_device_lines(std::string& why) {
+  why = "not built for this platform";
+  return {};
+}
 
 #endif
 
