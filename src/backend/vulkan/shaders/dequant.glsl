@@ -15,7 +15,7 @@
 #define OXI_DEQUANT_GLSL
 
 uint byte_at(uint o) { return (W[o >> 2] >> ((o & 3u) * 8u)) & 0xFFu; }
-uint u16_at(uint o) {  // o even
+uint u16_at(uint o) {  // o even (IQ2_XS / IQ1 blocks have even sizes, so their u16 fields are)
   return (W[o >> 2] >> ((o & 2u) * 8u)) & 0xFFFFu;
 }
 float f16_at(uint o) { return unpackHalf2x16(u16_at(o)).x; }
@@ -46,7 +46,6 @@ layout(std430, binding = 3) readonly buffer Tb { uint T[]; };
 const uint kGridIQ2XXS = 0u, kGridIQ2XS = 512u, kGridIQ2S = 1536u, kGridIQ3XXS = 3584u, kGridIQ3S = 3840u, kGridIQ1S = 4352u;
 #endif
 
-uint u16_any(uint o) { return word_at(o) & 0xFFFFu; }  // at any alignment
 // The 8 sign bits of an IQ group stored as 7: the eighth makes the count of negatives even.
 uint signs7(uint v) {
   v &= 127u;
@@ -192,7 +191,7 @@ void load_chunk(uint row, uint j, uint cols, out float v[32]) {
 #if TYPE == 16
     uint gi = byte_at(o + 2u + 8u * ib + l), sg = signs7(aux >> (7u * l));
 #elif TYPE == 17
-    uint q = u16_any(o + 2u + 2u * (4u * ib + l)), gi = q & 511u, sg = signs7(q >> 9);
+    uint q = u16_at(o + 2u + 2u * (4u * ib + l)), gi = q & 511u, sg = signs7(q >> 9);
 #else
     uint gi = byte_at(o + 2u + 4u * ib + l) | (((qh >> (2u * l)) & 3u) << 8), sg = byte_at(o + 34u + 4u * ib + l);
 #endif
@@ -226,13 +225,13 @@ void load_chunk(uint row, uint j, uint cols, out float v[32]) {
 #elif TYPE == 19 || TYPE == 29  // IQ1_S / IQ1_M: 4 groups of 8 ternary grid values, dl · (g + delta)
   uint ib = j & 7u;
 #if TYPE == 19  // d, qs[32] (low 8 of 11-bit indices), qh[8] u16: index bits 3l.., s at 12..14, delta sign 15
-  uint o = row + 50u * (j >> 3), h = u16_any(o + 34u + 2u * ib);
+  uint o = row + 50u * (j >> 3), h = u16_at(o + 34u + 2u * ib);
   float dl0 = f16_at(o) * float(2u * ((h >> 12) & 7u) + 1u), dl1 = dl0;
 #else  // qs[32], qh[16] (a nibble per group: index bits 8..10, bit 3 the delta's sign), 4 u16 scales (+ d's bits)
   uint o = row + 56u * (j >> 3);
-  uint s0 = u16_any(o + 48u), s1 = u16_any(o + 50u), s2 = u16_any(o + 52u), s3 = u16_any(o + 54u);
+  uint s0 = u16_at(o + 48u), s1 = u16_at(o + 50u), s2 = u16_at(o + 52u), s3 = u16_at(o + 54u);
   float d = unpackHalf2x16((s0 >> 12) | ((s1 >> 8) & 0xF0u) | ((s2 >> 4) & 0xF00u) | (s3 & 0xF000u)).x;
-  uint scw = u16_any(o + 48u + 2u * (ib >> 1)), sh = 6u * (ib & 1u);
+  uint scw = u16_at(o + 48u + 2u * (ib >> 1)), sh = 6u * (ib & 1u);
   float dl0 = d * float(2u * ((scw >> sh) & 7u) + 1u), dl1 = d * float(2u * ((scw >> (sh + 3u)) & 7u) + 1u);
 #endif
   [[unroll]] for (uint l = 0u; l < 4u; ++l) {
