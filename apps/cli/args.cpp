@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 
+#include "backend/backend.h"
 #include "core/byte_source.h"
 #include <sys/mman.h>
 #include "core/error.h"
@@ -320,7 +321,7 @@ std::string quant_from_args(const Args& args) {
   return s;
 }
 
-const std::vector<std::string> kCompatFlags = {"--jinja", "--no-mmap", "--mlock"};
+const std::vector<std::string> kCompatFlags = {"--jinja", "--no-mmap", "--mlock", "--list-devices"};
 const std::vector<std::string> kCompatOptions = {"-fa", "--flash-attn", "-ngl", "--n-gpu-layers", "--gpu-layers",
                                                  "-ctk", "--cache-type-k", "-ctv", "--cache-type-v",
                                                  "-b", "--batch-size", "-ub", "--ubatch-size", "--chat-template"};
@@ -328,6 +329,24 @@ const std::vector<std::string> kCompatOptions = {"-fa", "--flash-attn", "-ngl", 
 std::vector<std::string> with_compat_flags(std::vector<std::string> flags) {
   flags.insert(flags.end(), kCompatFlags.begin(), kCompatFlags.end());
   return flags;
+}
+
+int print_devices() {
+  std::printf("Available devices:\n");
+  for (const std::string& l : backend::list_devices()) std::printf("  %s\n", l.c_str());
+  return 0;
+}
+
+bool list_devices_if_asked(const Args& args) {
+  if (!args.flag({"--list-devices"})) return false;
+  print_devices();
+  return true;
+}
+
+bool llama_image_preproc_from_args(const Args& args) {
+  const std::string preproc = args.get_or({"--image-preproc"}, "hf");
+  if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
+  return preproc == "llama";
 }
 
 int flash_attn_from_args(const Args& args) {

@@ -105,7 +105,8 @@ extern const std::vector<std::string> kModelOptions;
 
 // llama.cpp's flags that users carry over (run / chat / serve), docs/cli_compat.md:
 //   --jinja (templates are always Jinja: no-op)  --no-mmap (read the weights into memory)
-//   --mlock (lock the process's memory after the load)  -fa / --flash-attn on|off|auto
+//   --mlock (lock the process's memory after the load)  --list-devices (list_devices_if_asked)
+//   -fa / --flash-attn on|off|auto
 //   -ngl / --n-gpu-layers N (a block device such as vulkan: 0 keeps the model on the CPU)  -b / -ub N (accepted,
 //   oxinfer sizes its own batches)  --chat-template NAME|FILE|JINJA.
 // kCompatFlags take no value (pass them to Args' flag list); kCompatOptions take one.
@@ -121,6 +122,13 @@ std::string apply_compat_options(const Args& args);
 // error listing the built-in names otherwise.
 std::string chat_template_source(const std::string& value);
 int flash_attn_from_args(const Args& args);  // -fa → oxi_model_params.flash_attn (-1, 0, 1)
+// --image-preproc hf (default) | llama → whether Qwen 3.5 images are resized as llama.cpp's mtmd
+// does (oxi_model_params.image_preproc "llama"); a usage error for anything else.
+bool llama_image_preproc_from_args(const Args& args);
+// llama.cpp's --list-devices: what --device can name ("Available devices:", then a line each), exit 0.
+int print_devices();
+// run / chat / serve / bench --list-devices: prints them and returns true (the command then exits 0).
+bool list_devices_if_asked(const Args& args);
 // -ngl / --n-gpu-layers N → oxi_model_params.n_gpu_layers: -1 when absent (usage error below -1).
 int gpu_layers_from_args(const Args& args);
 void lock_memory_if_asked(const Args& args);

@@ -306,11 +306,12 @@ std::string utc_now() {
 
 int cmd_bench(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline"});
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline", "--list-devices"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       return 0;
     }
+    if (list_devices_if_asked(args)) return 0;
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n", "-d", "--n-depth",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
                       "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "-md", "--model-draft", "-hfd", "--hf-repo-draft", "--device", "-ngl", "--n-gpu-layers",

@@ -209,6 +209,7 @@ int cmd_chat(int argc, char** argv) {
       std::fputs(kCacheTypeHelp, stdout);
       return 0;
     }
+    if (list_devices_if_asked(args)) return 0;
     std::vector<std::string> known = kModelOptions;
     known.insert(known.end(), kSamplingOptions.begin(), kSamplingOptions.end());
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
@@ -233,8 +234,7 @@ int cmd_chat(int argc, char** argv) {
     // /image lines; its --image files are for -p's single turn).
     std::vector<MediaItem> pending;
     for (const auto& kv : args.get_all_in_order({"--image", "--audio"})) pending.push_back({kv.first == "--audio" ? 'a' : 'i', kv.second});
-    const std::string preproc = args.get_or({"--image-preproc"}, "hf");
-    if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
+    const bool llama_preproc = llama_image_preproc_from_args(args);
     const bool want_media = !pending.empty() || args.has("--mmproj") || args.has("--image-preproc");
 
     Handles h;
@@ -310,7 +310,7 @@ int cmd_chat(int argc, char** argv) {
       turn.push_back({{"role", "user"}, {"content", content}});
       try {
         if (!pending.empty() && !enc) {
-          enc = std::make_unique<MediaEncoder>(h.m, paths.mmproj, false, false, preproc == "llama");
+          enc = std::make_unique<MediaEncoder>(h.m, paths.mmproj, false, false, llama_preproc);
           const LoadedModel& lm = loaded_of(h.m);
           ses = std::make_unique<Session>(*lm.model, *lm.text, oxi_context_n_ctx(h.c), nullptr, kChatMaxDraft);
           oxi_context_free(h.c);  // its KV cache is not used again

@@ -204,6 +204,7 @@ int cmd_run(int argc, char** argv) {
       std::fputs(kCacheTypeHelp, stdout);
       return 0;
     }
+    if (list_devices_if_asked(args)) return 0;
     std::vector<std::string> known = kModelOptions;
     known.insert(known.end(), kSamplingOptions.begin(), kSamplingOptions.end());
     known.insert(known.end(), kSpecOptions.begin(), kSpecOptions.end());
@@ -256,8 +257,7 @@ int cmd_run(int argc, char** argv) {
     std::string media_order;
     for (const auto& kv : args.get_all_in_order({"--image", "--audio"})) media_order += kv.first == "--audio" ? 'a' : 'i';
     const bool media = !images.empty() || !audio.empty();
-    const std::string preproc = args.get_or({"--image-preproc"}, "hf");
-    if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
+    const bool llama_preproc = llama_image_preproc_from_args(args);
     // Validate sampling flags before the (slow) model load.
     (void)sampling_from_args(args, oxi_sampling_default_params());
     const SpecArgs spec = spec_from_args(args);
@@ -299,7 +299,7 @@ int cmd_run(int argc, char** argv) {
       std::vector<MediaItem> items;
       size_t ni = 0, na = 0;
       for (char k : media_order) items.push_back({k, k == 'a' ? audio[na++] : images[ni++]});
-      MediaEncoder enc(h.m, paths.mmproj, !images.empty(), !audio.empty(), preproc == "llama");
+      MediaEncoder enc(h.m, paths.mmproj, !images.empty(), !audio.empty(), llama_preproc);
       const std::string content = place_media_markers(prompt_text ? *prompt_text : file_text, items.size());
       std::string full = content;
       if (!no_chat && desc.has_chat_template) {

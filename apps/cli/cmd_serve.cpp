@@ -108,6 +108,7 @@ int cmd_serve(int argc, char** argv) {
       std::fputs(kCacheTypeHelp, stdout);
       return 0;
     }
+    if (list_devices_if_asked(args)) return 0;
     std::vector<std::string> known = {"-m", "--model", "-hf", "--hf-repo", "--hf-token", "--host", "--port", "-np",
                                       "--parallel", "-c", "--ctx-size", "-t", "--threads", "--api-key", "--api-key-file",
                                       "--cache-ram", "--chat-template-file", "--alias", "--max-body-bytes",
@@ -138,9 +139,7 @@ int cmd_serve(int argc, char** argv) {
     o.mmproj_from_repo = !o.mmproj.empty() && !args.get({"--mmproj"});
     o.draft_model = paths.draft;
     o.media_dir = args.get_or({"--media-dir"}, "");
-    const std::string preproc = args.get_or({"--image-preproc"}, "hf");
-    if (preproc != "hf" && preproc != "llama") usage_error("--image-preproc must be hf or llama");
-    o.llama_image_preproc = preproc == "llama";
+    o.llama_image_preproc = llama_image_preproc_from_args(args);
     if (!o.media_dir.empty() && !std::filesystem::is_directory(o.media_dir)) usage_error("--media-dir: '" + o.media_dir + "' is not a directory");
     const SpecArgs spec = spec_from_args(args);
     o.spec_mode = spec.mode;

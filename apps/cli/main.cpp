@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "backend/backend.h"
+#include "args.h"
 #include "commands.h"
 #include "core/progress.h"
 #include "oxinfer.h"
@@ -36,13 +36,6 @@ const char* kUsage =
     "Run 'oxinfer <command> --help' for the options of a command.\n"
     "oxinfer --list-devices (or run/chat/serve/bench --list-devices): the devices --device can name.\n";
 
-// llama.cpp's --list-devices: what --device can name, one per line, then exit 0.
-int list_devices() {
-  std::printf("Available devices:\n");
-  for (const std::string& l : oxi::backend::list_devices()) std::printf("  %s\n", l.c_str());
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,10 +49,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string cmd = argv[1];
-  if (cmd == "--list-devices") return list_devices();
-  if (cmd == "run" || cmd == "chat" || cmd == "serve" || cmd == "bench")
-    for (int i = 2; i < argc; ++i)
-      if (!std::strcmp(argv[i], "--list-devices")) return list_devices();
+  if (cmd == "--list-devices") return oxi::cli::print_devices();
   using namespace oxi::cli;
   int sub_argc = argc - 1;
   char** sub_argv = argv + 1;

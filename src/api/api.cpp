@@ -188,8 +188,7 @@ static oxi_status load_vision(oxi_model& m) {
     m.vision = oxi::vision::load_vision_input(lm.model->info(), lm.files, m.mmproj, [&](const char* text) {
       const std::vector<int32_t> ids = lm.tokenizer->encode(text, false, true);
       return ids.size() == 1 ? ids[0] : -1;
-    });
-    if (m.vision && m.llama_image_preproc) m.vision->prep.mode = oxi::vision::ResizeMode::kLlamaCpp;
+    }, m.llama_image_preproc ? oxi::vision::ResizeMode::kLlamaCpp : oxi::vision::ResizeMode::kHf);
   });
 #else
   if (!m.mmproj.empty()) return fail(OXI_ERR_UNSUPPORTED, "mmproj: this build has no image support (the wasm build)");

@@ -683,8 +683,8 @@ class ServerEngine final : public Engine {
         }
       }
       try {
-        vision_ = vision::load_vision_input(model_->info(), loaded_->files, opt_.mmproj, special);
-        if (vision_ && opt_.llama_image_preproc) vision_->prep.mode = vision::ResizeMode::kLlamaCpp;
+        vision_ = vision::load_vision_input(model_->info(), loaded_->files, opt_.mmproj, special,
+                                            opt_.llama_image_preproc ? vision::ResizeMode::kLlamaCpp : vision::ResizeMode::kHf);
       } catch (const Error& e) {
         if (audio_ && !opt_.mmproj.empty()) {
           std::fprintf(stderr, "oxinfer: the mmproj has no vision tower (%s): serving audio and text\n", e.what());

@@ -52,7 +52,7 @@ ImageEmbedding VisionInput::encode(const RgbImage& img) const {
 }
 
 std::unique_ptr<VisionInput> load_vision_input(const ModelInfo& info, const ModelFiles& files, const std::string& mmproj,
-                                               const std::function<int32_t(const char*)>& special) {
+                                               const std::function<int32_t(const char*)>& special, ResizeMode resize) {
   const std::string fam = model_family(info.arch);
   auto v = std::make_unique<VisionInput>();
   if (fam == "gemma4") v->gemma = load_gemma4_vision_tower(info, files, mmproj);
@@ -66,6 +66,7 @@ std::unique_ptr<VisionInput> load_vision_input(const ModelInfo& info, const Mode
     throw_error(ErrorCode::kUnsupported, std::string("the model's vocabulary has no ") + (v->begin < 0 ? b : e) + " token (not a vision model)");
   v->mrope = v->qwen != nullptr;
   v->non_causal = v->gemma && gemma4_image_non_causal(info.n_embd);
+  v->prep.mode = resize;
   return v;
 }
 

@@ -59,8 +59,10 @@ struct VisionInput {
 // neither. `special` turns a special-token text into its id (−1 when the vocabulary has none).
 // oxi::Error as the loaders above, and kUnsupported for a family without images or a vocabulary
 // without the image tokens.
+// `resize`: VisionInput::prep's mode (--image-preproc; Qwen 3.5 only).
 std::unique_ptr<VisionInput> load_vision_input(const ModelInfo& info, const ModelFiles& files, const std::string& mmproj,
-                                               const std::function<int32_t(const char*)>& special);
+                                               const std::function<int32_t(const char*)>& special,
+                                               ResizeMode resize = ResizeMode::kHf);
 
 // A prompt as model entries, built in order. Positions (Qwen3-VL get_rope_index; llama.cpp's mtmd
 // advances the same way): text at p takes (p, p, p); an image whose first row is at p gives merged

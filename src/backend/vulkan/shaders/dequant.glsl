@@ -255,9 +255,10 @@ void load_chunk(uint row, uint j, uint cols, out float v[32]) {
   const uint BITS = TYPE <= 1012 ? 4u : 8u;
   uint o = row + (8u + G * BITS / 8u) * (32u * j / G), e0 = (32u * j) % G;  // the chunk's group, its first element there
   float sc = uintBitsToFloat(word_at(o)), bias = uintBitsToFloat(word_at(o + 4u));
-  [[unroll]] for (uint k = 0u; k < 32u / (32u / BITS); ++k) {  // 4-bit: 4 words of 8 codes; 8-bit: 8 words of 4
+  const uint PER = 32u / BITS;  // codes per word: the chunk is BITS words (4-bit: 4 of 8; 8-bit: 8 of 4)
+  [[unroll]] for (uint k = 0u; k < BITS; ++k) {
     uint w = word_at(o + 8u + e0 * BITS / 8u + 4u * k);
-    [[unroll]] for (uint e = 0u; e < 32u / BITS; ++e) v[k * (32u / BITS) + e] = sc * float((w >> (BITS * e)) & ((1u << BITS) - 1u)) + bias;
+    [[unroll]] for (uint e = 0u; e < PER; ++e) v[k * PER + e] = sc * float((w >> (BITS * e)) & ((1u << BITS) - 1u)) + bias;
   }
 #elif TYPE == 10  // Q2_K: scales[16] qs[64] f16 d, f16 dmin; chunk c = plane g of half h (elements 128h + 32g …)
   uint c = j & 7u, h = c >> 2, g = c & 3u;
