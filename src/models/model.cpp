@@ -110,6 +110,29 @@ void Model::mtp_forward(SequenceState&, const float*, const int32_t*, int64_t, f
   throw_error(ErrorCode::kUnsupported, info().arch + ": this model has no MTP head");
 }
 
+void Model::check_mtp_jobs(std::span<const MtpJob> jobs) const {
+  if (!has_mtp()) throw_error(ErrorCode::kUnsupported, info().arch + ": this model has no MTP head");
+  const int64_t V = info().n_vocab;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const MtpJob& j = jobs[i];
+    if (!j.state || j.n < 0 || (j.n > 0 && (!j.hidden || !j.tokens)))
+      throw_error(ErrorCode::kInvalidArgument, "MTP batch: job " + std::to_string(i) + " is incomplete");
+    if (j.state->n_past() + j.n > j.state->n_ctx())
+      throw_error(ErrorCode::kInvalidArgument, "MTP context overflow: " + std::to_string(j.state->n_past()) + " + " +
+                                                   std::to_string(j.n) + " exceed " + std::to_string(j.state->n_ctx()));
+    for (int64_t t = 0; t < j.n; ++t)
+      if (j.tokens[t] < 0 || j.tokens[t] >= V) throw_error(ErrorCode::kInvalidArgument, "MTP: token id out of range");
+    for (size_t k = 0; k < i; ++k)
+      if (jobs[k].state == j.state) throw_error(ErrorCode::kInvalidArgument, "MTP batch: a state is named twice");
+  }
+}
+
+void Model::mtp_forward_batch(std::span<const MtpJob> jobs) const {
+  check_mtp_jobs(jobs);
+  for (const MtpJob& j : jobs)
+    if (j.n > 0) mtp_forward(*j.state, j.hidden, j.tokens, j.n, j.logits, j.hidden_out);
+}
+
 int64_t Model::exact_batch_tokens() const {
   int64_t n = kMaxUbatch;
   for (DType t : weight_types_) n = std::min(n, matmul_exact_tokens(t));

@@ -200,8 +200,26 @@ class Model {
   // step).
   virtual void mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                            float* hidden_out) const;
+  // Several MTP states' feeds in one pass of the head (the server's slots drafting together: the
+  // head's weights and the output head are read once for all of them). Each job is what one
+  // mtp_forward call takes; its state must not appear in another job. Throws oxi::Error
+  // (kInvalidArgument) before touching any state when one job would (overflow, token id, a state
+  // of another model or named twice). Each job's outputs are those of its own call, bit for bit
+  // with float weights; with quantised ones up to the multi-row kernels' f32 order, as
+  // forward_batch (docs/design.md). Default: one mtp_forward per job, after checking them all.
+  struct MtpJob {
+    SequenceState* state = nullptr;
+    const float* hidden = nullptr;   // [n, n_embd]
+    const int32_t* tokens = nullptr;  // [n]
+    int64_t n = 0;
+    float* logits = nullptr;      // optional: the last pair's [n_vocab]
+    float* hidden_out = nullptr;  // optional: the last pair's [n_embd]
+  };
+  virtual void mtp_forward_batch(std::span<const MtpJob> jobs) const;
 
  protected:
+  // mtp_forward_batch's checks (every job, before any runs).
+  void check_mtp_jobs(std::span<const MtpJob> jobs) const;
   // Runs one pass and advances each segment's state by its entries. Writes out.logits /
   // out.hidden rows for pass.out_rows when those pointers are set.
   virtual void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const = 0;

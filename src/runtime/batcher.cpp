@@ -1,6 +1,7 @@
 #include "runtime/batcher.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 
@@ -20,6 +21,29 @@ uint64_t Batcher::passes() const {
 uint64_t Batcher::rows() const {
   std::lock_guard<std::mutex> lk(mu_);
   return rows_;
+}
+
+uint64_t Batcher::mtp_passes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return mtp_passes_;
+}
+
+uint64_t Batcher::mtp_feeds() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return mtp_feeds_;
+}
+
+void Batcher::mtp_forward(SequenceState& state, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
+                          float* hidden_out) {
+  if (n <= 0) return;
+  Req r;
+  r.state = &state;
+  r.tokens = std::span<const int32_t>(tokens, static_cast<size_t>(n));
+  r.mtp = true;
+  r.mtp_hidden = hidden;
+  r.logits = logits;
+  r.mtp_out = hidden_out;
+  submit(std::span<Req>(&r, 1));
 }
 
 void Batcher::forward(SequenceState& state, std::span<const int32_t> tokens, float* logits, bool all_logits,
@@ -66,16 +90,23 @@ void Batcher::submit(std::span<Req> reqs) {
     while (static_cast<int>(pending_.size()) < participants_ &&
            cv_.wait_until(lk, until) != std::cv_status::timeout) {
     }
-    std::vector<Req*> take;
+    std::vector<Req*> take, heads;
     take.swap(pending_);
+    auto is_mtp = [](const Req* q) { return q->mtp; };
+    std::copy_if(take.begin(), take.end(), std::back_inserter(heads), is_mtp);
+    take.erase(std::remove_if(take.begin(), take.end(), is_mtp), take.end());
     lk.unlock();
-    run(take);
+    if (!take.empty()) run(take);
+    if (!heads.empty()) run_mtp(heads);
     lk.lock();
-    ++passes_;
+    if (!take.empty()) ++passes_;
+    if (!heads.empty()) ++mtp_passes_;
+    mtp_feeds_ += heads.size();
     for (Req* q : take) {
       rows_ += q->tokens.size();
       q->done = true;
     }
+    for (Req* q : heads) q->done = true;
     running_ = false;
     cv_.notify_all();
   }
@@ -178,6 +209,28 @@ void Batcher::run(std::vector<Req*>& reqs) {
     if (reqs[i]->hidden_all) std::copy_n(hidden.data() + entry * d, reqs[i]->tokens.size() * d, reqs[i]->hidden_all);
     at += n_out[i];
     entry += reqs[i]->tokens.size();
+  }
+}
+
+void Batcher::run_mtp(std::vector<Req*>& reqs) {
+  std::vector<Model::MtpJob> jobs;
+  for (const Req* q : reqs)
+    jobs.push_back(Model::MtpJob{q->state, q->mtp_hidden, q->tokens.data(), static_cast<int64_t>(q->tokens.size()), q->logits,
+                                 q->mtp_out});
+  try {
+    model_.mtp_forward_batch(jobs);
+  } catch (const Error& e) {
+    // As in run(): a batch refused whole before any state changed is run feed by feed.
+    if (reqs.size() == 1 || e.code() != ErrorCode::kInvalidArgument) {
+      for (Req* q : reqs) q->error = std::current_exception();
+      return;
+    }
+    for (Req* q : reqs) {
+      std::vector<Req*> one{q};
+      run_mtp(one);
+    }
+  } catch (...) {
+    for (Req* q : reqs) q->error = std::current_exception();
   }
 }
 

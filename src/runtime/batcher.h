@@ -65,9 +65,19 @@ class Batcher {
   };
   void forward_hidden(std::span<const HiddenJob> jobs);
 
+  // An MTP head's feed (Model::mtp_forward's arguments) together with the other pending head
+  // feeds: the sessions drafting at the same time share one pass of the head, so its layer and
+  // the output head are read once for all of them (a leader's take runs the head's pass after
+  // the trunk's). Throws what the model throws for this feed.
+  void mtp_forward(SequenceState& state, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
+                   float* hidden_out);
+
   // Passes run and sequences served, for tests and /metrics.
   uint64_t passes() const;
   uint64_t rows() const;
+  // Passes of the MTP head and the head feeds they served.
+  uint64_t mtp_passes() const;
+  uint64_t mtp_feeds() const;
 
   // How long a leader waits for missing participants before running what it has.
   std::chrono::microseconds gather_wait{3000};
@@ -83,6 +93,9 @@ class Batcher {
     float* hidden_all = nullptr;  // a logits submission that also wants every token's hidden row
     bool all = false;
     bool non_causal = false;
+    bool mtp = false;  // an MTP head feed: state, hidden (rows in), tokens, logits, mtp_out
+    const float* mtp_hidden = nullptr;
+    float* mtp_out = nullptr;
     bool done = false;
     std::exception_ptr error;
   };
@@ -90,6 +103,7 @@ class Batcher {
   // Queues the requests and serves passes (as leader or not) until all of them are done.
   void submit(std::span<Req> reqs);
   void run(std::vector<Req*>& reqs);
+  void run_mtp(std::vector<Req*>& reqs);
 
   const Model& model_;
   mutable std::mutex mu_;
@@ -97,7 +111,7 @@ class Batcher {
   std::vector<Req*> pending_;
   bool running_ = false;
   int participants_ = 0;
-  uint64_t passes_ = 0, rows_ = 0;
+  uint64_t passes_ = 0, rows_ = 0, mtp_passes_ = 0, mtp_feeds_ = 0;
 };
 
 }  // namespace oxi

@@ -6,10 +6,15 @@
 
 namespace oxi {
 
-MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx, const SequenceState& trunk)
-    : m_(m), st_(m.new_mtp_state_for(n_ctx, trunk)) {
+MtpDrafter::MtpDrafter(const Model& m, int64_t n_ctx, const SequenceState& trunk, Batcher* batcher)
+    : m_(m), batcher_(batcher), st_(m.new_mtp_state_for(n_ctx, trunk)) {
   logits_.resize(static_cast<size_t>(m.info().n_vocab));
   h_.resize(static_cast<size_t>(m.info().n_embd));
+}
+
+void MtpDrafter::feed(const float* hidden, const int32_t* tokens, int64_t n, float* logits, float* hidden_out) {
+  if (batcher_) batcher_->mtp_forward(*st_, hidden, tokens, n, logits, hidden_out);
+  else m_.mtp_forward(*st_, hidden, tokens, n, logits, hidden_out);
 }
 
 int64_t MtpDrafter::fed() const { return st_->n_past(); }
@@ -31,14 +36,13 @@ bool MtpDrafter::propose(std::span<const int32_t> history, const float* hidden, 
   const int64_t m = st_->n_past(), np = n - m;
   if (np == 0) return false;  // nothing new since the last call: cannot happen in a session
   const bool want = k > 0 && n + k < st_->n_ctx();
-  m_.mtp_forward(*st_, hidden + (m - first) * d, history.data() + m + 1, np, want ? logits_.data() : nullptr,
-                 want ? h_.data() : nullptr);
+  feed(hidden + (m - first) * d, history.data() + m + 1, np, want ? logits_.data() : nullptr, want ? h_.data() : nullptr);
   if (!want) return true;
   for (int32_t j = 0; j < k; ++j) {
     const int32_t draft = argmax(logits_);
     out.push_back(draft);
     if (j + 1 == k) break;
-    m_.mtp_forward(*st_, h_.data(), &draft, 1, logits_.data(), h_.data());
+    feed(h_.data(), &draft, 1, logits_.data(), h_.data());
   }
   st_->truncate(n);  // the chained entries predicted their h: drop them
   return true;

@@ -18,13 +18,15 @@
 #include <vector>
 
 #include "models/model.h"
+#include "runtime/batcher.h"
 
 namespace oxi {
 
 class MtpDrafter {
  public:
   // trunk: the sequence's own state (a draft model such as Gemma 4's assistant reads its cache).
-  MtpDrafter(const Model& m, int64_t n_ctx, const SequenceState& trunk);
+  // batcher: when set, the head's passes go through it (shared with the other sessions' drafts).
+  MtpDrafter(const Model& m, int64_t n_ctx, const SequenceState& trunk, Batcher* batcher = nullptr);
 
   // history: the consumed tokens then `id` (history.size() − 1 = the trunk's n_past = n); hidden:
   // the trunk's rows of positions [first, hidden_rows) (first ≤ fed(): rows the head has taken in
@@ -44,7 +46,11 @@ class MtpDrafter {
   void restore(std::span<const uint8_t> bytes);
 
  private:
+  // One pass of the head, through the batcher when there is one.
+  void feed(const float* hidden, const int32_t* tokens, int64_t n, float* logits, float* hidden_out);
+
   const Model& m_;
+  Batcher* batcher_;
   std::unique_ptr<SequenceState> st_;  // pairs (h_p, x_{p+1}) for p < st_->n_past()
   std::vector<float> logits_, h_;
 };

@@ -81,7 +81,7 @@ Session::Session(const Model& model, const TokenText& text, int64_t n_ctx, Batch
   state_ = model_.new_state(n_ctx, max_draft_ > 0 ? max_draft_ + 1 : 0);
   if (!state_) throw_error(ErrorCode::kInternal, "the model returned no sequence state");
   logits_.resize(static_cast<size_t>(model_.info().n_vocab));
-  if (model_.has_mtp() && max_draft_ > 0) mtp_ = std::make_unique<MtpDrafter>(model_, n_ctx, *state_);
+  if (model_.has_mtp() && max_draft_ > 0) mtp_ = std::make_unique<MtpDrafter>(model_, n_ctx, *state_, batcher_);
 }
 
 Session::~Session() = default;

@@ -504,6 +504,10 @@ class ServerEngine final : public Engine {
                 {"prompt_cache_bytes", static_cast<double>(cache_bytes_)},
                 {"batch_passes", batcher_ ? static_cast<double>(batcher_->passes()) : 0.0},
                 {"batch_rows", batcher_ ? static_cast<double>(batcher_->rows()) : 0.0},
+                // The MTP heads' feeds (one per drafting pass of a slot's head) and the head passes
+                // that served them: feeds / passes = slots drafting together.
+                {"batch_mtp_feeds", batcher_ ? static_cast<double>(batcher_->mtp_feeds()) : 0.0},
+                {"batch_mtp_passes", batcher_ ? static_cast<double>(batcher_->mtp_passes()) : 0.0},
                 // llama-server's name: requests holding a ticket, waiting for a slot.
                 {"requests_deferred", static_cast<double>(next_ticket_ - serving_)}};
   }

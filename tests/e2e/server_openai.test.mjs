@@ -454,7 +454,13 @@ if (turn2) {
       const reqs = [0, 1, 2, 3].map((i) => ({ model: "x", prompt: `story ${i}: one two three four one two three`, max_tokens: 24,
         temperature: 0 }));
       const plain = await Promise.all(reqs.map((r) => c.completions.create({ ...r, "speculative.n_max": 0 })));
+      const mtpMetric = async (name) => Number((await (await fetch(`${ms.base}/metrics`)).text()).match(new RegExp(`^oxinfer_${name} ([0-9.e+]+)$`, "m"))[1]);
+      const f0 = await mtpMetric("batch_mtp_feeds"), p0 = await mtpMetric("batch_mtp_passes");
       const spec = await Promise.all(reqs.map((r) => c.completions.create({ ...r, "speculative.n_min": 1 })));
+      // The slots' heads went through the batcher: 4 concurrent drafting requests share head passes.
+      const feeds = (await mtpMetric("batch_mtp_feeds")) - f0, hp = (await mtpMetric("batch_mtp_passes")) - p0;
+      console.log(`     mtp head: ${feeds} feeds in ${hp} passes`);
+      assert.ok(feeds > 0 && hp < feeds, `head feeds ${feeds} in ${hp} passes`);
       for (let i = 0; i < 4; ++i) {
         assert.equal(spec[i].choices[0].text, plain[i].choices[0].text, `request ${i}`);
         assert.equal(plain[i].timings.draft_n, 0);

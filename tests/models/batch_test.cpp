@@ -5,6 +5,8 @@
 // changes. Gemma 4's are in gemma4_test.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
 #include <thread>
 
 #include "batch_check.h"
@@ -264,6 +266,106 @@ TEST_P(Qwen35Batch, MtpUnderTheBatcherEqualsPlain) {
       }
     }
     EXPECT_LT(b.passes(), b.rows()) << "no shared passes";
+    // The heads' feeds went through the batcher too, and some shared a pass of the head.
+    EXPECT_GT(b.mtp_feeds(), 0u) << quant;
+    EXPECT_LT(b.mtp_passes(), b.mtp_feeds()) << quant << ": no shared head passes";
+    std::printf("mtp under the batcher %s: %llu head passes for %llu feeds\n", quant.empty() ? "f32" : quant.c_str(),
+                static_cast<unsigned long long>(b.mtp_passes()), static_cast<unsigned long long>(b.mtp_feeds()));
+  }
+}
+
+// The MTP head's batched pass (Model::mtp_forward_batch: the server's slots drafting together):
+// each job's logits and output hidden state are those of its own mtp_forward call (bit for bit
+// with float weights or the scalar set; within the multi-row kernels' float order otherwise), its
+// state advances the same (a next step agrees again), and a batch with one bad job is refused
+// before any state moves.
+TEST_P(Qwen35Batch, MtpBatchEqualsEachAlone) {
+  IsaReset reset;
+  q35test::Shape s;
+  s.moe = GetParam();
+  s.mtp = true;
+  const std::string dir = q35test::tmp_dir(s.moe ? "mtp_batch_moe" : "mtp_batch_dense");
+  q35test::write_model(dir, s);
+  for (const auto& isa : oxi::available_isas()) {
+    oxi::set_isa(isa);
+    for (const std::string quant : {"", "q4_k"}) {
+      Loaded l = load(dir, quant);
+      const oxi::Model& m = *l.model;
+      const int64_t V = m.info().n_vocab, d = m.info().n_embd;
+      std::mt19937 rng(7);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      auto rows = [&](int64_t n) {
+        std::vector<float> h(static_cast<size_t>(n * d));
+        for (float& x : h) x = nd(rng);
+        return h;
+      };
+      // Four heads with histories of 3, 10, 0 and 25 pairs (fed alone, the same into both sets).
+      constexpr int kJobs = 4;
+      const int64_t hist[kJobs] = {3, 10, 0, 25}, feed[kJobs] = {1, 4, 2, 1};
+      std::vector<std::unique_ptr<oxi::SequenceState>> a, b;
+      for (int i = 0; i < kJobs; ++i) {
+        a.push_back(m.new_mtp_state(64));
+        b.push_back(m.new_mtp_state(64));
+        if (hist[i] == 0) continue;
+        const std::vector<float> h = rows(hist[i]);
+        const std::vector<int32_t> t = batchtest::ids(static_cast<uint32_t>(hist[i]), V, 30 + static_cast<uint32_t>(i));
+        m.mtp_forward(*a.back(), h.data(), t.data(), hist[i], nullptr, nullptr);
+        m.mtp_forward(*b.back(), h.data(), t.data(), hist[i], nullptr, nullptr);
+      }
+      const bool exact = quant.empty() || isa == "scalar";
+      for (int step = 0; step < 2; ++step) {
+        std::vector<std::vector<float>> hid(kJobs), lg_a(kJobs), lg_b(kJobs), ho_a(kJobs), ho_b(kJobs);
+        std::vector<std::vector<int32_t>> tok(kJobs);
+        std::vector<oxi::Model::MtpJob> jobs;
+        for (int i = 0; i < kJobs; ++i) {
+          const int64_t n = step == 0 ? feed[i] : 1;
+          hid[i] = rows(n);
+          tok[i] = batchtest::ids(static_cast<uint32_t>(n), V, 50 + static_cast<uint32_t>(10 * step + i));
+          // Job 2 wants only its hidden state, job 1 only its logits; the others both.
+          lg_a[i].assign(i == 2 ? 0 : static_cast<size_t>(V), 0.0f);
+          lg_b[i] = lg_a[i];
+          ho_a[i].assign(i == 1 ? 0 : static_cast<size_t>(d), 0.0f);
+          ho_b[i] = ho_a[i];
+          m.mtp_forward(*a[i], hid[i].data(), tok[i].data(), n, lg_a[i].empty() ? nullptr : lg_a[i].data(),
+                        ho_a[i].empty() ? nullptr : ho_a[i].data());
+          jobs.push_back({b[static_cast<size_t>(i)].get(), hid[i].data(), tok[i].data(), n,
+                          lg_b[i].empty() ? nullptr : lg_b[i].data(), ho_b[i].empty() ? nullptr : ho_b[i].data()});
+        }
+        m.mtp_forward_batch(jobs);
+        double dl = 0, dh = 0, scale = 0;
+        for (int i = 0; i < kJobs; ++i) {
+          EXPECT_EQ(a[i]->n_past(), b[i]->n_past());
+          for (size_t k = 0; k < lg_a[i].size(); ++k) {
+            dl = std::max(dl, static_cast<double>(std::fabs(lg_a[i][k] - lg_b[i][k])));
+            scale = std::max(scale, static_cast<double>(std::fabs(lg_a[i][k])));
+          }
+          for (size_t k = 0; k < ho_a[i].size(); ++k) dh = std::max(dh, static_cast<double>(std::fabs(ho_a[i][k] - ho_b[i][k])));
+        }
+        EXPECT_GT(scale, 0.01);
+        EXPECT_LE(dl, exact ? 0.0 : 0.05 * scale) << isa << " " << quant << " step " << step;
+        EXPECT_LE(dh, exact ? 0.0 : 0.05) << isa << " " << quant << " step " << step;
+        std::printf("mtp batch %s %s %s step %d: max |Δlogit| %.3g, |Δh| %.3g (max |logit| %.3g)\n", s.moe ? "moe" : "dense",
+                    isa.c_str(), quant.empty() ? "f32" : quant.c_str(), step, dl, dh, scale);
+      }
+      // Refused whole: one job past its context, or a state named twice; no state moved.
+      auto small = m.new_mtp_state(2);
+      const std::vector<float> h3 = rows(3);
+      const std::vector<int32_t> t3 = batchtest::ids(3, V, 99);
+      std::vector<int64_t> before;
+      for (const auto& st : b) before.push_back(st->n_past());
+      const oxi::Model::MtpJob over[] = {{b[0].get(), h3.data(), t3.data(), 1, nullptr, nullptr},
+                                         {small.get(), h3.data(), t3.data(), 3, nullptr, nullptr}};
+      EXPECT_THROW(m.mtp_forward_batch(over), oxi::Error);
+      const oxi::Model::MtpJob twice[] = {{b[1].get(), h3.data(), t3.data(), 1, nullptr, nullptr},
+                                          {b[1].get(), h3.data(), t3.data(), 1, nullptr, nullptr}};
+      EXPECT_THROW(m.mtp_forward_batch(twice), oxi::Error);
+      auto trunk = m.new_state(64);
+      const oxi::Model::MtpJob wrong[] = {{b[2].get(), h3.data(), t3.data(), 1, nullptr, nullptr},
+                                          {trunk.get(), h3.data(), t3.data(), 1, nullptr, nullptr}};
+      EXPECT_THROW(m.mtp_forward_batch(wrong), oxi::Error);
+      EXPECT_EQ(small->n_past(), 0);
+      for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(b[i]->n_past(), before[i]) << i;
+    }
   }
 }
 

@@ -190,6 +190,7 @@ class Qwen35Model final : public Model {
   std::unique_ptr<SequenceState> new_mtp_state(int64_t n_ctx) const override;
   void mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                    float* hidden_out) const override;
+  void mtp_forward_batch(std::span<const MtpJob> jobs) const override;
 
  protected:
   void run(std::span<SequenceState* const> states, const Pass& pass, const BatchOutput& out) const override;
@@ -539,46 +540,85 @@ std::unique_ptr<SequenceState> Qwen35Model::new_mtp_state(int64_t n_ctx) const {
 void Qwen35Model::mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                               float* hidden_out) const {
   if (!has_mtp_) return Model::mtp_forward(st, hidden, tokens, n, logits, hidden_out);
-  auto* s = dynamic_cast<State*>(&st);
-  if (!s || !s->gdn_.empty() || s->kv_.size() != 1) throw_error(ErrorCode::kInvalidArgument, "qwen35: not an MTP state");
   if (n <= 0) return;
-  if (s->n_past_ + n > s->n_ctx_)
-    throw_error(ErrorCode::kInvalidArgument, "MTP context overflow: " + std::to_string(s->n_past_) + " + " + std::to_string(n) +
-                                                 " exceed " + std::to_string(s->n_ctx_));
-  for (int64_t t = 0; t < n; ++t)
-    if (tokens[t] < 0 || tokens[t] >= embd_.rows) throw_error(ErrorCode::kInvalidArgument, "MTP: token id out of range");
+  const MtpJob job{&st, hidden, tokens, n, logits, hidden_out};
+  mtp_forward_batch(std::span<const MtpJob>(&job, 1));
+}
+
+// Every job's pairs are rows of one pass, a segment per job: the matmuls (fc, the block's
+// projections and FFN, the output head over the jobs' last rows) see all rows at once; the
+// attention runs per segment on its own state, as in run().
+void Qwen35Model::mtp_forward_batch(std::span<const MtpJob> jobs) const {
+  check_mtp_jobs(jobs);
+  std::vector<State*> sts;
+  std::vector<const MtpJob*> js;  // the jobs with pairs, in order
+  for (const MtpJob& j : jobs) {
+    auto* s = dynamic_cast<State*>(j.state);
+    if (!s || !s->gdn_.empty() || s->kv_.size() != 1) throw_error(ErrorCode::kInvalidArgument, "qwen35: not an MTP state");
+    if (j.n == 0) continue;
+    sts.push_back(s);
+    js.push_back(&j);
+  }
+  if (js.empty()) return;
   const int64_t d = c_.n_embd;
   Pass p;
-  p.n = n;
-  p.segs.push_back(Segment{0, 0, n, s->n_past_});
-  p.seg_of.assign(static_cast<size_t>(n), 0);
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(s->n_past_ + t);
+  std::vector<int32_t> pos;
+  for (size_t i = 0; i < js.size(); ++i) {
+    p.segs.push_back(Segment{static_cast<int32_t>(i), p.n, js[i]->n, sts[i]->n_past_});
+    for (int64_t t = 0; t < js[i]->n; ++t) {
+      p.seg_of.push_back(static_cast<int32_t>(i));
+      pos.push_back(static_cast<int32_t>(sts[i]->n_past_ + t));
+    }
+    p.n += js[i]->n;
+  }
   p.pos = pos.data();
+  const int64_t n = p.n;
+  // Row r of the pass: job seg_of[r], its pair r − row0.
+  auto job_row = [&](int64_t r) {
+    const Segment& g = p.segs[static_cast<size_t>(p.seg_of[static_cast<size_t>(r)])];
+    return std::pair<const MtpJob*, int64_t>{js[static_cast<size_t>(g.state)], r - g.row0};
+  };
   std::vector<float> cat(static_cast<size_t>(n * 2 * d)), h(static_cast<size_t>(n * d)), u(h.size()), o(h.size());
-  for_tokens(n, [&](int64_t t) {
-    float* ct = cat.data() + t * 2 * d;
-    dequantize_row(embd_, tokens[t], ct);
+  for_tokens(n, [&](int64_t r) {
+    const auto jr = job_row(r);
+    float* ct = cat.data() + r * 2 * d;
+    dequantize_row(embd_, jr.first->tokens[jr.second], ct);
     ops::rms_norm(ct, mtp_.enorm.data(), ct, d, c_.eps);
-    ops::rms_norm(hidden + t * d, mtp_.hnorm.data(), ct + d, d, c_.eps);
+    ops::rms_norm(jr.first->hidden + jr.second * d, mtp_.hnorm.data(), ct + d, d, c_.eps);
   });
   matmul(mtp_.fc, cat.data(), n, h.data());
   const Layer& L = mtp_.layer;
   for_tokens(n, [&](int64_t t) { ops::rms_norm(h.data() + t * d, L.attn_norm.data(), u.data() + t * d, d, c_.eps); });
-  State* sts[1] = {s};
-  attn_forward(L, p, sts, u.data(), o.data());
+  attn_forward(L, p, sts.data(), u.data(), o.data());
   for_tokens(n, [&](int64_t t) {
     for (int64_t i = 0; i < d; ++i) h[static_cast<size_t>(t * d + i)] += o[static_cast<size_t>(t * d + i)];
     ops::rms_norm(h.data() + t * d, L.post_norm.data(), u.data() + t * d, d, c_.eps);
   });
   ffn_forward(L, u.data(), n, o.data());
-  s->n_past_ += n;
-  float* last = h.data() + (n - 1) * d;
-  for (int64_t i = 0; i < d; ++i) last[i] += o[static_cast<size_t>((n - 1) * d + i)];
-  std::vector<float> hm(static_cast<size_t>(d));
-  ops::rms_norm(last, mtp_.norm.data(), hm.data(), d, c_.eps);
-  if (hidden_out) std::copy(hm.begin(), hm.end(), hidden_out);
-  if (logits) matmul(output_, hm.data(), 1, logits);
+  for (size_t i = 0; i < sts.size(); ++i) sts[i]->n_past_ += js[i]->n;
+  // Each job's last row: h + FFN out, the head's output norm; the rows that want logits packed
+  // (in job order) for one output-head product.
+  std::vector<float> hm(js.size() * static_cast<size_t>(d)), hl;
+  std::vector<size_t> want;
+  for (size_t i = 0; i < js.size(); ++i) {
+    const Segment& g = p.segs[i];
+    float* last = h.data() + (g.row0 + g.n - 1) * d;
+    const float* ol = o.data() + (g.row0 + g.n - 1) * d;
+    for (int64_t k = 0; k < d; ++k) last[k] += ol[k];
+    float* hi = hm.data() + i * static_cast<size_t>(d);
+    ops::rms_norm(last, mtp_.norm.data(), hi, d, c_.eps);
+    if (js[i]->hidden_out) std::copy(hi, hi + d, js[i]->hidden_out);
+    if (js[i]->logits) {
+      want.push_back(i);
+      hl.insert(hl.end(), hi, hi + d);
+    }
+  }
+  if (want.empty()) return;
+  if (want.size() == 1) return matmul(output_, hl.data(), 1, js[want[0]]->logits);
+  const int64_t V = output_.rows;
+  std::vector<float> lg(want.size() * static_cast<size_t>(V));
+  matmul(output_, hl.data(), static_cast<int64_t>(want.size()), lg.data());
+  for (size_t w = 0; w < want.size(); ++w) std::copy_n(lg.data() + w * static_cast<size_t>(V), V, js[want[w]]->logits);
 }
 
 void Qwen35Model::run(std::span<SequenceState* const> states, const Pass& p, const BatchOutput& out) const {
