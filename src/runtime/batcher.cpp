@@ -95,6 +95,12 @@ void Batcher::submit(std::span<Req> reqs) {
     auto is_mtp = [](const Req* q) { return q->mtp; };
     std::copy_if(take.begin(), take.end(), std::back_inserter(heads), is_mtp);
     take.erase(std::remove_if(take.begin(), take.end(), is_mtp), take.end());
+    // Head feeds first; trunk steps wait for the next take. A session's step is a trunk pass then
+    // its head's chain, so serving both kinds in one take would keep the sessions out of phase
+    // (each trunk pass with only part of them: the trunk's weights read more often per token);
+    // holding the trunk steps back while any head still chains brings every drafting session to
+    // its trunk step together. A session's chain is at most its draft length, so none waits long.
+    if (!heads.empty() && !take.empty()) take.swap(pending_);
     lk.unlock();
     if (!take.empty()) run(take);
     if (!heads.empty()) run_mtp(heads);
