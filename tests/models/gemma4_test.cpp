@@ -649,6 +649,70 @@ TEST(Gemma4, AssistantReadInPlaceFromHf) {
   fs::remove_all(dir);
 }
 
+// The drafter's batched step (Model::mtp_forward_batch: the server's slots drafting together):
+// three sequences of different lengths (one past the sliding window) each get the logits and
+// hidden state of their own call — equal up to the multi-row products' f32 order (Gemma's
+// ggml-order f32 matmuls pick their order by row count) — and a chained step after it agrees too.
+TEST(Gemma4, AssistantBatchEqualsEachAlone) {
+  const Spec s = six_layer_spec(false);
+  const std::string dir = write_checkpoint("asst_batch", s);
+  const oxi::ModelFiles gguf = oxi::open_model_files(write_assistant(dir, s, true));
+  auto m = load_with_draft(dir, gguf);
+  const int64_t d = m->info().n_embd, V = m->info().n_vocab;
+  constexpr int kSeqs = 3;
+  const int64_t lens[kSeqs] = {12, 40, 5};
+  std::vector<std::unique_ptr<oxi::SequenceState>> trunk, a, b;
+  std::vector<std::vector<float>> hid(kSeqs);
+  std::vector<std::vector<int32_t>> next(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    const std::vector<int32_t> toks = batchtest::ids(static_cast<uint32_t>(lens[i]), s.vocab, 20 + static_cast<uint32_t>(i));
+    trunk.push_back(m->new_state(128));
+    std::vector<float> logits(static_cast<size_t>(V));
+    hid[i].resize(static_cast<size_t>(lens[i] * d));
+    m->forward(*trunk.back(), toks, logits.data(), false, hid[i].data());
+    next[i].assign(toks.begin() + 1, toks.end());
+    next[i].push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    a.push_back(m->new_mtp_state_for(128, *trunk.back()));
+    b.push_back(m->new_mtp_state_for(128, *trunk.back()));
+  }
+  std::vector<std::vector<float>> la(kSeqs, std::vector<float>(static_cast<size_t>(V))), lb = la;
+  std::vector<std::vector<float>> ha(kSeqs, std::vector<float>(static_cast<size_t>(d))), hb = ha;
+  auto compare = [&](const char* what) {
+    double dl = 0, dh = 0, scale = 0;
+    for (int i = 0; i < kSeqs; ++i) {
+      for (int64_t k = 0; k < V; ++k) {
+        dl = std::max(dl, static_cast<double>(std::fabs(la[i][k] - lb[i][k])));
+        scale = std::max(scale, static_cast<double>(std::fabs(la[i][k])));
+      }
+      for (int64_t k = 0; k < d; ++k) dh = std::max(dh, static_cast<double>(std::fabs(ha[i][k] - hb[i][k])));
+      EXPECT_EQ(a[i]->n_past(), b[i]->n_past()) << what;
+    }
+    std::printf("gemma4 assistant batch %s: max |Δlogit| %.3g (max |logit| %.3g), |Δh| %.3g\n", what, dl, scale, dh);
+    EXPECT_GT(scale, 0.01) << what;
+    EXPECT_LE(dl, 1e-4 * scale) << what;
+    EXPECT_LE(dh, 1e-4) << what;
+  };
+  std::vector<oxi::Model::MtpJob> jobs;
+  for (int i = 0; i < kSeqs; ++i) {
+    m->mtp_forward(*a[i], hid[i].data(), next[i].data(), lens[i], la[i].data(), ha[i].data());
+    jobs.push_back({b[static_cast<size_t>(i)].get(), hid[i].data(), next[i].data(), lens[i], lb[i].data(), hb[i].data()});
+  }
+  m->mtp_forward_batch(jobs);
+  compare("first step");
+  // Chained: each sequence's own output hidden state and a draft token.
+  std::vector<int32_t> drafts(kSeqs);
+  std::vector<std::vector<float>> hin = ha;
+  jobs.clear();
+  for (int i = 0; i < kSeqs; ++i) {
+    drafts[static_cast<size_t>(i)] = static_cast<int32_t>(std::max_element(la[i].begin(), la[i].end()) - la[i].begin());
+    m->mtp_forward(*a[i], hin[i].data(), &drafts[static_cast<size_t>(i)], 1, la[i].data(), ha[i].data());
+    jobs.push_back({b[static_cast<size_t>(i)].get(), hin[i].data(), &drafts[static_cast<size_t>(i)], 1, lb[i].data(), hb[i].data()});
+  }
+  m->mtp_forward_batch(jobs);
+  compare("chained step");
+  fs::remove_all(dir);
+}
+
 // For the llama.cpp oracle (tests/e2e/gemma4_assistant.test.mjs): with OXI_G4A_TARGET (a GGUF),
 // OXI_G4A_DRAFT (the assistant GGUF), OXI_G4A_TOKENS (comma-separated prompt), OXI_G4A_K and
 // OXI_G4A_OUT set, writes the drafter's first-step logits and its K chained greedy drafts after

@@ -232,6 +232,7 @@ class Gemma4Model final : public Model {
   }
   void mtp_forward(SequenceState& st, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                    float* hidden_out) const override;
+  void mtp_forward_batch(std::span<const MtpJob> jobs) const override;
   void load_assistant(const ModelFiles& f, const std::string& path);
 
  protected:
@@ -925,71 +926,122 @@ void Gemma4Model::load_assistant(const ModelFiles& f, const std::string& path) {
 void Gemma4Model::mtp_forward(SequenceState& st_base, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                               float* hidden_out) const {
   if (!asst_) return Model::mtp_forward(st_base, hidden, tokens, n, logits, hidden_out);
-  auto* st = dynamic_cast<AssistState*>(&st_base);
-  if (!st || n < 1 || st->n_past_ + n > st->n_ctx_) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: bad state or pair count");
-  const auto* tg = dynamic_cast<const Gemma4State*>(st->trunk_);
-  const int64_t p_last = st->n_past_ + n - 1;
-  st->n_past_ += n;
-  if (!logits && !hidden_out) return;
+  if (n < 1) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: bad state or pair count");
+  const MtpJob job{&st_base, hidden, tokens, n, logits, hidden_out};
+  mtp_forward_batch(std::span<const MtpJob>(&job, 1));
+}
+
+// Several sequences' draft steps: one row per job (its last pair), the assistant's matmuls over
+// all rows at once, the attention per row on its own target's cache.
+void Gemma4Model::mtp_forward_batch(std::span<const MtpJob> jobs) const {
+  if (!asst_) return Model::mtp_forward_batch(jobs);
+  check_mtp_jobs(jobs);
+  struct Row {
+    const MtpJob* job;
+    const Gemma4State* tg;
+    int64_t pos;  // the query's position
+  };
+  std::vector<Row> rows;
+  std::vector<AssistState*> sts;
+  for (const MtpJob& j : jobs) {
+    auto* st = dynamic_cast<AssistState*>(j.state);
+    if (!st) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: bad state or pair count");
+    sts.push_back(st);
+    if (j.n == 0 || (!j.logits && !j.hidden_out)) continue;
+    const auto* tg = dynamic_cast<const Gemma4State*>(st->trunk_);
+    const int64_t pos = std::min<int64_t>(st->n_past_ + j.n, tg->n_past_);
+    if (pos < 1) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: the target has no cached positions to read");
+    rows.push_back(Row{&j, tg, pos});
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) sts[i]->n_past_ += jobs[i].n;
+  if (rows.empty()) return;
   const Assistant& A = *asst_;
   const Config& ac = A.cfg;
   const Config& c = cfg_;
-  const int64_t d = ac.n_embd, dt = c.n_embd, H = ac.n_head;
-  const int64_t pos = std::min<int64_t>(p_last + 1, tg->n_past_);
-  if (pos < 1) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: the target has no cached positions to read");
-  const int32_t tok = tokens[n - 1];
-  if (tok < 0 || tok >= c.n_vocab) throw_error(ErrorCode::kInvalidArgument, "gemma4 assistant: token out of range");
-  // u = pre_projection · [E_target[x]·sqrt(d_t), h]
-  std::vector<float> xh(static_cast<size_t>(2 * dt)), x(static_cast<size_t>(d)), u(static_cast<size_t>(d)), tmp(static_cast<size_t>(d));
-  dequantize_row(tok_embd_, tok, xh.data());
+  const int64_t R = static_cast<int64_t>(rows.size()), d = ac.n_embd, dt = c.n_embd, H = ac.n_head;
+  // u = pre_projection · [E_target[x]·sqrt(d_t), h], per row
+  std::vector<float> xh(static_cast<size_t>(R * 2 * dt)), x(static_cast<size_t>(R * d)), u(x.size()), tmp(x.size());
   const float emb_scale = std::sqrt(static_cast<float>(dt));
-  for (int64_t i = 0; i < dt; ++i) xh[static_cast<size_t>(i)] *= emb_scale;
-  std::memcpy(xh.data() + dt, hidden + (n - 1) * dt, static_cast<size_t>(dt) * sizeof(float));
-  mm(A.pre, xh.data(), 1, x.data());
+  for (int64_t r = 0; r < R; ++r) {
+    const MtpJob& j = *rows[static_cast<size_t>(r)].job;
+    float* xr = xh.data() + r * 2 * dt;
+    dequantize_row(tok_embd_, j.tokens[j.n - 1], xr);
+    for (int64_t i = 0; i < dt; ++i) xr[i] *= emb_scale;
+    std::memcpy(xr + dt, j.hidden + (j.n - 1) * dt, static_cast<size_t>(dt) * sizeof(float));
+  }
+  mm(A.pre, xh.data(), R, x.data());
   std::vector<float> q, att;
   const size_t esz = kv_f32_ ? 4 : 2;
   for (int64_t l = 0; l < ac.n_layer; ++l) {
     const Layer& ly = A.layers[static_cast<size_t>(l)];
     const bool swa = ac.swa(l);
     const int64_t hd = ac.head_dim(l), src = swa ? A.src_swa : A.src_full;
-    const nn::KvCache& lc = tg->caches_[static_cast<size_t>(src)];
     const int64_t hkv = c.n_head_kv[static_cast<size_t>(src)], group = H / hkv;
-    ops::rms_norm(x.data(), ly.attn_norm.data(), u.data(), d, ac.eps);
-    q.resize(static_cast<size_t>(H * hd));
-    mm(ly.wq, u.data(), 1, q.data());
-    for (int64_t h = 0; h < H; ++h) ops::rms_norm(q.data() + h * hd, ly.q_norm.data(), q.data() + h * hd, hd, ac.eps);
+    for (int64_t r = 0; r < R; ++r) ops::rms_norm(x.data() + r * d, ly.attn_norm.data(), u.data() + r * d, d, ac.eps);
+    q.resize(static_cast<size_t>(R * H * hd));
+    mm(ly.wq, u.data(), R, q.data());
     const float* ff = (!swa && !ac.rope_freqs_full.empty()) ? ac.rope_freqs_full.data() : nullptr;
-    ggml_rope_neox(q.data(), H, hd, pos, swa ? ac.n_rot_swa : ac.n_rot_full, swa ? ac.rope_base_swa : ac.rope_base_full, ff);
-    const int64_t lo = swa ? std::max<int64_t>(0, pos - ac.window + 1) : 0, hi = pos - 1;
-    att.assign(static_cast<size_t>(H * hd), 0.0f);
-    if (hi >= lo) {
-      parallel_for(H, [&](int64_t h) {
-        const int64_t kh = h / group;
-        std::vector<const void*> kr(static_cast<size_t>(hi - lo + 1)), vr(kr.size());
-        for (int64_t j = lo; j <= hi; ++j) {
-          kr[static_cast<size_t>(j - lo)] = lc.k_row(j) + nn::kv_row_bytes(kt_, kh * hd);
-          vr[static_cast<size_t>(j - lo)] = lc.v_row(j) + nn::kv_row_bytes(vt_, kh * hd);
-        }
-        float* oh = att.data() + h * hd;
-        if (kv_typed_)
-          fa_row_typed(q.data() + h * hd, hd, kr.data(), vr.data(), hi - lo + 1, kt_, vt_, oh);
-        else
-          ggml_flash_attn_row(q.data() + h * hd, hd, kr.data(), vr.data(), lo, hi - lo + 1, esz == 2, false, lanes_, oh);
-      });
+    for (int64_t r = 0; r < R; ++r) {
+      float* qr = q.data() + r * H * hd;
+      for (int64_t h = 0; h < H; ++h) ops::rms_norm(qr + h * hd, ly.q_norm.data(), qr + h * hd, hd, ac.eps);
+      ggml_rope_neox(qr, H, hd, rows[static_cast<size_t>(r)].pos, swa ? ac.n_rot_swa : ac.n_rot_full,
+                     swa ? ac.rope_base_swa : ac.rope_base_full, ff);
     }
-    mm(ly.wo, att.data(), 1, tmp.data());
-    ops::rms_norm(tmp.data(), ly.post_attn_norm.data(), tmp.data(), d, ac.eps);
-    for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(i)] += tmp[static_cast<size_t>(i)];
-    ops::rms_norm(x.data(), ly.ffn_norm.data(), u.data(), d, ac.eps);
-    gated_ffn(ly.gate, ly.up, ly.down, u.data(), 1, tmp.data());
-    ops::rms_norm(tmp.data(), ly.post_ffn_norm.data(), tmp.data(), d, ac.eps);
-    for (int64_t i = 0; i < d; ++i) x[static_cast<size_t>(i)] = (x[static_cast<size_t>(i)] + tmp[static_cast<size_t>(i)]) * ly.out_scale;
+    att.assign(static_cast<size_t>(R * H * hd), 0.0f);
+    parallel_for(R * H, [&](int64_t rh) {
+      const int64_t r = rh / H, h = rh % H, kh = h / group;
+      const Row& row = rows[static_cast<size_t>(r)];
+      const nn::KvCache& lc = row.tg->caches_[static_cast<size_t>(src)];
+      const int64_t lo = swa ? std::max<int64_t>(0, row.pos - ac.window + 1) : 0, hi = row.pos - 1;
+      if (hi < lo) return;
+      std::vector<const void*> kr(static_cast<size_t>(hi - lo + 1)), vr(kr.size());
+      for (int64_t j = lo; j <= hi; ++j) {
+        kr[static_cast<size_t>(j - lo)] = lc.k_row(j) + nn::kv_row_bytes(kt_, kh * hd);
+        vr[static_cast<size_t>(j - lo)] = lc.v_row(j) + nn::kv_row_bytes(vt_, kh * hd);
+      }
+      const float* qh = q.data() + (r * H + h) * hd;
+      float* oh = att.data() + (r * H + h) * hd;
+      if (kv_typed_)
+        fa_row_typed(qh, hd, kr.data(), vr.data(), hi - lo + 1, kt_, vt_, oh);
+      else
+        ggml_flash_attn_row(qh, hd, kr.data(), vr.data(), lo, hi - lo + 1, esz == 2, false, lanes_, oh);
+    });
+    mm(ly.wo, att.data(), R, tmp.data());
+    for (int64_t r = 0; r < R; ++r) {
+      float* tr = tmp.data() + r * d;
+      float* xr = x.data() + r * d;
+      ops::rms_norm(tr, ly.post_attn_norm.data(), tr, d, ac.eps);
+      for (int64_t i = 0; i < d; ++i) xr[i] += tr[i];
+      ops::rms_norm(xr, ly.ffn_norm.data(), u.data() + r * d, d, ac.eps);
+    }
+    gated_ffn(ly.gate, ly.up, ly.down, u.data(), R, tmp.data());
+    for (int64_t r = 0; r < R; ++r) {
+      float* tr = tmp.data() + r * d;
+      float* xr = x.data() + r * d;
+      ops::rms_norm(tr, ly.post_ffn_norm.data(), tr, d, ac.eps);
+      for (int64_t i = 0; i < d; ++i) xr[i] = (xr[i] + tr[i]) * ly.out_scale;
+    }
   }
-  ops::rms_norm(x.data(), A.output_norm.data(), u.data(), d, ac.eps);
+  for (int64_t r = 0; r < R; ++r) ops::rms_norm(x.data() + r * d, A.output_norm.data(), u.data() + r * d, d, ac.eps);
   // Full logits from the tied embedding (no soft-cap: llama.cpp's graph has none; argmax would not
-  // change anyway), and the projection back to the target width for the next chained step.
-  if (logits) mm(A.embd, u.data(), 1, logits);
-  if (hidden_out) mm(A.post, u.data(), 1, hidden_out);
+  // change anyway), and the projection back to the target width for the next chained step: each
+  // over the rows that want it, packed.
+  auto product = [&](const auto& w, int64_t width, float* MtpJob::*dst) {
+    std::vector<size_t> want;
+    std::vector<float> in;
+    for (size_t r = 0; r < rows.size(); ++r)
+      if (rows[r].job->*dst) {
+        want.push_back(r);
+        in.insert(in.end(), u.begin() + static_cast<std::ptrdiff_t>(r * d), u.begin() + static_cast<std::ptrdiff_t>((r + 1) * d));
+      }
+    if (want.empty()) return;
+    if (want.size() == 1) return mm(w, in.data(), 1, rows[want[0]].job->*dst);
+    std::vector<float> out(want.size() * static_cast<size_t>(width));
+    mm(w, in.data(), static_cast<int64_t>(want.size()), out.data());
+    for (size_t k = 0; k < want.size(); ++k) std::copy_n(out.data() + k * static_cast<size_t>(width), width, rows[want[k]].job->*dst);
+  };
+  product(A.embd, c.n_vocab, &MtpJob::logits);
+  product(A.post, dt, &MtpJob::hidden_out);
 }
 
 }  // namespace
