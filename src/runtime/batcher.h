@@ -67,8 +67,9 @@ class Batcher {
 
   // An MTP head's feed (Model::mtp_forward's arguments) together with the other pending head
   // feeds: the sessions drafting at the same time share one pass of the head, so its layer and
-  // the output head are read once for all of them (a leader's take runs the head's pass after
-  // the trunk's). Throws what the model throws for this feed.
+  // the output head are read once for all of them. While head feeds are pending, a leader runs
+  // only those and leaves trunk steps for the next pass (batcher.cpp says why). Throws what the
+  // model throws for this feed.
   void mtp_forward(SequenceState& state, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                    float* hidden_out);
 
