@@ -7,30 +7,43 @@
 
 namespace oxi {
 
+namespace {
+
+// Runs one pass for reqs; returns whether it ran. When it throws, each request gets its own
+// outcome: a batch is refused whole, before any state changes, when one submission is bad (e.g.
+// its context overflows), so each then runs in a pass of its own (`alone`), its error included;
+// any other failure came mid-pass and is every submission's (their sessions start over).
+template <class Req, class Pass, class Alone>
+bool guarded(std::vector<Req*>& reqs, Pass&& pass, Alone&& alone) {
+  try {
+    pass();
+    return true;
+  } catch (const Error& e) {
+    if (reqs.size() == 1 || e.code() != ErrorCode::kInvalidArgument) {
+      for (Req* q : reqs) q->error = std::current_exception();
+      return false;
+    }
+    for (Req* q : reqs) {
+      std::vector<Req*> one{q};
+      alone(one);
+    }
+  } catch (...) {
+    for (Req* q : reqs) q->error = std::current_exception();
+  }
+  return false;
+}
+
+}  // namespace
+
 void Batcher::join(int delta) {
   std::lock_guard<std::mutex> lk(mu_);
   participants_ += delta;
   cv_.notify_all();  // a leader waiting for a participant that just left need not wait longer
 }
 
-uint64_t Batcher::passes() const {
+Batcher::Counts Batcher::counts() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return passes_;
-}
-
-uint64_t Batcher::rows() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return rows_;
-}
-
-uint64_t Batcher::mtp_passes() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return mtp_passes_;
-}
-
-uint64_t Batcher::mtp_feeds() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return mtp_feeds_;
+  return n_;
 }
 
 void Batcher::mtp_forward(SequenceState& state, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
@@ -105,11 +118,11 @@ void Batcher::submit(std::span<Req> reqs) {
     if (!take.empty()) run(take);
     if (!heads.empty()) run_mtp(heads);
     lk.lock();
-    if (!take.empty()) ++passes_;
-    if (!heads.empty()) ++mtp_passes_;
-    mtp_feeds_ += heads.size();
+    if (!take.empty()) ++n_.passes;
+    if (!heads.empty()) ++n_.mtp_passes;
+    n_.mtp_feeds += heads.size();
     for (Req* q : take) {
-      rows_ += q->tokens.size();
+      n_.rows += q->tokens.size();
       q->done = true;
     }
     for (Req* q : heads) q->done = true;
@@ -189,25 +202,14 @@ void Batcher::run(std::vector<Req*>& reqs) {
     b.pos = pos.data();
     b.pos3 = pos3.data();
   }
-  try {
-    model_.forward_batch(states, b, BatchOutput{rows_out ? out.data() : nullptr, nullptr, any_hidden ? hidden.data() : nullptr});
-  } catch (const Error& e) {
-    // A batch is refused whole, before any state changes, when one submission is bad (e.g. its
-    // context overflows): run them one by one so that each gets its own outcome. Any other
-    // failure came mid-pass and is every submission's (their sessions start over).
-    if (reqs.size() == 1 || e.code() != ErrorCode::kInvalidArgument) {
-      for (Req* q : reqs) q->error = std::current_exception();
-      return;
-    }
-    for (Req* q : reqs) {
-      std::vector<Req*> one{q};
-      run(one);  // a pass of its own: its outcome, error included, is its own
-    }
-    return;
-  } catch (...) {
-    for (Req* q : reqs) q->error = std::current_exception();
-    return;
-  }
+  const bool ran = guarded(
+      reqs,
+      [&] {
+        model_.forward_batch(states, b,
+                             BatchOutput{rows_out ? out.data() : nullptr, nullptr, any_hidden ? hidden.data() : nullptr});
+      },
+      [this](std::vector<Req*>& one) { run(one); });
+  if (!ran) return;
   size_t at = 0, entry = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (reqs[i]->hidden) std::copy_n(hidden.data() + entry * d, reqs[i]->tokens.size() * d, reqs[i]->hidden);
@@ -223,21 +225,7 @@ void Batcher::run_mtp(std::vector<Req*>& reqs) {
   for (const Req* q : reqs)
     jobs.push_back(Model::MtpJob{q->state, q->mtp_hidden, q->tokens.data(), static_cast<int64_t>(q->tokens.size()), q->logits,
                                  q->mtp_out});
-  try {
-    model_.mtp_forward_batch(jobs);
-  } catch (const Error& e) {
-    // As in run(): a batch refused whole before any state changed is run feed by feed.
-    if (reqs.size() == 1 || e.code() != ErrorCode::kInvalidArgument) {
-      for (Req* q : reqs) q->error = std::current_exception();
-      return;
-    }
-    for (Req* q : reqs) {
-      std::vector<Req*> one{q};
-      run_mtp(one);
-    }
-  } catch (...) {
-    for (Req* q : reqs) q->error = std::current_exception();
-  }
+  guarded(reqs, [&] { model_.mtp_forward_batch(jobs); }, [this](std::vector<Req*>& one) { run_mtp(one); });
 }
 
 }  // namespace oxi

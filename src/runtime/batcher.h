@@ -73,12 +73,14 @@ class Batcher {
   void mtp_forward(SequenceState& state, const float* hidden, const int32_t* tokens, int64_t n, float* logits,
                    float* hidden_out);
 
-  // Passes run and sequences served, for tests and /metrics.
-  uint64_t passes() const;
-  uint64_t rows() const;
-  // Passes of the MTP head and the head feeds they served.
-  uint64_t mtp_passes() const;
-  uint64_t mtp_feeds() const;
+  // What the batcher has served, for tests and /metrics: trunk passes and the entries (rows) they
+  // carried; MTP head passes and the head feeds they served.
+  struct Counts {
+    uint64_t passes = 0, rows = 0, mtp_passes = 0, mtp_feeds = 0;
+  };
+  Counts counts() const;
+  uint64_t passes() const { return counts().passes; }
+  uint64_t rows() const { return counts().rows; }
 
   // How long a leader waits for missing participants before running what it has.
   std::chrono::microseconds gather_wait{3000};
@@ -112,7 +114,7 @@ class Batcher {
   std::vector<Req*> pending_;
   bool running_ = false;
   int participants_ = 0;
-  uint64_t passes_ = 0, rows_ = 0, mtp_passes_ = 0, mtp_feeds_ = 0;
+  Counts n_;
 };
 
 }  // namespace oxi

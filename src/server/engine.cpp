@@ -499,15 +499,16 @@ class ServerEngine final : public Engine {
     std::lock_guard<std::mutex> lk(mu_);
     int busy = 0;
     for (const auto& s : slots_) busy += s.busy ? 1 : 0;
+    const Batcher::Counts bc = batcher_ ? batcher_->counts() : Batcher::Counts{};
     return json{{"slots_total", static_cast<int>(slots_.size())}, {"slots_busy", busy},
                 {"prompt_cache_entries", static_cast<int>(cache_.size())},
                 {"prompt_cache_bytes", static_cast<double>(cache_bytes_)},
-                {"batch_passes", batcher_ ? static_cast<double>(batcher_->passes()) : 0.0},
-                {"batch_rows", batcher_ ? static_cast<double>(batcher_->rows()) : 0.0},
+                {"batch_passes", static_cast<double>(bc.passes)},
+                {"batch_rows", static_cast<double>(bc.rows)},
                 // The MTP heads' feeds (one per drafting pass of a slot's head) and the head passes
                 // that served them: feeds / passes = slots drafting together.
-                {"batch_mtp_feeds", batcher_ ? static_cast<double>(batcher_->mtp_feeds()) : 0.0},
-                {"batch_mtp_passes", batcher_ ? static_cast<double>(batcher_->mtp_passes()) : 0.0},
+                {"batch_mtp_feeds", static_cast<double>(bc.mtp_feeds)},
+                {"batch_mtp_passes", static_cast<double>(bc.mtp_passes)},
                 // llama-server's name: requests holding a ticket, waiting for a slot.
                 {"requests_deferred", static_cast<double>(next_ticket_ - serving_)}};
   }
