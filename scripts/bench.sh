@@ -259,7 +259,7 @@ if [ "$RUN_SINGLE" = 1 ]; then
     cat "$f" > /dev/null   # page cache warm for whichever runs first
     run_oxinfer() {
       log "$name: oxinfer bench -p $PP -n $TG -t $THREADS -r $REPS"
-      "$OXINFER" bench -m "$f" -p "$PP" -n "$TG" -t "$THREADS" -r "$REPS" -o json \
+      "$OXINFER" bench -m "$f" -p "$PP" -n "$TG" -t "$THREADS" -r "$REPS" -o json --cold-start \
         > "$RESULTS_DIR/$name.oxinfer.json" 2> "$RESULTS_DIR/$name.oxinfer.log" ||
         { cat "$RESULTS_DIR/$name.oxinfer.log" >&2; die "oxinfer bench failed on $f"; }
     }
@@ -268,8 +268,8 @@ if [ "$RUN_SINGLE" = 1 ]; then
       node "$ORACLE/llama_bench.mjs" --model "$f" --threads "$THREADS" --pp "$PP" --tg "$TG" --reps "$REPS" \
         --bw-gbs "$BW" --no-c --out "$RESULTS_DIR/$name.llama_bench.json" > /dev/null 2> "$RESULTS_DIR/$name.llama_bench.log" ||
         { cat "$RESULTS_DIR/$name.llama_bench.log" >&2; die "llama_bench.mjs failed on $f"; }
-      log "$name: llama_cbench (load time, peak RSS; 1 repetition)"
-      NLC_BIN_DIR="$BINS" "$TMP/llama_cbench" "$f" "$THREADS" "$PP" "$TG" 1 \
+      log "$name: llama_cbench (load time, cold start, peak RSS; 1 repetition)"
+      NLC_BIN_DIR="$BINS" "$TMP/llama_cbench" "$f" "$THREADS" "$PP" "$TG" 1 -1 64 \
         > "$RESULTS_DIR/$name.llama_c.json" 2> "$RESULTS_DIR/$name.llama_c.log" ||
         { cat "$RESULTS_DIR/$name.llama_c.log" >&2; die "llama_cbench failed on $f"; }
     }

@@ -56,7 +56,7 @@ const char* kUsage =
     "usage: oxinfer bench (-m MODEL | -hf org/name[:quant]) [-p 512] [-n 128] [-t N] [-r 5]\n"
     "         [-d D[,D..]] [-npl K[,K..]] [-o md|json] [--isa scalar|avx2|avx512|avx512-amx|auto]\n"
     "         [--quant q8_0|q4_0|q4_k] [--verify K[,K..]] [--spec MODE[,MODE..]] [--draft-max N]\n"
-    "         [--device D] [-ngl N] [-ctk f16|f32|q8_0] [-ctv f16|f32|q8_0]\n"
+    "         [--device D] [-ngl N] [-ctk f16|f32|q8_0] [-ctv f16|f32|q8_0] [--cold-start]\n"
     "\n"
     "  -p, --n-prompt N[,N..]  prefill tests ppN (0 skips; default 512)\n"
     "  -n, --n-gen N[,N..]     generation tests tgN (0 skips; default 128)\n"
@@ -82,6 +82,10 @@ const char* kUsage =
     "  --device D, -ngl N      device as for run (vulkan: the whole model on it unless -ngl 0); the\n"
     "                          JSON's \"device\" names where the pass ran (\"cpu\" or the device)\n"
     "  --list-devices          print the devices --device can name, then exit\n"
+    "  --cold-start            first: the cold start to the first token, as a fresh process meets\n"
+    "                          it: the tokenizer's load, then 64 pseudo-random ids prefilled and\n"
+    "                          one token decoded on a new state before anything else ran (weight\n"
+    "                          packing included); JSON fields cold_* on every result\n"
     "  -ctk, -ctv TYPE         KV cache types (f16 default, f32, q8_0; -ctv q8_0 as llama.cpp needs\n"
     "                          flash attention); the JSON's \"type_k\" / \"type_v\" (llama-bench's names)\n"
     "  --quant TYPE            quantise f32/f16/bf16 weights at load (load time includes it; the\n"
@@ -306,7 +310,7 @@ std::string utc_now() {
 
 int cmd_bench(int argc, char** argv) {
   try {
-    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline", "--list-devices"});
+    Args args(argc - 1, argv + 1, {"-h", "--help", "--offline", "--list-devices", "--cold-start"});
     if (args.flag({"-h", "--help"})) {
       std::fputs(kUsage, stdout);
       return 0;
@@ -315,9 +319,10 @@ int cmd_bench(int argc, char** argv) {
     args.check_known({"-m", "--model", "-hf", "--hf-repo", "--hf-token", "-p", "--n-prompt", "-n", "-d", "--n-depth",
                       "--n-gen", "-t", "--threads", "-r", "--repetitions", "-o", "--output", "--isa", "--quant",
                       "-npl", "--n-parallel", "--verify", "--spec", "--draft-max", "-md", "--model-draft", "-hfd", "--hf-repo-draft", "--device", "-ngl", "--n-gpu-layers",
-                      "--gpu-layers", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v"});
+                      "--gpu-layers", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "--cold-start"});
     if (!args.positional().empty()) usage_error("unexpected argument '" + args.positional()[0] + "'");
     const bool parallel = args.has("-npl") || args.has("--n-parallel");
+    const bool cold = args.flag({"--cold-start"});
     const auto pp = parse_sizes(args.get_or({"-p", "--n-prompt"}, parallel ? "32" : "512"), "-p");
     const auto tg = parse_sizes(args.get_or({"-n", "--n-gen"}, "128"), "-n");
     const bool depth_given = args.has("-d") || args.has("--n-depth");
@@ -450,6 +455,31 @@ int cmd_bench(int argc, char** argv) {
     const int n_threads = num_threads();
     std::fprintf(stderr, "bench: %s, load %.0f ms\n", type.c_str(), load_ms);
 
+    // --cold-start, before any test or warm-up touched the weights: what a fresh `run` or `serve`
+    // pays before its first token beyond load_ms — the tokenizer (run and serve load it; bench's
+    // load does not), a new state, a 64-token prompt in one chunk and one decode step, with every
+    // one-time cost on the way (the decode kernels' weight packing, first-touch page faults).
+    // scripts/bench/llama_cbench.c measures the same steps in llama.cpp (docs/benchmarks.md).
+    constexpr int64_t kColdPrompt = 64;
+    double cold_tok_ms = 0.0, cold_first_ms = 0.0;
+    if (cold) {
+      auto c0 = Clock::now();
+      const TokenizerPtr tok = load_tokenizer(files);
+      if (!tok) throw_error(ErrorCode::kFormat, path + ": no tokenizer (--cold-start loads it as run does)");
+      cold_tok_ms = seconds_since(c0) * 1e3;
+      c0 = Clock::now();
+      std::unique_ptr<SequenceState> st = model->new_state(kColdPrompt + 2);
+      std::vector<float> lg(static_cast<size_t>(info.n_vocab));
+      const std::vector<int32_t> ids = token_ids(kColdPrompt, info.n_vocab, 99);
+      model->forward(*st, ids, lg.data(), false);
+      const auto next = static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+      model->forward(*st, std::span<const int32_t>(&next, 1), lg.data(), false);
+      cold_first_ms = seconds_since(c0) * 1e3;
+      std::fprintf(stderr, "bench: cold start to the first token %.0f ms (load %.0f + tokenizer %.0f + pp%lld and one token %.0f)\n",
+                   load_ms + cold_tok_ms + cold_first_ms, load_ms, cold_tok_ms, static_cast<long long>(kColdPrompt),
+                   cold_first_ms);
+    }
+
     if (out == "md") {
       std::printf("| %-30s | %10s | %8s | %-10s | %7s | %10s | %20s |\n", "model", "size", "params", "isa",
                   "threads", "test", "t/s");
@@ -542,6 +572,12 @@ int cmd_bench(int argc, char** argv) {
       for (double x : ns) ns_int.push_back(std::llround(x));
       j["samples_ns"] = ns_int;
       j["load_ms"] = load_ms;
+      if (cold) {
+        j["cold_tokenizer_ms"] = cold_tok_ms;
+        j["cold_prompt"] = kColdPrompt;
+        j["cold_first_ms"] = cold_first_ms;  // new state + pp64 + one token, the first work after load
+        j["cold_first_token_ms"] = load_ms + cold_tok_ms + cold_first_ms;
+      }
       j["test_time"] = when;
       j["oxinfer_version"] = oxi_version();
       results.push_back(std::move(j));

@@ -6,12 +6,16 @@
 //                  load_ms, which oxinfer bench's load_ms does not include)
 //   ctx_ms         wall time of llama_init_from_model (KV cache, compute buffers)
 //   peak_rss_bytes VmHWM of this process after all tests (model + context + the runs)
+//   cold_first_ms  with COLD_N > 0: the first work after llama_init_from_model, before any warm-up:
+//                  COLD_N pseudo-random ids (seed 99) in one llama_decode, then one decode of the
+//                  argmax — with load_ms and ctx_ms, the cold start to the first token that
+//                  `oxinfer bench --cold-start` measures on its side
 // and the same tests as `oxinfer bench`, same token ids (same 64-bit LCG and seeds):
 //   ppN  N pseudo-random ids in one llama_decode (batch = ubatch = 512, logits of the last token)
 //   tgN  N single-token decodes from an empty cache, each fed the argmax of the previous logits
 // one warm-up each (pp: the full N, tg: 8 tokens), then R timed runs, cache cleared before each.
 //
-//   llama_cbench MODEL THREADS PP TG REPS [FLASH_ATTN -1|0|1]   -> one JSON object on stdout
+//   llama_cbench MODEL THREADS PP TG REPS [FLASH_ATTN -1|0|1] [COLD_N]   -> one JSON object on stdout
 //
 // Built by scripts/bench.sh against llama.h/ggml headers from node-llama-cpp's bundled llama.cpp
 // source (node_modules/node-llama-cpp/llama/gitRelease.bundle) and linked to its prebuilt
@@ -121,13 +125,14 @@ static void print_runs(const char *name, int n, const double *ms, int reps) {
 
 int main(int argc, char **argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: llama_cbench MODEL THREADS PP TG REPS [FLASH_ATTN -1|0|1]\n");
+        fprintf(stderr, "usage: llama_cbench MODEL THREADS PP TG REPS [FLASH_ATTN -1|0|1] [COLD_N]\n");
         return 2;
     }
     const char *path = argv[1];
     const int threads = atoi(argv[2]), pp = atoi(argv[3]), tg = atoi(argv[4]), reps = atoi(argv[5]);
     const int fa = argc > 6 ? atoi(argv[6]) : -1;
-    if (threads < 1 || pp < 0 || tg < 0 || reps < 1 || reps > 1000 || (pp == 0 && tg == 0)) {
+    const int cold = argc > 7 ? atoi(argv[7]) : 0;
+    if (threads < 1 || pp < 0 || tg < 0 || reps < 1 || reps > 1000 || (pp == 0 && tg == 0) || cold < 0 || cold > 512) {
         fprintf(stderr, "llama_cbench: bad arguments\n");
         return 2;
     }
@@ -148,7 +153,8 @@ int main(int argc, char **argv) {
     if (!model) die("llama_model_load_from_file failed");
     const long long rss_model_kib = status_kib("VmRSS:");
 
-    const int n_ctx_need = (pp > tg ? pp : tg) + 1;
+    int n_ctx_need = (pp > tg ? pp : tg) + 1;
+    if (cold + 2 > n_ctx_need) n_ctx_need = cold + 2;
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)((n_ctx_need + 255) / 256 * 256);
     cp.n_batch = cp.n_ubatch = 512;
@@ -163,6 +169,19 @@ int main(int argc, char **argv) {
     const double ctx_ms = now_ms() - t0;
     if (!ctx) die("llama_init_from_model failed");
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+
+    double cold_first_ms = 0;
+    if (cold > 0) {
+        llama_token *cids = malloc(sizeof(llama_token) * (size_t)cold);
+        token_ids(cids, cold, n_vocab, 99);
+        t0 = now_ms();
+        if (llama_decode(ctx, llama_batch_get_one(cids, cold)) != 0) die("llama_decode (cold prompt) failed");
+        llama_token next = argmax(llama_get_logits_ith(ctx, -1), n_vocab);
+        if (llama_decode(ctx, llama_batch_get_one(&next, 1)) != 0) die("llama_decode (cold token) failed");
+        (void)llama_get_logits_ith(ctx, -1);
+        cold_first_ms = now_ms() - t0;
+        free(cids);
+    }
 
     llama_token *ids = malloc(sizeof(llama_token) * (size_t)(pp > 0 ? pp : 1));
     token_ids(ids, pp, n_vocab, 42);
@@ -213,6 +232,10 @@ int main(int argc, char **argv) {
     printf("  \"threads\": %d,\n  \"n_ctx\": %u,\n  \"n_batch\": %u,\n  \"reps\": %d,\n", threads, llama_n_ctx(ctx),
            llama_n_batch(ctx), reps);
     printf("  \"load_ms\": %.2f,\n  \"vocab_load_ms\": %.2f,\n  \"ctx_ms\": %.2f,\n", load_ms, vocab_load_ms, ctx_ms);
+    if (cold > 0) {
+        printf("  \"cold_prompt\": %d,\n  \"cold_first_ms\": %.2f,\n  \"cold_first_token_ms\": %.2f,\n", cold, cold_first_ms,
+               load_ms + ctx_ms + cold_first_ms);
+    }
     printf("  \"rss_start_bytes\": %lld,\n  \"rss_after_libs_bytes\": %lld,\n  \"rss_after_load_bytes\": %lld,\n",
            rss_start_kib * 1024, rss_libs_kib * 1024, rss_model_kib * 1024);
     if (pp > 0) print_runs("pp", pp, pp_ms, reps);
