@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <list>
 #include <mutex>
+#include <limits>
 #include <thread>
 
 #include "audio/decode.h"
@@ -290,10 +291,14 @@ class ServerEngine final : public Engine {
         throw RequestError(400, "logit_bias", "logit_bias: token id " + std::to_string(id) + " is out of range");
       }
     }
-    if (constraint || !req.logit_bias.empty()) {
+    std::vector<std::pair<int32_t, float>> biases = req.logit_bias;
+    if (req.ignore_eos) {
+      for (int32_t id : tok_->eog_ids()) biases.emplace_back(id, -std::numeric_limits<float>::infinity());
+    }
+    if (constraint || !biases.empty()) {
       // The bias first (llama.cpp's chain starts with it), so the constraint ranks biased logits.
       const TextConstraint* c = constraint.get();
-      const auto* bias = &req.logit_bias;
+      const auto* bias = &biases;
       go.logit_filter = [this, c, bias](std::span<float> logits) {
         for (const auto& [id, b] : *bias) logits[static_cast<size_t>(id)] += b;
         if (c) mask_rejected_tokens(*c, *loaded_->text, logits);

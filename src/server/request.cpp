@@ -110,7 +110,7 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& lb) {
 const char* const kCommonFields[] = {"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "stop",
                                      "n", "logit_bias", "temperature", "top_p", "min_p", "presence_penalty",
                                      "frequency_penalty", "repeat_penalty", "top_k", "seed", "speculative.n_max",
-                                     "speculative.n_min", "speculative.mode", "grammar"};
+                                     "speculative.n_min", "speculative.mode", "grammar", "ignore_eos"};
 const char* const kHarmless[] = {"user", "metadata", "store", "service_tier", "cache_prompt", "id_slot",
                                  "prompt_cache_key", "safety_identifier", "timings_per_token",
                                  // llama-server's draft-model confidence floor: drafting only, and
@@ -162,6 +162,7 @@ void parse_common(const json& body, const Limits& limits, GenerationRequest& r) 
   }
   if (auto n = integer(body, "n", 1, limits.max_choices)) r.n = static_cast<int>(*n);
   if (const json* lb = field(body, "logit_bias")) r.logit_bias = parse_logit_bias(*lb);
+  r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   if (const json* g = field(body, "grammar")) {
     if (!g->is_string()) bad("grammar", "'grammar' must be a string (GBNF, llama.cpp's grammar syntax)");
     if (!g->get_ref<const std::string&>().empty()) {  // "" is no grammar, as in llama-server

@@ -63,6 +63,10 @@ struct GenerationRequest {
   // oxinfer's per-request speculation mode ("speculative.mode": auto | none | ngram | mtp |
   // draft, the names of --spec); checked against the model and the server's --spec by the engine.
   std::optional<std::string> spec_mode;
+  // llama-server's `ignore_eos`: the end-of-generation tokens are never chosen (their logits get
+  // −inf, the bias llama-server adds), so a generation ends only at max_tokens, a stop string or
+  // the context's end.
+  bool ignore_eos = false;
   // llama.cpp's `grammar` (GBNF text), compiled; null when the request has none.
   std::shared_ptr<const GbnfGrammar> grammar;
 };

@@ -10,7 +10,7 @@
 //   `--spec mtp` (the MTP head) for 4 concurrent requests under continuous batching;
 //   client disconnect cancels; malformed JSON, wrong types, oversized bodies, bad API key → 4xx
 //   with OpenAI error JSON, and the server stays up; n > 1 (each choice as the single request
-//   with seed + i, streamed by choice index), logit_bias (object and llama-server array forms:
+//   with seed + i, streamed by choice index), ignore_eos, logit_bias (object and llama-server array forms:
 //   +100 forces a token, -100 / false bans the greedy one), and unknown fields that would change
 //   the output (suffix, …) and invalid grammars refused with 400 while harmless ones (user, metadata) pass.
 import { createRequire } from "node:module";
@@ -399,6 +399,25 @@ try {
       const r = await client.completions.create({ ...greedy, max_tokens: 1, logit_bias });
       assert.notEqual(r.choices[0].text, plain.choices[0].text, JSON.stringify(logit_bias));
     }
+  });
+  await check("ignore_eos (llama-server's): an end-of-generation token forced by logit_bias is never chosen", async () => {
+    const props = await (await fetch(`${srv.base}/props`, { headers: { Authorization: `Bearer ${API_KEY}` } })).json();
+    const eosIds = (await (await fetch(`${srv.base}/tokenize`, { method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${API_KEY}` },
+      body: JSON.stringify({ content: props.eos_token, parse_special: true }) })).json()).tokens;
+    assert.equal(eosIds.length, 1, `eos_token ${JSON.stringify(props.eos_token)} is one token`);
+    const forceEos = { ...greedy, max_tokens: 4, logit_bias: { [eosIds[0]]: 100 } };
+    const ended = await client.completions.create(forceEos);
+    assert.equal(ended.choices[0].finish_reason, "stop");
+    assert.equal(ended.usage.completion_tokens, 0);
+    const r = await client.completions.create({ ...forceEos, ignore_eos: true });
+    assert.equal(r.choices[0].finish_reason, "length");
+    assert.equal(r.usage.completion_tokens, 4);
+    // Apart from the end-of-generation ids, the bias changes nothing: the same text as plain greedy.
+    const plain = await client.completions.create({ ...greedy, max_tokens: 4, ignore_eos: true });
+    assert.equal(r.choices[0].text, plain.choices[0].text);
+    await assert.rejects(client.completions.create({ ...greedy, ignore_eos: "yes" }),
+      (e) => e.status === 400 && e.param === "ignore_eos");
   });
   await check("bad logit_bias → 400", async () => {
     for (const logit_bias of [{ abc: 1 }, { 5: 101 }, [[5]], { 99999999: 1 }]) {
