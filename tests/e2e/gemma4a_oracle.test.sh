@@ -10,7 +10,7 @@
 #      FLAC and as MP3;
 #      the HF checkpoint in place gives the same text as GGUF + mmproj; the log-probabilities of
 #      the greedy steps with a clip (and a clip + an image) equal llama.cpp's within 1.5 × its own
-#      -fa on/off spread, at least 0.03 (tests/e2e/llama_mtmd_logprobs.cpp);
+#      -fa on/off spread, at least 0.05 (tests/e2e/llama_mtmd_logprobs.cpp);
 #   3. bad input: a zero-length file, a corrupt WAV, a PNG given as audio, audio for a model with
 #      no audio tower (a GGUF without --mmproj): exit 1 with a message.
 # Clips are WAVs written here (Python's wave module) at 16 kHz mono, so no resampling is involved

@@ -7,7 +7,7 @@
 #      odd sizes in llama.cpp's preprocessing mode (resize + padding);
 #   3. greedy text with images identical to llama-mtmd-cli's, and the log-probabilities of the
 #      greedy steps with an image equal llama.cpp's (tests/e2e/llama_mtmd_logprobs.cpp) within 1.5 × its
-#      own -fa on/off spread, at least 0.03 (tests/e2e/lib/mtmd_logprobs.sh).
+#      own -fa on/off spread, at least 0.05 (tests/e2e/lib/mtmd_logprobs.sh).
 # The reference is built once by scripts/build_llama_mtmd.sh (cached under ~/.cache/oxinfer-llama).
 set -u
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"

@@ -10,8 +10,9 @@
 # these random models amplify such rounding-level differences, so the tolerance is measured, not
 # guessed: 1.5 × how far llama.cpp's own run with the other attention path (-fa on vs off, the
 # same rows and weights, only the rounding differs) lies from its first, and at least
-# LOGPROB_TOL (default 0.03: the rows' own differences move these logprobs more than the
-# attention path's rounding does, up to 0.017 on the Gemma 4 image case here).
+# LOGPROB_TOL (default 0.05: the rows' own differences move these logprobs more than the
+# attention path's rounding does: up to 0.017 on the Gemma 4 image case on an Intel host, 0.035 on
+# an AMD Zen 5 one; docs/multimodal.md).
 LLDRV="$(dirname "$MTMD")/llama_mtmd_logprobs"
 LLDRV_SRC="$SRC/tests/e2e/llama_mtmd_logprobs.cpp"
 (
@@ -41,7 +42,7 @@ logprob_case() {  # name, prompt, n, fa, media...
   "$OXINFER" run -m "$WORK/m.gguf" --mmproj "$WORK/mmproj.gguf" "${args[@]}" -p "$prompt" --no-chat -n "$n" --temp 0 -t 2 \
     -c 4096 -fa "$fa" --json --top-logprobs 5 > "$WORK/lp_ox_$name.jsonl" 2> "$WORK/lp_ox_$name.err" ||
     { tail -3 "$WORK/lp_ox_$name.err"; bad "logprobs ($name): oxinfer run --json"; return; }
-  if $PY - "$WORK/lp_ll_${key}_$fa.jsonl" "$WORK/lp_ox_$name.jsonl" "${LOGPROB_TOL:-0.03}" "$WORK/lp_ll_${key}_$other.jsonl" <<'PYEOF'
+  if $PY - "$WORK/lp_ll_${key}_$fa.jsonl" "$WORK/lp_ox_$name.jsonl" "${LOGPROB_TOL:-0.05}" "$WORK/lp_ll_${key}_$other.jsonl" <<'PYEOF'
 import json, sys
 ll = [json.loads(l) for l in open(sys.argv[1])]
 ox = [json.loads(l) for l in open(sys.argv[2]) if '"top_logprobs"' in l]
