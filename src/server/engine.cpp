@@ -15,9 +15,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <list>
 #include <mutex>
-#include <limits>
 #include <thread>
 
 #include "audio/decode.h"
