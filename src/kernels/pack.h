@@ -70,4 +70,16 @@ void pack_q6_K_avx512(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t
 void unpack_q6_K_avx512(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
 void mm_q6_K_packed_avx512(const MMArgs& a);
 
+// The AVX2 ones (x86/avx2_pack.cpp; the same packed layout): `file` is the AVX2 table's file-
+// layout kernel of the type, for rows past the copy.
+void pack_q4_0_avx2(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+void unpack_q4_0_avx2(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
+void mm_q4_0_packed_avx2(const MMArgs& a, void (*file)(const MMArgs&));
+void pack_q4_K_avx2(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+void unpack_q4_K_avx2(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
+void mm_q4_K_packed_avx2(const MMArgs& a, void (*file)(const MMArgs&));
+void pack_q6_K_avx2(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst);
+void unpack_q6_K_avx2(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride);
+void mm_q6_K_packed_avx2(const MMArgs& a, void (*file)(const MMArgs&));
+
 }  // namespace oxi::kern

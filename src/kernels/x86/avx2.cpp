@@ -8,6 +8,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/kq_scales.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/tile_drive.h"
 #include "kernels/x86/kq_decode.h"
@@ -646,6 +647,11 @@ void mlx_row(const uint8_t* row, const float* const* x, int64_t cols, float* con
 
 #include "kernels/x86/mlx_drive.h"
 
+// Decode over packed copies (x86/avx2_pack.cpp), with this file's kernels for rows past them.
+void mm_q4_0_packed(const MMArgs& a) { mm_q4_0_packed_avx2(a, mm_q4_0); }
+void mm_q4_K_packed(const MMArgs& a) { mm_q4_K_packed_avx2(a, mm_q4_K); }
+void mm_q6_K_packed(const MMArgs& a) { mm_q6_K_packed_avx2(a, mm_q6_K); }
+
 }  // namespace
 
 const Kernels kAvx2Kernels = {
@@ -655,6 +661,9 @@ const Kernels kAvx2Kernels = {
      mm_mxfp4, mm_mlx<4, 32>, mm_mlx<4, 64>, mm_mlx<4, 128>, mm_mlx<8, 32>, mm_mlx<8, 64>, mm_mlx<8, 128>},
     {nullptr, act_f16, act_bf16, act_q8_0, act_q8_K, act_q8_1},
     8,
+    {nullptr, nullptr, nullptr, nullptr, mm_q4_0_packed, mm_q4_K_packed, nullptr, mm_q6_K_packed},
+    {nullptr, nullptr, nullptr, nullptr, pack_q4_0_avx2, pack_q4_K_avx2, nullptr, pack_q6_K_avx2},
+    {nullptr, nullptr, nullptr, nullptr, unpack_q4_0_avx2, unpack_q4_K_avx2, nullptr, unpack_q6_K_avx2},
 };
 
 }  // namespace oxi::kern

@@ -25,6 +25,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
+#include "kernels/x86/pack_layout.h"
 
 namespace oxi::kern {
 namespace {
@@ -515,71 +516,6 @@ inline void packed_multi(const MMArgs& a, int64_t rp, Group&& group) {
         default: run(std::integral_constant<int, 8>{}, p, g, t); break;
       }
       t += k;
-    }
-  }
-}
-
-// Rows past the packed copy (< 16): the file-layout kernel one token at a time, as the single-
-// token packed kernels run them (so each token's result is theirs).
-inline void file_rows_per_token(MMFn fn, const MMArgs& a, int64_t rp) {
-  if (rp >= a.r1) return;
-  for (int64_t t = a.t0; t < a.t1; ++t) {
-    MMArgs rest = a;
-    rest.r0 = std::max(a.r0, rp);
-    rest.t0 = t;
-    rest.t1 = t + 1;
-    fn(rest);
-  }
-}
-
-// ---- packers ---------------------------------------------------------------------------------
-// Each packed layout above as a list of moves mv(packed offset, offset in the file's block, n):
-// row r's n bytes go to packed offset + n·r of the 16-row block. pack and unpack walk the same
-// list in opposite directions.
-constexpr auto q4_0_moves = [](auto&& mv) {
-  mv(0, offsetof(BlockQ4_0, d), 2);
-  for (int j = 0; j < 4; ++j) mv(32 + 64 * j, offsetof(BlockQ4_0, qs) + 4 * j, 4);
-};
-constexpr auto q4_K_moves = [](auto&& mv) {
-  mv(0, offsetof(BlockQ4_K, d), 2);
-  mv(32, offsetof(BlockQ4_K, dmin), 2);
-  for (int k = 0; k < 3; ++k) mv(64 + 64 * k, offsetof(BlockQ4_K, scales) + 4 * k, 4);
-  for (int v = 0; v < 32; ++v) mv(256 + 64 * v, offsetof(BlockQ4_K, qs) + 4 * v, 4);
-};
-constexpr auto q6_K_moves = [](auto&& mv) {
-  mv(0, offsetof(BlockQ6_K, d), 2);
-  for (int k = 0; k < 4; ++k) mv(32 + 64 * k, offsetof(BlockQ6_K, scales) + 4 * k, 4);
-  for (int h = 0; h < 2; ++h) {
-    for (int m = 0; m < 8; ++m) {
-      const int v = 288 + 192 * (8 * h + m);
-      mv(v, offsetof(BlockQ6_K, ql) + 64 * h + 4 * m, 4);
-      mv(v + 64, offsetof(BlockQ6_K, ql) + 64 * h + 32 + 4 * m, 4);
-      mv(v + 128, offsetof(BlockQ6_K, qh) + 32 * h + 4 * m, 4);
-    }
-  }
-};
-
-// Groups [g0, g1) of rows of nb blocks of `block` bytes (packed: 16 · block per block).
-template <class Moves>
-void pack_groups(Moves moves, uint64_t block, int64_t nb, const uint8_t* w, uint64_t w_stride, int64_t g0, int64_t g1,
-                 uint8_t* dst) {
-  for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* o = dst + static_cast<uint64_t>(g) * static_cast<uint64_t>(nb) * 16 * block;
-    for (int64_t b = 0; b < nb; ++b, o += 16 * block) {
-      for (int r = 0; r < 16; ++r) {
-        const uint8_t* src = w + static_cast<uint64_t>(16 * g + r) * w_stride + static_cast<uint64_t>(b) * block;
-        moves([&](int po, size_t fo, int n) { std::memcpy(o + po + n * r, src + fo, static_cast<size_t>(n)); });
-      }
-    }
-  }
-}
-template <class Moves>
-void unpack_group(Moves moves, uint64_t block, int64_t nb, const uint8_t* group, uint8_t* rows, uint64_t row_stride) {
-  const uint8_t* o = group;
-  for (int64_t b = 0; b < nb; ++b, o += 16 * block) {
-    for (int r = 0; r < 16; ++r) {
-      uint8_t* dst = rows + static_cast<uint64_t>(r) * row_stride + static_cast<uint64_t>(b) * block;
-      moves([&](int po, size_t fo, int n) { std::memcpy(dst + fo, o + po + n * r, static_cast<size_t>(n)); });
     }
   }
 }
