@@ -57,8 +57,8 @@ inline __m256i ctl_pair_hi(int i) {
   return _mm256_setr_epi32(c, c + s, c + 2 * s, c + 3 * s, c, c + s, c + 2 * s, c + 3 * s);
 }
 
-// Tokens per pass over a group's block, and the prefetch distance (two blocks of the packed
-// stream ahead, as the AVX-512 kernels).
+// Tokens per pass over a group's block (each kernel prefetches two blocks of its packed stream
+// ahead, as the AVX-512 ones do).
 constexpr int kPass = 4;
 
 // ---- Q4_0 ------------------------------------------------------------------------------------
