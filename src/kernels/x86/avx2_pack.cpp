@@ -306,24 +306,7 @@ void mm_k_packed(const MMArgs& a, MMFn file, KGroup&& group) {
 
 }  // namespace
 
-void pack_q4_0_avx2(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
-  pack_groups(q4_0_moves, sizeof(BlockQ4_0), cols / 32, w, w_stride, g0, g1, dst);
-}
-void unpack_q4_0_avx2(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
-  unpack_group(q4_0_moves, sizeof(BlockQ4_0), cols / 32, group, rows, row_stride);
-}
-void pack_q4_K_avx2(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
-  pack_groups(q4_K_moves, sizeof(BlockQ4_K), cols / 256, w, w_stride, g0, g1, dst);
-}
-void unpack_q4_K_avx2(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
-  unpack_group(q4_K_moves, sizeof(BlockQ4_K), cols / 256, group, rows, row_stride);
-}
-void pack_q6_K_avx2(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1, uint8_t* dst) {
-  pack_groups(q6_K_moves, sizeof(BlockQ6_K), cols / 256, w, w_stride, g0, g1, dst);
-}
-void unpack_q6_K_avx2(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {
-  unpack_group(q6_K_moves, sizeof(BlockQ6_K), cols / 256, group, rows, row_stride);
-}
+OXI_DEFINE_PACKERS(avx2)
 
 // Rows [r0, r1) of tokens [t0, t1): rows below a.wp_rows from the packed copy, the rest with the
 // file-layout kernel (`file`, the AVX2 table's) per token.

@@ -82,3 +82,28 @@ inline void file_rows_per_token(MMFn fn, const MMArgs& a, int64_t rp) {
 
 }  // namespace
 }  // namespace oxi::kern
+
+// Defines kernels/pack.h's pack_<type>_<isa> and unpack_<type>_<isa> for Q4_0, Q4_K and Q6_K in
+// the including per-ISA file (inside namespace oxi::kern).
+#define OXI_DEFINE_PACKERS(isa)                                                                          \
+  void pack_q4_0_##isa(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1,       \
+                       uint8_t* dst) {                                                                  \
+    pack_groups(q4_0_moves, sizeof(BlockQ4_0), cols / 32, w, w_stride, g0, g1, dst);                    \
+  }                                                                                                     \
+  void unpack_q4_0_##isa(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {      \
+    unpack_group(q4_0_moves, sizeof(BlockQ4_0), cols / 32, group, rows, row_stride);                    \
+  }                                                                                                     \
+  void pack_q4_K_##isa(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1,       \
+                       uint8_t* dst) {                                                                  \
+    pack_groups(q4_K_moves, sizeof(BlockQ4_K), cols / 256, w, w_stride, g0, g1, dst);                   \
+  }                                                                                                     \
+  void unpack_q4_K_##isa(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {      \
+    unpack_group(q4_K_moves, sizeof(BlockQ4_K), cols / 256, group, rows, row_stride);                   \
+  }                                                                                                     \
+  void pack_q6_K_##isa(const uint8_t* w, uint64_t w_stride, int64_t cols, int64_t g0, int64_t g1,       \
+                       uint8_t* dst) {                                                                  \
+    pack_groups(q6_K_moves, sizeof(BlockQ6_K), cols / 256, w, w_stride, g0, g1, dst);                   \
+  }                                                                                                     \
+  void unpack_q6_K_##isa(const uint8_t* group, int64_t cols, uint8_t* rows, uint64_t row_stride) {      \
+    unpack_group(q6_K_moves, sizeof(BlockQ6_K), cols / 256, group, rows, row_stride);                   \
+  }
