@@ -261,7 +261,6 @@ inline void q6k_group(const uint8_t* p, int64_t nb, const BlockQ8_K* const (&x)[
 // group(ctag, p, t, acc) adds the outputs of T = ctag's value tokens from t to acc.
 template <class Group>
 inline void packed_run(const MMArgs& a, int64_t rp, Group&& group) {
-  const int64_t n = a.t1 - a.t0, passes = (n + kPass - 1) / kPass, per = (n + passes - 1) / passes;
   auto run = [&](auto tn, const uint8_t* p, int64_t g, int64_t t) {
     constexpr int T = decltype(tn)::value;
     __m256 acc[T][2];
@@ -272,19 +271,7 @@ inline void packed_run(const MMArgs& a, int64_t rp, Group&& group) {
       _mm256_storeu_ps(a.y + (t + i) * a.ldy + 16 * g + 8, acc[i][1]);
     }
   };
-  for (int64_t g = a.r0 / 16; g < rp / 16; ++g) {
-    const uint8_t* p = a.wp + static_cast<uint64_t>(g) * a.wp_stride;
-    for (int64_t t = a.t0; t < a.t1;) {
-      const int64_t k = std::min(per, a.t1 - t);
-      switch (k) {
-        case 1: run(std::integral_constant<int, 1>{}, p, g, t); break;
-        case 2: run(std::integral_constant<int, 2>{}, p, g, t); break;
-        case 3: run(std::integral_constant<int, 3>{}, p, g, t); break;
-        default: run(std::integral_constant<int, 4>{}, p, g, t); break;
-      }
-      t += k;
-    }
-  }
+  for_group_passes<kPass>(a, rp, run);
 }
 
 // The K-quant kernels: rows [r0, r1) of tokens [t0, t1), group(ctag, p, nb, x, acc) on the

@@ -493,7 +493,6 @@ inline void q6k_group_mt(const uint8_t* p, const uint8_t* x, uint64_t xs, int64_
 // outputs of T = ctag's value tokens from t to acc.
 template <class Group>
 inline void packed_multi(const MMArgs& a, int64_t rp, Group&& group) {
-  const int64_t n = a.t1 - a.t0, passes = (n + kMtPass - 1) / kMtPass, per = (n + passes - 1) / passes;
   auto run = [&](auto tn, const uint8_t* p, int64_t g, int64_t t) {
     constexpr int T = decltype(tn)::value;
     __m512 acc[T];
@@ -501,23 +500,7 @@ inline void packed_multi(const MMArgs& a, int64_t rp, Group&& group) {
     group(tn, p, t, acc);
     for (int i = 0; i < T; ++i) _mm512_storeu_ps(a.y + (t + i) * a.ldy + 16 * g, acc[i]);
   };
-  for (int64_t g = a.r0 / 16; g < rp / 16; ++g) {
-    const uint8_t* p = a.wp + static_cast<uint64_t>(g) * a.wp_stride;
-    for (int64_t t = a.t0; t < a.t1;) {
-      const int64_t k = std::min(per, a.t1 - t);
-      switch (k) {
-        case 1: run(std::integral_constant<int, 1>{}, p, g, t); break;
-        case 2: run(std::integral_constant<int, 2>{}, p, g, t); break;
-        case 3: run(std::integral_constant<int, 3>{}, p, g, t); break;
-        case 4: run(std::integral_constant<int, 4>{}, p, g, t); break;
-        case 5: run(std::integral_constant<int, 5>{}, p, g, t); break;
-        case 6: run(std::integral_constant<int, 6>{}, p, g, t); break;
-        case 7: run(std::integral_constant<int, 7>{}, p, g, t); break;
-        default: run(std::integral_constant<int, 8>{}, p, g, t); break;
-      }
-      t += k;
-    }
-  }
+  for_group_passes<kMtPass>(a, rp, run);
 }
 
 }  // namespace

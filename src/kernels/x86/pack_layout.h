@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
@@ -77,6 +78,31 @@ inline void file_rows_per_token(MMFn fn, const MMArgs& a, int64_t rp) {
     rest.t0 = t;
     rest.t1 = t + 1;
     fn(rest);
+  }
+}
+
+// f(std::integral_constant<int, k>{}) for 1 ≤ k ≤ Max (a larger k runs Max).
+template <int Max, class F>
+inline void with_token_count(int64_t k, F&& f) {
+  if constexpr (Max > 1) {
+    if (k < Max) return with_token_count<Max - 1>(k, f);
+  }
+  f(std::integral_constant<int, Max>{});
+}
+
+// The packed 16-row groups of rows [a.r0, rp) (a.r0 a multiple of 16: GEMV units are) for tokens
+// [a.t0, a.t1), in passes of ≤ Pass tokens with sizes as even as possible (9 → 5 + 4):
+// run(ctag, p, g, t) handles T = ctag's value tokens from t on group g at p.
+template <int Pass, class Run>
+inline void for_group_passes(const MMArgs& a, int64_t rp, Run&& run) {
+  const int64_t n = a.t1 - a.t0, passes = (n + Pass - 1) / Pass, per = (n + passes - 1) / passes;
+  for (int64_t g = a.r0 / 16; g < rp / 16; ++g) {
+    const uint8_t* p = a.wp + static_cast<uint64_t>(g) * a.wp_stride;
+    for (int64_t t = a.t0; t < a.t1;) {
+      const int64_t k = std::min(per, a.t1 - t);
+      with_token_count<Pass>(k, [&](auto tn) { run(tn, p, g, t); });
+      t += k;
+    }
   }
 }
 
